@@ -1,0 +1,5 @@
+import sys
+
+from kubus.cli import main
+
+sys.exit(main())

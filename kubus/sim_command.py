@@ -1,0 +1,101 @@
+"""`kubus sim`: run the simulated cluster until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from kubus import logs
+from sim.cluster import SimCluster, SimConfig
+from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint
+
+log = logging.getLogger("kubus.sim")
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "sim", help="run a simulated Kubernetes cluster (API server, scheduler, kubelets)",
+        description="Run a simulated Kubernetes cluster that kubectl and client libraries accept as "
+                    "kube-apiserver. Writes a kubeconfig for it and serves until SIGINT or SIGTERM.")
+    add_sim_arguments(p)
+    logs.add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("simulated cluster")
+    g.add_argument("--nodes", type=int, default=3, help="number of nodes to create (default 3)")
+    g.add_argument("--node-prefix", default="node-", help="node name prefix (default node-)")
+    g.add_argument("--node-labels", default="", metavar="K=V,...", help="labels for every generated node")
+    g.add_argument("--node-taint", action="append", default=[], metavar="KEY[=VALUE]:EFFECT",
+                   help="a taint for every generated node (repeatable)")
+    g.add_argument("--node-capacity", default="", metavar="cpu=4,memory=16Gi,pods=110",
+                   help="capacity of every generated node")
+    g.add_argument("--nodes-file", metavar="YAML", help="a YAML list of nodes (name, labels, taints, capacity, "
+                                                         "unschedulable) added after the generated ones")
+    g.add_argument("--kubeconfig", metavar="PATH", default="./kubeconfig",
+                   help="where to write the kubeconfig for the sim (default ./kubeconfig)")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    g.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    g.add_argument("--no-kubelet", action="store_true",
+                   help="run no kubelets: pod status is left to clients (as upstream integration tests do)")
+    g.add_argument("--kubelet-delay", type=float, default=0.5, metavar="SECONDS",
+                   help="time from binding to Running and Ready (default 0.5)")
+    g.add_argument("--termination-seconds", type=float, default=1.0, metavar="SECONDS",
+                   help="longest time a kubelet takes to finish a graceful pod deletion (default 1)")
+    g.add_argument("--watch-history", type=int, default=20_000, metavar="EVENTS",
+                   help="events kept for watches to resume from; older versions get 410 Gone")
+    g.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SECONDS",
+                   help="how often watches that allow bookmarks get one (default 60)")
+    g.add_argument("--fault", action="append", default=[], metavar="RESOURCE:VERB:FRACTION:FAULT",
+                   help="inject faults, e.g. pods:create:0.2:500 (429, 500, 409, timeout, timeout-applied)")
+    g.add_argument("--seed", type=int, default=None, help="seed for generated names, uids and faults")
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    taints = [parse_taint(t) for t in args.node_taint]
+    capacity = parse_capacity(args.node_capacity) if args.node_capacity else None
+    nodes = generate(args.nodes, args.node_prefix, parse_labels(args.node_labels), taints, capacity)
+    if args.nodes_file:
+        nodes += load_file(args.nodes_file)
+    return SimConfig(nodes=nodes, host=args.host, port=args.port, kubeconfig=args.kubeconfig,
+                     kubelet=not args.no_kubelet, kubelet_delay=args.kubelet_delay,
+                     termination_seconds=args.termination_seconds, history_size=args.watch_history,
+                     bookmark_interval=args.bookmark_interval, faults=args.fault, seed=args.seed)
+
+
+def install_fast_loop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # the default loop works, only slower
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def serve(config: SimConfig) -> None:
+    cluster = SimCluster(config)
+    url = await cluster.start()
+    print(f"kubus sim: {len(config.nodes)} nodes at {url}; kubeconfig written to {config.kubeconfig}\n"
+          f"  try: kubectl --kubeconfig {config.kubeconfig} get nodes", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await cluster.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level, args.log_format)
+    try:
+        config = config_from_args(args)
+    except (ValueError, OSError) as exc:
+        print(f"kubus sim: {exc}")
+        return 2
+    install_fast_loop()
+    asyncio.run(serve(config))
+    return 0

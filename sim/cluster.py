@@ -1,0 +1,161 @@
+"""`kubus sim`: one process that is a whole simulated cluster.
+
+The API server, scheduler, kubelets and garbage collector share one in-memory store and one
+event loop. Admin endpoints under `/sim/` steer what a real cluster's nodes would do on their own:
+
+- `PUT|GET|DELETE /sim/faults`: fault injection rules (see sim.faults).
+- `POST /sim/nodes/{name}/ready` with `{"ready": false}`: the node goes NotReady (and back).
+- `POST /sim/pods/{namespace}/{name}/fail`: the pod's containers exit with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from sim import resources as R
+from sim import status as errors
+from sim.apiserver import ApiServer
+from sim.faults import FaultInjector, FaultRule
+from sim.gc import GarbageCollector
+from sim.kubelet import Kubelets
+from sim.nodes import NodeSpec, node_object
+from sim.registry import Registry, format_time, system_clock
+from sim.scheduler import Scheduler
+from sim.store import Store
+
+log = logging.getLogger("kubus.sim")
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class SimConfig:
+    nodes: list[NodeSpec] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = 0
+    kubeconfig: str | None = None
+    kubelet: bool = True
+    kubelet_delay: float = 0.5
+    termination_seconds: float = 1.0
+    history_size: int = 20_000
+    bookmark_interval: float = 60.0
+    faults: list[str] = field(default_factory=list)
+    fault_timeout: float = 5.0
+    seed: int | None = None
+
+
+class SimCluster:
+    def __init__(self, config: SimConfig):
+        self.config = config
+        self.store = Store(config.history_size)
+        self.registry = Registry(self.store, system_clock, config.seed)
+        self.faults = FaultInjector([FaultRule.parse(r) for r in config.faults], config.seed,
+                                    config.fault_timeout)
+        self.api = ApiServer(self.registry, self.faults, bookmark_interval=config.bookmark_interval)
+        self.scheduler = Scheduler(self.registry)
+        self.kubelets = Kubelets(self.registry, start_delay=config.kubelet_delay,
+                                 termination_seconds=config.termination_seconds, enabled=config.kubelet)
+        self.gc = GarbageCollector(self.registry)
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.url = ""
+
+    def _seed(self) -> None:
+        for ns in SYSTEM_NAMESPACES:
+            self.registry.create(R.NAMESPACES, "", {"metadata": {"name": ns}})
+        now = format_time(self.registry.clock())
+        for i, spec in enumerate(self.config.nodes):
+            self.registry.create(R.NODES, "", node_object(spec, i, now))
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/sim/faults", self._faults)
+        app.router.add_post("/sim/nodes/{name}/ready", self._node_ready)
+        app.router.add_post("/sim/pods/{namespace}/{name}/fail", self._fail_pod)
+        app.router.add_route("*", "/{tail:.*}", self.api.handle)
+        return app
+
+    async def start(self) -> str:
+        self._seed()
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
+                                     shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # the bound port when 0 was asked
+        port = sockets[0].getsockname()[1]
+        self.url = f"http://{self.config.host}:{port}"
+        self.api.address = f"{self.config.host}:{port}"
+        self._tasks = [asyncio.create_task(self.scheduler.run(), name="sim-scheduler"),
+                       asyncio.create_task(self.gc.run(), name="sim-gc")]
+        self.kubelets.start()
+        if self.config.kubeconfig:
+            write_kubeconfig(self.config.kubeconfig, self.url)
+        log.info("kubus sim serving %s with %d nodes", self.url, len(self.config.nodes))
+        return self.url
+
+    async def stop(self) -> None:
+        self.api.stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- admin endpoints -------------------------------------------------------------------------
+    async def _faults(self, request: web.Request) -> web.Response:
+        if request.method == "PUT":
+            body = await request.json()
+            try:
+                rules = [FaultRule.parse(r) for r in body.get("rules", [])]
+            except ValueError as exc:
+                return web.json_response({"error": str(exc)}, status=400)
+            self.faults.configure(rules, body.get("seed"))
+            if "timeoutSeconds" in body:
+                self.faults.timeout_seconds = float(body["timeoutSeconds"])
+        elif request.method == "DELETE":
+            self.faults.configure([])
+        elif request.method != "GET":
+            return web.json_response({"error": "use GET, PUT or DELETE"}, status=405)
+        return web.json_response({"rules": [r.describe() for r in self.faults.rules]})
+
+    async def _node_ready(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        try:
+            self.kubelets.set_node_ready(request.match_info["name"], bool(body.get("ready", True)))
+        except errors.ApiError as exc:
+            return web.json_response(exc.status(), status=exc.code)
+        return web.json_response({"ok": True})
+
+    async def _fail_pod(self, request: web.Request) -> web.Response:
+        try:
+            self.kubelets.fail_pod(request.match_info["namespace"], request.match_info["name"])
+        except errors.ApiError as exc:
+            return web.json_response(exc.status(), status=exc.code)
+        return web.json_response({"ok": True})
+
+
+def kubeconfig_document(url: str, name: str = "kubus-sim") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+    }
+
+
+def write_kubeconfig(path: str, url: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        yaml.safe_dump(kubeconfig_document(url), handle, sort_keys=False)
+    os.replace(tmp, path)  # readers never see a half-written file

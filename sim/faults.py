@@ -1,0 +1,99 @@
+"""Fault injection: make a fraction of the requests for one resource and verb fail.
+
+A rule is `RESOURCE:VERB:FRACTION:FAULT`, e.g. `pods:create:0.2:500`. FAULT is 429, 500 or 409
+(answered before the request is applied), `timeout` (the server holds the request for
+`timeout_seconds` and answers 504 without applying it), or `timeout-applied` (the request is
+applied, then held and answered 504 — the case that tests a client's idempotency). RESOURCE may
+be `*`, VERB any Kubernetes verb or `*`; a subresource is addressed as `pods/status`.
+
+Rules come from `kubus sim --fault RULE` (repeatable) or at run time from the admin endpoint
+`PUT /sim/faults` with `{"rules": ["pods:create:0.2:500"], "seed": 1}` (`GET` shows them and
+what they injected, `DELETE` clears them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim import status as errors
+
+FAULTS = ("429", "500", "409", "timeout", "timeout-applied")
+
+
+@dataclass
+class FaultRule:
+    resource: str
+    verb: str
+    fraction: float
+    fault: str
+    injected: int = field(default=0)
+
+    @classmethod
+    def parse(cls, text: str) -> FaultRule:
+        parts = text.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"fault rule {text!r}: expected RESOURCE:VERB:FRACTION:FAULT, "
+                             f"e.g. pods:create:0.2:500")
+        resource, verb, fraction_text, fault = parts
+        try:
+            fraction = float(fraction_text)
+        except ValueError:
+            raise ValueError(f"fault rule {text!r}: fraction {fraction_text!r} is not a number") from None
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"fault rule {text!r}: fraction must be between 0 and 1")
+        if fault not in FAULTS:
+            raise ValueError(f"fault rule {text!r}: fault must be one of {', '.join(FAULTS)}")
+        return cls(resource, verb, fraction, fault)
+
+    def applies(self, resource: str, verb: str) -> bool:
+        return self.resource in ("*", resource) and self.verb in ("*", verb)
+
+    def describe(self) -> dict[str, Any]:
+        return {"rule": f"{self.resource}:{self.verb}:{self.fraction}:{self.fault}", "injected": self.injected}
+
+
+class AppliedThenTimeout(Exception):
+    """Raised after a request was applied, to turn its answer into a 504."""
+
+
+class FaultInjector:
+    def __init__(self, rules: list[FaultRule] | None = None, seed: int | None = None,
+                 timeout_seconds: float = 5.0):
+        self.rules = list(rules or [])
+        self._rng = random.Random(seed)
+        self.timeout_seconds = timeout_seconds
+
+    def configure(self, rules: list[FaultRule], seed: int | None = None) -> None:
+        self.rules = rules
+        if seed is not None:
+            self._rng = random.Random(seed)
+
+    def pick(self, resource: str, verb: str) -> FaultRule | None:
+        for rule in self.rules:
+            if rule.applies(resource, verb) and self._rng.random() < rule.fraction:
+                rule.injected += 1
+                return rule
+        return None
+
+    async def intercept(self, resource: str, verb: str, subresource: str | None) -> None:
+        """Raises the fault chosen for this request, if any; `timeout-applied` is left to the caller."""
+        if not self.rules:
+            return
+        name = f"{resource}/{subresource}" if subresource else resource
+        rule = self.pick(name, verb)
+        if rule is None:
+            return
+        if rule.fault == "429":
+            raise errors.too_many_requests()
+        if rule.fault == "500":
+            raise errors.internal("injected fault")
+        if rule.fault == "409":
+            raise errors.ApiError(409, "Conflict", f"Operation cannot be fulfilled on {name}: injected conflict")
+        if rule.fault == "timeout":
+            await asyncio.sleep(self.timeout_seconds)
+            raise errors.timeout("Timeout: request did not complete within requested timeout - context "
+                                 "deadline exceeded")
+        raise AppliedThenTimeout()

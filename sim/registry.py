@@ -1,0 +1,329 @@
+"""Create, update, patch and delete with kube-apiserver's semantics, independent of HTTP.
+
+This is the simulated counterpart of apiserver's generic registry and the per-kind strategies:
+system metadata, defaults, validation, optimistic concurrency, the status subresource split,
+generation bumps, graceful pod deletion, finalizers and deletion propagation.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sim import defaulting, patching, validation
+from sim import resources as R
+from sim import status as errors
+from sim.resources import Resource
+from sim.store import ADDED, MODIFIED, Entry, Store
+
+Clock = Callable[[], datetime]
+
+# apimachinery's SimpleNameGenerator alphabet: no vowels (no words), no confusable characters
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATE_SUFFIX = 5
+_MAX_GENERATE_NAME_PREFIX = 63 - _GENERATE_SUFFIX
+
+_STATUS_KINDS = {R.PODS, R.NODES, R.NAMESPACES, R.DAEMONSETS, R.REPLICASETS}
+_GENERATION_KINDS = {R.DAEMONSETS, R.REPLICASETS}
+_EMPTY_STATUS: dict[Resource, dict[str, Any]] = {
+    R.DAEMONSETS: {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                   "numberReady": 0},
+    R.REPLICASETS: {"replicas": 0},
+}
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+
+PATCH_MERGE = "application/merge-patch+json"
+PATCH_JSON = "application/json-patch+json"
+PATCH_STRATEGIC = "application/strategic-merge-patch+json"
+PATCH_APPLY = "application/apply-patch+yaml"
+
+
+def format_time(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class Registry:
+    def __init__(self, store: Store, clock: Clock = system_clock, seed: int | None = None):
+        self.store = store
+        self.clock = clock
+        self._rng = random.Random(seed)
+
+    # --- helpers --------------------------------------------------------------------------------
+    def now(self) -> str:
+        return format_time(self.clock())
+
+    def new_uid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def get(self, resource: Resource, namespace: str, name: str) -> Entry:
+        entry = self.store.get(resource, namespace, name)
+        if entry is None:
+            raise errors.not_found(resource, name)
+        return entry
+
+    def _check_namespace(self, resource: Resource, namespace: str, name: str) -> None:
+        if not resource.namespaced:
+            return
+        ns = self.store.get(R.NAMESPACES, "", namespace)
+        if ns is None:
+            raise errors.namespace_not_found(namespace)
+        if ns.obj["metadata"].get("deletionTimestamp"):
+            raise errors.namespace_terminating(resource, name, namespace)
+
+    def _validate(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        problems = validation.validate(resource.kind, obj, old)
+        if problems:
+            name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
+            raise errors.invalid(
+                resource, name,
+                validation.format_invalid_message(resource.qualified_kind, name, problems),
+                [p.cause() for p in problems],
+            )
+
+    # --- create ---------------------------------------------------------------------------------
+    def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> Entry:
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        _check_type(resource, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if resource.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match "
+                                         "the namespace sent on the request")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        obj = defaulting.default_object(resource.kind, obj)
+        meta = obj["metadata"]
+        self._prepare_for_create(resource, obj)
+        generate = meta.get("generateName")
+        if not meta.get("name") and generate:
+            meta["name"] = self._generated_name(resource, namespace, generate)
+        self._validate(resource, obj, None)
+        name = meta["name"]
+        self._check_namespace(resource, namespace, name)
+        if self.store.get(resource, namespace if resource.namespaced else "", name) is not None:
+            raise errors.already_exists(resource, name)
+        meta["uid"] = self.new_uid()
+        meta["creationTimestamp"] = self.now()
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
+            meta.pop(key, None)
+        return self.store.put(resource, _ordered(obj), ADDED)
+
+    def _generated_name(self, resource: Resource, namespace: str, prefix: str) -> str:
+        prefix = prefix[:_MAX_GENERATE_NAME_PREFIX]
+        ns = namespace if resource.namespaced else ""
+        for _ in range(8):
+            name = prefix + "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(_GENERATE_SUFFIX))
+            if self.store.get(resource, ns, name) is None:
+                return name
+        return name  # a genuine collision: create answers AlreadyExists, as kube-apiserver would
+
+    def _prepare_for_create(self, resource: Resource, obj: dict[str, Any]) -> None:
+        if resource in _GENERATION_KINDS:
+            obj["metadata"]["generation"] = 1
+            obj["status"] = dict(_EMPTY_STATUS[resource])
+        elif resource is R.PODS:
+            # the pod strategy keeps only what the defaulter computed (phase, qosClass)
+            status = obj.get("status") or {}
+            obj["status"] = {k: status[k] for k in ("phase", "qosClass") if k in status}
+            obj["status"].setdefault("phase", "Pending")
+        elif resource is R.NAMESPACES:
+            obj["status"] = {"phase": "Active"}
+
+    # --- update ---------------------------------------------------------------------------------
+    def update(self, resource: Resource, namespace: str, name: str, obj: dict[str, Any],
+               subresource: str | None = None) -> Entry:
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            raise errors.bad_request("the body of the request must be an object with metadata")
+        _check_type(resource, obj)
+        meta = obj["metadata"]
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name "
+                                     f"on the URL ({name})")
+        if resource.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the "
+                                     "namespace sent on the request")
+        current = self.get(resource, namespace, name)
+        rv = meta.get("resourceVersion")
+        if rv and rv != str(current.rv):
+            raise errors.stale_object(resource, name)
+        uid = meta.get("uid")
+        if uid and uid != current.obj["metadata"].get("uid"):
+            raise errors.precondition_failed(resource, name, "UID", uid, current.obj["metadata"]["uid"])
+        return self._write_update(resource, current, obj, subresource)
+
+    def _write_update(self, resource: Resource, current: Entry, obj: dict[str, Any],
+                      subresource: str | None) -> Entry:
+        old = current.obj
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        obj = defaulting.default_object(resource.kind, obj)
+        meta = obj["metadata"]
+        old_meta = old["metadata"]
+        if subresource == "status":
+            status = obj.get("status")
+            obj = current.clone()
+            if status is not None:
+                obj["status"] = status
+            meta = obj["metadata"]
+        else:
+            if resource in _STATUS_KINDS and "status" in old:
+                obj["status"] = old["status"]
+            elif resource in _STATUS_KINDS:
+                obj.pop("status", None)
+            for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                        "generation"):
+                if key in old_meta:
+                    meta[key] = old_meta[key]
+                else:
+                    meta.pop(key, None)
+            if resource.namespaced:
+                meta["namespace"] = old_meta["namespace"]
+            meta["name"] = old_meta["name"]
+            if resource in _GENERATION_KINDS and obj.get("spec") != old.get("spec"):
+                meta["generation"] = old_meta.get("generation", 0) + 1
+        meta.pop("selfLink", None)
+        meta.pop("managedFields", None)
+        self._validate(resource, obj, old)
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        obj = _ordered(obj)
+        if obj == old:
+            return current  # kube-apiserver skips writes that change nothing: no new resourceVersion
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and \
+                not (resource is R.PODS and meta.get("deletionGracePeriodSeconds")):
+            removed = self.store.remove(resource, meta.get("namespace", ""), meta["name"])
+            assert removed is not None
+            return removed
+        return self.store.put(resource, obj, MODIFIED, old)
+
+    # --- patch ----------------------------------------------------------------------------------
+    def patch(self, resource: Resource, namespace: str, name: str, patch_type: str, body: Any,
+              subresource: str | None = None) -> Entry:
+        current = self.get(resource, namespace, name)
+        target = current.clone()
+        try:
+            if patch_type == PATCH_MERGE:
+                patched = patching.apply_merge_patch(target, body)
+            elif patch_type == PATCH_JSON:
+                if not isinstance(body, list):
+                    raise errors.bad_request("json patch must be a JSON array of operations")
+                patched = patching.apply_json_patch(target, body)
+            elif patch_type == PATCH_STRATEGIC:
+                if not isinstance(body, dict):
+                    raise errors.bad_request("strategic merge patch must be a JSON object")
+                patched = patching.apply_strategic_merge_patch(target, body, resource.kind)
+            else:
+                raise errors.ApiError(415, "UnsupportedMediaType",
+                                      f"the server does not support patch type {patch_type!r}; "
+                                      f"use {PATCH_MERGE}, {PATCH_JSON} or {PATCH_STRATEGIC}")
+        except patching.PatchError as exc:
+            raise errors.ApiError(422, "Invalid", str(exc)) from exc
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise errors.ApiError(422, "Invalid", "the patch removed the object's metadata")
+        meta = patched["metadata"]
+        rv = meta.get("resourceVersion")
+        if rv and rv != str(current.rv):
+            raise errors.stale_object(resource, name)
+        uid = meta.get("uid")
+        if uid and uid != current.obj["metadata"].get("uid"):
+            raise errors.precondition_failed(resource, name, "UID", uid, current.obj["metadata"]["uid"])
+        if meta.get("name", name) != name:
+            raise errors.bad_request("the patch may not change the object's name")
+        return self._write_update(resource, current, patched, subresource)
+
+    # --- delete ---------------------------------------------------------------------------------
+    def delete(self, resource: Resource, namespace: str, name: str,
+               options: dict[str, Any] | None = None) -> Entry:
+        options = options or {}
+        current = self.get(resource, namespace, name)
+        meta = current.obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise errors.precondition_failed(resource, name, "UID", pre["uid"], meta.get("uid", ""))
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise errors.precondition_failed(resource, name, "ResourceVersion", pre["resourceVersion"],
+                                             meta.get("resourceVersion", ""))
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy not in (None, "Orphan", "Background", "Foreground"):
+            raise errors.ApiError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: '
+                                                  f'propagationPolicy: Unsupported value: "{policy}"')
+        grace = self._grace_period(resource, current.obj, options.get("gracePeriodSeconds"))
+        finalizers = list(meta.get("finalizers") or [])
+        if policy == "Orphan" and ORPHAN_FINALIZER not in finalizers:
+            finalizers.append(ORPHAN_FINALIZER)
+        elif policy == "Foreground" and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        if policy in ("Orphan", "Foreground") and not self.store.dependents_of(meta.get("uid", "")):
+            finalizers = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+        if resource is R.NAMESPACES:
+            # the namespace controller (sim.gc) empties it and then removes it
+            return self._mark_deleting(resource, current, 0, finalizers)
+        if grace == 0 and not finalizers:
+            removed = self.store.remove(resource, namespace if resource.namespaced else "", name)
+            assert removed is not None
+            return removed
+        return self._mark_deleting(resource, current, grace, finalizers)
+
+    def _grace_period(self, resource: Resource, obj: dict[str, Any], requested: Any) -> int:
+        if resource is not R.PODS:
+            return 0
+        spec, status = obj.get("spec", {}), obj.get("status", {})
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0  # nothing runs that needs time to stop
+        grace = requested if isinstance(requested, int) else spec.get("terminationGracePeriodSeconds", 30)
+        current = obj["metadata"].get("deletionGracePeriodSeconds")
+        if current is not None:
+            grace = min(grace, current)  # a second delete may only shorten the grace period
+        return max(int(grace), 0)
+
+    def _mark_deleting(self, resource: Resource, current: Entry, grace: int,
+                       finalizers: list[str]) -> Entry:
+        obj = current.clone()
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace and \
+                meta.get("finalizers", []) == finalizers:
+            return current
+        meta["deletionTimestamp"] = format_time(self.clock() + timedelta(seconds=grace))
+        meta["deletionGracePeriodSeconds"] = grace
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if resource is R.NAMESPACES:
+            obj.setdefault("status", {})["phase"] = "Terminating"
+        return self.store.put(resource, _ordered(obj), MODIFIED, current.obj)
+
+
+def _check_type(resource: Resource, obj: dict[str, Any]) -> None:
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if kind and kind != resource.kind:
+        raise errors.bad_request(f"the kind of the object ({kind}) does not match the kind of the "
+                                 f"resource ({resource.kind})")
+    if api_version and api_version != resource.api_version:
+        raise errors.bad_request(f"the API version in the data ({api_version}) does not match the "
+                                 f"expected API version ({resource.api_version})")
+
+
+_TOP_ORDER = ("kind", "apiVersion", "metadata", "spec", "status")
+
+
+def _ordered(obj: dict[str, Any]) -> dict[str, Any]:
+    """kube-apiserver's field order at the top level, so output reads as users expect."""
+    out = {k: obj[k] for k in _TOP_ORDER if k in obj}
+    for k, v in obj.items():
+        if k not in out:
+            out[k] = v
+    return out

@@ -1,0 +1,123 @@
+"""`Status` error objects, shaped and worded as kube-apiserver returns them.
+
+Clients branch on `code` and `reason` (client-go's `errors.IsNotFound`, the Python client's
+`ApiException.status`), so each constructor mirrors one of apimachinery's `errors.New*` helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.resources import Resource
+
+
+class ApiError(Exception):
+    """An error the server answers with a `Status` body."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _details(resource: Resource, name: str, **extra: Any) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": resource.plural}
+    if resource.group:
+        details["group"] = resource.group
+    details.update(extra)
+    return details
+
+
+def not_found(resource: Resource, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{resource.group_resource} "{name}" not found',
+                    _details(resource, name))
+
+
+def already_exists(resource: Resource, name: str) -> ApiError:
+    return ApiError(409, "AlreadyExists", f'{resource.group_resource} "{name}" already exists',
+                    _details(resource, name))
+
+
+def conflict(resource: Resource, name: str, why: str) -> ApiError:
+    return ApiError(
+        409, "Conflict",
+        f'Operation cannot be fulfilled on {resource.group_resource} "{name}": {why}',
+        _details(resource, name),
+    )
+
+
+def stale_object(resource: Resource, name: str) -> ApiError:
+    return conflict(resource, name, "the object has been modified; please apply your changes "
+                                    "to the latest version and try again")
+
+
+def invalid(resource: Resource, name: str, message: str, causes: list[dict[str, Any]]) -> ApiError:
+    return ApiError(422, "Invalid", message, _details(resource, name, causes=causes))
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def method_not_allowed(message: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
+                                                  f'accepted media types include: application/json, '
+                                                  f'application/yaml (got "{content_type}")')
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def too_many_requests() -> ApiError:
+    return ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                    {"retryAfterSeconds": 1})
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}",
+                    {"causes": [{"message": message}]})
+
+
+def timeout(message: str) -> ApiError:
+    return ApiError(504, "Timeout", message, {"retryAfterSeconds": 1})
+
+
+def precondition_failed(resource: Resource, name: str, field: str, want: str, got: str) -> ApiError:
+    return conflict(resource, name, f"Precondition failed: {field}: {want}, {field} in object meta: {got}")
+
+
+def namespace_terminating(resource: Resource, name: str, namespace: str) -> ApiError:
+    return ApiError(
+        403, "Forbidden",
+        f'{resource.group_resource} "{name}" is forbidden: unable to create new content in namespace '
+        f"{namespace} because it is being terminated",
+        _details(resource, name, causes=[{"reason": "NamespaceTerminating",
+                                          "message": f"namespace {namespace} is being terminated",
+                                          "field": "metadata.namespace"}]),
+    )
+
+
+def namespace_not_found(namespace: str) -> ApiError:
+    return ApiError(404, "NotFound", f'namespaces "{namespace}" not found',
+                    {"name": namespace, "kind": "namespaces"})

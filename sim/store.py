@@ -1,0 +1,185 @@
+"""The simulated cluster's object store: objects, resource versions, and the watch history.
+
+Every write bumps one global resourceVersion and appends exactly one event to a bounded history,
+so resourceVersions are dense integers and a watch resumes by index. Stored dicts are never
+mutated after they are stored (writers build new ones), which lets events and list snapshots
+share them without copying. Each object is JSON-encoded once, when written, and the bytes are
+reused by every GET, list and watch frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from sim.resources import Resource
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(slots=True)
+class Entry:
+    obj: dict[str, Any]
+    raw: bytes
+    rv: int
+
+    def clone(self) -> dict[str, Any]:
+        """A private deep copy of the object, for a writer to change."""
+        result: dict[str, Any] = _decode(self.raw)
+        return result
+
+
+@dataclass(slots=True)
+class Event:
+    rv: int
+    type: str
+    resource: Resource
+    namespace: str
+    name: str
+    entry: Entry
+    old: dict[str, Any] | None  # the object before a MODIFIED, for selector transitions
+
+
+class Expired(Exception):
+    """The requested resourceVersion is older than the history window."""
+
+
+def owner_uids(obj: dict[str, Any]) -> list[str]:
+    refs = obj.get("metadata", {}).get("ownerReferences") or ()
+    return [r["uid"] for r in refs if isinstance(r, dict) and "uid" in r]
+
+
+class Store:
+    def __init__(self, history_size: int = 20_000):
+        self.rv = 1  # resourceVersion "1" is the empty cluster
+        self._tables: dict[Resource, dict[str, dict[str, Entry]]] = {}
+        self._history: list[Event] = []
+        self._history_base = 2  # the rv of _history[0]
+        self._history_size = history_size
+        self._wakeup = asyncio.Event()
+        # ownerReference uid -> keys of dependents, for the garbage collector
+        self._dependents: dict[str, set[tuple[Resource, str, str]]] = {}
+        self._uids: dict[str, tuple[Resource, str, str]] = {}
+        self._listeners: list[Any] = []
+
+    # --- reads -------------------------------------------------------------------------------
+    def get(self, resource: Resource, namespace: str, name: str) -> Entry | None:
+        return self._tables.get(resource, {}).get(namespace, {}).get(name)
+
+    def by_uid(self, uid: str) -> tuple[Resource, str, str] | None:
+        return self._uids.get(uid)
+
+    def dependents_of(self, uid: str) -> set[tuple[Resource, str, str]]:
+        return set(self._dependents.get(uid, ()))
+
+    def namespaces_of(self, resource: Resource) -> list[str]:
+        return list(self._tables.get(resource, {}))
+
+    def iter(self, resource: Resource, namespace: str | None = None) -> Iterator[Entry]:
+        """Entries in (namespace, name) order: the order kube-apiserver lists in."""
+        table = self._tables.get(resource, {})
+        spaces = [namespace] if namespace is not None else sorted(table)
+        for ns in spaces:
+            names = table.get(ns)
+            if not names:
+                continue
+            for name in sorted(names):
+                yield names[name]
+
+    def count(self, resource: Resource) -> int:
+        return sum(len(t) for t in self._tables.get(resource, {}).values())
+
+    # --- writes ------------------------------------------------------------------------------
+    def put(self, resource: Resource, obj: dict[str, Any], event_type: str,
+            old: dict[str, Any] | None = None) -> Entry:
+        """Stores `obj` (ADDED or MODIFIED) under a new resourceVersion, which it writes into obj."""
+        self.rv += 1
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(self.rv)
+        ns, name = meta.get("namespace", ""), meta["name"]
+        entry = Entry(obj, _encode(obj), self.rv)
+        table = self._tables.setdefault(resource, {}).setdefault(ns, {})
+        previous = table.get(name)
+        table[name] = entry
+        key = (resource, ns, name)
+        if previous is not None:
+            self._unindex(key, previous.obj)
+        self._index(key, obj)
+        self._append(Event(self.rv, event_type, resource, ns, name, entry, old))
+        return entry
+
+    def remove(self, resource: Resource, namespace: str, name: str) -> Entry | None:
+        """Deletes the object; the DELETED event carries it with the deletion's resourceVersion."""
+        names = self._tables.get(resource, {}).get(namespace)
+        if not names or name not in names:
+            return None
+        previous = names.pop(name)
+        if not names:
+            del self._tables[resource][namespace]
+        self._unindex((resource, namespace, name), previous.obj)
+        self.rv += 1
+        obj = previous.clone()
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        entry = Entry(obj, _encode(obj), self.rv)
+        self._append(Event(self.rv, DELETED, resource, namespace, name, entry, previous.obj))
+        return entry
+
+    def _index(self, key: tuple[Resource, str, str], obj: dict[str, Any]) -> None:
+        uid = obj["metadata"].get("uid")
+        if uid:
+            self._uids[uid] = key
+        for owner in owner_uids(obj):
+            self._dependents.setdefault(owner, set()).add(key)
+
+    def _unindex(self, key: tuple[Resource, str, str], obj: dict[str, Any]) -> None:
+        uid = obj["metadata"].get("uid")
+        if uid and self._uids.get(uid) == key:
+            del self._uids[uid]
+        for owner in owner_uids(obj):
+            deps = self._dependents.get(owner)
+            if deps is not None:
+                deps.discard(key)
+                if not deps:
+                    del self._dependents[owner]
+
+    # --- history and notification --------------------------------------------------------------
+    def _append(self, event: Event) -> None:
+        self._history.append(event)
+        if len(self._history) > self._history_size * 2:
+            # trim in bulk so appends stay amortised O(1)
+            drop = len(self._history) - self._history_size
+            del self._history[:drop]
+            self._history_base += drop
+        for listener in self._listeners:
+            listener(event)
+        self._wakeup.set()
+
+    def add_listener(self, listener: Any) -> None:
+        """Calls listener(event) synchronously on every write (the sim's own controllers)."""
+        self._listeners.append(listener)
+
+    @property
+    def oldest_rv(self) -> int:
+        """The oldest resourceVersion a watch may still start from (events after it are kept)."""
+        return self._history_base - 1
+
+    def events_since(self, rv: int) -> list[Event]:
+        """Events with resourceVersion > rv. Raises Expired when they are no longer all kept."""
+        if rv < self._history_base - 1:
+            raise Expired(rv)
+        start = rv + 1 - self._history_base
+        return self._history[start:] if start < len(self._history) else []
+
+    async def wait_past(self, rv: int) -> None:
+        """Returns once the store holds a write newer than `rv`."""
+        while self.rv <= rv:
+            if self._wakeup.is_set():
+                self._wakeup = asyncio.Event()
+            await self._wakeup.wait()

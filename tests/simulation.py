@@ -1,0 +1,108 @@
+"""Running `kubus sim` as a separate process for black-box tests, and waiting on conditions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 15.0, interval: float = 0.05,
+             what: str = "condition") -> T:
+    """Polls `condition` until it returns something truthy; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = condition()
+        except AssertionError as exc:  # a condition may assert to explain what it saw
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw: {last!r}")
+        time.sleep(interval)
+
+
+class SimProcess:
+    """A `kubus sim` subprocess with its kubeconfig."""
+
+    def __init__(self, workdir: Path, *args: str):
+        self.kubeconfig = workdir / "kubeconfig"
+        self.log_path = workdir / "sim.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        cmd = [sys.executable, "-m", "kubus", "sim", "--kubeconfig", str(self.kubeconfig), "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for(lambda: self.kubeconfig.exists() or self._died(), timeout=30, what="the sim to start")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"kubus sim exited with {self.proc.returncode}: {self.log_path.read_text()}")
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        self.url: str = config["clusters"][0]["cluster"]["server"]
+
+    def _died(self) -> bool:
+        return self.proc.poll() is not None
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def kubectl_binary() -> str:
+    found = shutil.which("kubectl")
+    if not found:
+        raise RuntimeError("kubectl is not on PATH; install it (Debian: apt-get install kubernetes-client) "
+                           "or run .ci/run, which does")
+    return found
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path):
+        self.binary = kubectl_binary()
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True,
+                 timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([self.binary, *args], input=input, capture_output=True, text=True,
+                                env=self.env, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"stdout: {result.stdout}\nstderr: {result.stderr}")
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([self.binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=self.env)
