@@ -1,0 +1,81 @@
+"""Pod state as the controllers judge it (``pkg/api/v1/pod`` and ``controller.IsPodActive``).
+
+Time is passed in (``now``), never read here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from kube.core import CONDITION_TRUE, POD_FAILED, POD_READY, POD_SUCCEEDED, Pod, PodCondition
+from kube.times import parse_time
+
+__all__ = [
+    "get_pod_condition",
+    "get_pod_ready_condition",
+    "is_pod_active",
+    "is_pod_available",
+    "is_pod_ready",
+    "is_pod_terminal",
+    "is_pod_terminating",
+    "pod_key",
+]
+
+
+def get_pod_condition(pod: Pod, condition_type: str) -> PodCondition | None:
+    """The first condition of ``condition_type`` in the pod's status, if any."""
+    return next((c for c in pod.status.conditions if c.type == condition_type), None)
+
+
+def get_pod_ready_condition(pod: Pod) -> PodCondition | None:
+    return get_pod_condition(pod, POD_READY)
+
+
+def is_pod_ready(pod: Pod) -> bool:
+    """The Ready condition is present and True."""
+    condition = get_pod_ready_condition(pod)
+    return condition is not None and condition.status == CONDITION_TRUE
+
+
+def is_pod_available(pod: Pod, min_ready_seconds: int, now: datetime) -> bool:
+    """podutil.IsPodAvailable: Ready, and Ready for at least ``min_ready_seconds`` by ``now``.
+
+    Current upstream compares ``lastTransitionTime + minReadySeconds <= now``
+    (``Compare(now) <= 0``); older releases used a strict ``Before``. So a pod
+    turns available exactly at the boundary, which is also when a requeue
+    after ``minReadySeconds`` fires. A Ready condition without a transition
+    time is never available when ``min_ready_seconds > 0``.
+    """
+    if not is_pod_ready(pod):
+        return False
+    if min_ready_seconds == 0:
+        return True
+    condition = get_pod_ready_condition(pod)
+    if condition is None or not condition.last_transition_time:
+        return False
+    try:
+        became_ready = parse_time(condition.last_transition_time)
+    except ValueError:
+        return False
+    return became_ready + timedelta(seconds=min_ready_seconds) <= now
+
+
+def is_pod_terminal(pod: Pod) -> bool:
+    """Phase Succeeded or Failed: its containers stopped and will not run again."""
+    return pod.status.phase in (POD_SUCCEEDED, POD_FAILED)
+
+
+def is_pod_active(pod: Pod) -> bool:
+    """controller.IsPodActive: not terminal and not being deleted."""
+    return not is_pod_terminal(pod) and pod.metadata.deletion_timestamp is None
+
+
+def is_pod_terminating(pod: Pod) -> bool:
+    """Being deleted but not yet terminal (the ReplicaSet's terminatingReplicas)."""
+    return pod.metadata.deletion_timestamp is not None and not is_pod_terminal(pod)
+
+
+def pod_key(pod: Pod) -> str:
+    """cache.MetaNamespaceKeyFunc: ``namespace/name``, or just ``name`` without a namespace."""
+    meta = pod.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
