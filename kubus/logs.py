@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -32,7 +33,7 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     root.setLevel(level.upper())
 
 
-def add_arguments(parser: object) -> None:
-    add = getattr(parser, "add_argument")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"])

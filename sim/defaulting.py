@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
 from typing import Any
 
@@ -357,7 +358,11 @@ def parse_quantity(value: Any) -> tuple[Fraction, str] | None:
     """resource.ParseQuantity: the exact value and its format (BinarySI, DecimalSI, DecimalExponent)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    text = repr(value) if isinstance(value, float) else str(value)
+    return _parse_text(repr(value) if isinstance(value, float) else str(value))
+
+
+@lru_cache(maxsize=4096)  # a cluster uses few distinct quantities, and parsing them is costly
+def _parse_text(text: str) -> tuple[Fraction, str] | None:
     match = _QUANTITY.fullmatch(text)
     if match is None or not (match[2] or match[3]):
         return None
@@ -401,12 +406,21 @@ def _default_resource_list(resources: Any) -> None:
     if not isinstance(resources, dict):
         return
     for name, value in resources.items():
-        parsed = parse_quantity(value)
-        if parsed is not None:
-            number, fmt = parsed
-            milli = number * 1000
-            rounded = Fraction(ceil(milli) if milli >= 0 else -ceil(-milli), 1000)
-            resources[name] = format_quantity(rounded, fmt)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            canonical = _canonical_quantity(value)
+            if canonical is not None:
+                resources[name] = canonical
+
+
+@lru_cache(maxsize=4096)
+def _canonical_quantity(value: str | int | float) -> str | None:
+    parsed = parse_quantity(value)
+    if parsed is None:
+        return None
+    number, fmt = parsed
+    milli = number * 1000
+    rounded = Fraction(ceil(milli) if milli >= 0 else -ceil(-milli), 1000)
+    return format_quantity(rounded, fmt)
 
 
 def qos_class(spec: dict[str, Any]) -> str:

@@ -14,6 +14,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+import msgspec
+
 from kube import codec
 from kube.core import Node, Pod, PodSpec, Taint
 from kube.nodeaffinity import get_target_node_name, pod_matches_node_selector_and_affinity
@@ -25,6 +27,7 @@ from sim.registry import Registry, format_time
 from sim.store import DELETED, Event
 
 log = logging.getLogger("kubus.sim.scheduler")
+_encode = msgspec.json.encode
 
 DEFAULT_SCHEDULER = "default-scheduler"
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
@@ -43,6 +46,8 @@ class Scheduler:
         self._unschedulable: set[tuple[str, str]] = set()
         self.pods_on_node: Counter[str] = Counter()
         self._nodes: dict[str, tuple[int, Node]] = {}
+        self._capacity: dict[str, int] = {}
+        self._feasible: dict[bytes, tuple[list[str], Counter[str]]] = {}
         self._wakeup = asyncio.Event()
         self._offset = 0
         self.store.add_listener(self._observe)
@@ -52,6 +57,7 @@ class Scheduler:
         if event.resource is R.PODS:
             self._observe_pod(event)
         elif event.resource is R.NODES:
+            self._feasible.clear()
             if event.type == DELETED:
                 self._nodes.pop(event.name, None)
             if self._unschedulable:
@@ -104,8 +110,13 @@ class Scheduler:
             return None
         cached = self._nodes.get(name)
         if cached is None or cached[0] != entry.rv:
-            cached = (entry.rv, codec.decode_builtin(entry.obj, Node))
+            node = codec.decode_builtin(entry.obj, Node)
+            cached = (entry.rv, node)
             self._nodes[name] = cached
+            try:
+                self._capacity[name] = int((node.status.allocatable or {}).get("pods", "110"))
+            except ValueError:
+                self._capacity[name] = 110
         return cached[1]
 
     def _schedule(self, namespace: str, name: str) -> None:
@@ -113,47 +124,69 @@ class Scheduler:
         if entry is None or entry.obj.get("spec", {}).get("nodeName") or entry.obj["metadata"].get(
                 "deletionTimestamp"):
             return
-        spec = codec.decode_builtin(entry.obj.get("spec") or {}, PodSpec)
+        raw_spec = entry.obj.get("spec") or {}
+        spec = codec.decode_builtin(raw_spec, PodSpec)
         target = get_target_node_name_from_spec(spec)
-        candidates = [target] if target else self._candidate_order()
+        if target:
+            feasible, reasons = self._filter(spec, [target])
+        else:
+            # pods of one controller share their constraints: filter the nodes once per shape
+            shape = _encode([raw_spec.get("nodeSelector"), raw_spec.get("affinity"), raw_spec.get("tolerations")])
+            cached = self._feasible.get(shape)
+            if cached is None:
+                cached = self._feasible[shape] = self._filter(spec, self._nodes_list())
+            feasible, reasons = cached
+        chosen = self._least_loaded(feasible)
+        if chosen is None:
+            if feasible:
+                reasons = Counter({"Too many pods": len(feasible)})
+            self._mark_unschedulable(namespace, name, reasons, self.store.count(R.NODES))
+            return
+        bind_pod(self.registry, namespace, name, chosen)
+
+    def _filter(self, spec: PodSpec, names: list[str]) -> tuple[list[str], Counter[str]]:
         reasons: Counter[str] = Counter()
-        feasible: list[str] = []
-        wanted = self._feasible_to_find(len(candidates))
-        for node_name in candidates:
+        feasible = []
+        for node_name in names:
             node = self._node(node_name)
-            if node is None:
-                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-                continue
-            why = self._unfit(spec, node)
+            why = "node(s) didn't match Pod's node affinity/selector" if node is None else self._unfit(spec, node)
             if why:
                 reasons[why] += 1
-                continue
-            feasible.append(node_name)
-            if len(feasible) >= wanted:
-                break
+            else:
+                feasible.append(node_name)
+        return feasible, reasons
+
+    def _least_loaded(self, feasible: list[str]) -> str | None:
+        """Like kube-scheduler on a big cluster, look at a rotating sample, not at every node."""
         if not feasible:
-            self._mark_unschedulable(namespace, name, reasons, len(self._nodes_list()))
-            return
-        chosen = min(feasible, key=lambda n: (self.pods_on_node[n], n))
-        bind_pod(self.registry, namespace, name, chosen)
+            return None
+        count = len(feasible)
+        sample = min(count, self._sample_size(count))
+        self._offset = (self._offset + 1) % count
+        best: str | None = None
+        best_load = 0
+        for i in range(sample):
+            node_name = feasible[(self._offset + i) % count]
+            load = self.pods_on_node[node_name]
+            if load >= self._capacity.get(node_name, 110):
+                continue
+            if best is None or load < best_load:
+                best, best_load = node_name, load
+        if best is None and sample < count:  # the sample was full; look everywhere before giving up
+            best = next((n for n in feasible if self.pods_on_node[n] < self._capacity.get(n, 110)), None)
+        return best
 
     def _nodes_list(self) -> list[str]:
         return [e.obj["metadata"]["name"] for e in self.store.iter(R.NODES)]
 
-    def _candidate_order(self) -> list[str]:
-        names = self._nodes_list()
-        if not names:
-            return names
-        self._offset = (self._offset + 1) % len(names)
-        return names[self._offset:] + names[: self._offset]
-
     @staticmethod
-    def _feasible_to_find(total: int) -> int:
-        """kube-scheduler's adaptive percentageOfNodesToScore: 50% at 100 nodes, down to 5%."""
+    def _sample_size(total: int) -> int:
+        """kube-scheduler's adaptive percentageOfNodesToScore (50% at 100 nodes, down to 5%), capped
+        at 100 nodes because each look costs far more in Python than in Go."""
         if total < _MIN_FEASIBLE:
             return total
         percent = max(5, 50 - total // 125)
-        return max(_MIN_FEASIBLE, total * percent // 100)
+        return min(_MIN_FEASIBLE, max(1, total * percent // 100))
 
     def _unfit(self, spec: PodSpec, node: Node) -> str | None:
         if node.spec.unschedulable and not tolerations_tolerate_taint(spec.tolerations, UNSCHEDULABLE_TAINT):
@@ -164,9 +197,6 @@ class Scheduler:
             if taint.effect in ("NoSchedule", "NoExecute") and not tolerations_tolerate_taint(
                     spec.tolerations, taint):
                 return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-        capacity = int((node.status.allocatable or {}).get("pods", "110"))
-        if self.pods_on_node[node.metadata.name] >= capacity:
-            return "Too many pods"
         return None
 
     def _mark_unschedulable(self, namespace: str, name: str, reasons: Counter[str], total: int) -> None:
