@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -27,6 +28,7 @@ log = logging.getLogger("kubus.sim.api")
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 _SNAPSHOT_TTL = 300.0
 _SNAPSHOTS_KEPT = 64
 
@@ -157,7 +159,7 @@ class ApiServer:
             return "patch"
         if method == "DELETE":
             return "delete" if route.name is not None else "deletecollection"
-        raise errors.method_not_allowed(f"the server does not allow this method on the requested resource")
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         if parts[1:2] == ["v2"]:
@@ -177,6 +179,8 @@ class ApiServer:
         ctype = request.content_type if "Content-Type" in request.headers else JSON
         if not data:
             return None
+        if ctype == PROTOBUF:
+            return _protobuf_body(data)
         if ctype.endswith("yaml"):
             try:
                 return yaml.safe_load(data)
@@ -311,15 +315,17 @@ class ApiServer:
 
     async def _create(self, request: web.Request, route: Route) -> web.Response:
         body = await self._body(request)
-        entry = self.registry.create(route.resource, route.ns, body)
+        with self._dry_run(request, "CreateOptions"):
+            entry = self.registry.create(route.resource, route.ns, body)
         return self._object_response(request, route, entry, 201)
 
     async def _update(self, request: web.Request, route: Route) -> web.Response:
         assert route.name is not None
         body = await self._body(request)
-        if route.subresource == "scale":
-            return _json(self._update_scale(route, body))
-        entry = self.registry.update(route.resource, route.ns, route.name, body, route.subresource)
+        with self._dry_run(request, "UpdateOptions"):
+            if route.subresource == "scale":
+                return _json(self._update_scale(route, body))
+            entry = self.registry.update(route.resource, route.ns, route.name, body, route.subresource)
         return self._object_response(request, route, entry)
 
     async def _patch(self, request: web.Request, route: Route) -> web.Response:
@@ -341,19 +347,17 @@ class ApiServer:
                     scale = patching.apply_merge_patch(current, body)
             except patching.PatchError as exc:
                 raise errors.ApiError(422, "Invalid", str(exc)) from exc
-            return _json(self._update_scale(route, scale))
-        entry = self.registry.patch(route.resource, route.ns, route.name, ptype, body, route.subresource)
+            with self._dry_run(request, "PatchOptions"):
+                return _json(self._update_scale(route, scale))
+        with self._dry_run(request, "PatchOptions"):
+            entry = self.registry.patch(route.resource, route.ns, route.name, ptype, body, route.subresource)
         return self._object_response(request, route, entry)
 
     async def _delete(self, request: web.Request, route: Route) -> web.Response:
         assert route.name is not None
-        options = await self._body(request) or {}
-        q = request.query
-        if "gracePeriodSeconds" in q:
-            options["gracePeriodSeconds"] = _int_param(q["gracePeriodSeconds"], "gracePeriodSeconds")
-        if "propagationPolicy" in q:
-            options["propagationPolicy"] = q["propagationPolicy"]
-        entry = self.registry.delete(route.resource, route.ns, route.name, options)
+        options = await self._delete_options(request)
+        with self._dry_run(request, "DeleteOptions", options):
+            entry = self.registry.delete(route.resource, route.ns, route.name, options)
         if route.resource is R.PODS or entry.obj["metadata"].get("deletionTimestamp"):
             return self._object_response(request, route, entry)
         details: dict[str, Any] = {"name": route.name, "kind": route.resource.plural,
@@ -363,18 +367,33 @@ class ApiServer:
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                       "details": details})
 
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        """DeleteOptions from the body, overridden by the query parameters a client may use instead."""
+        options = await self._body(request) or {}
+        if not isinstance(options, dict):
+            raise errors.bad_request("the body of a delete must be a DeleteOptions object")
+        q = request.query
+        if "gracePeriodSeconds" in q:
+            options["gracePeriodSeconds"] = _int_param(q["gracePeriodSeconds"], "gracePeriodSeconds")
+        if "propagationPolicy" in q:
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if "orphanDependents" in q:
+            options["orphanDependents"] = q["orphanDependents"] in ("true", "1")
+        return options
+
     async def _deletecollection(self, request: web.Request, route: Route) -> web.Response:
         q = request.query
-        options = await self._body(request) or {}
+        options = await self._delete_options(request)
         flt = build_filter(route.resource, route.namespace, q.get("labelSelector"), q.get("fieldSelector"))
         victims = [e for e in self.store.iter(route.resource, flt.namespace) if flt.matches(e.obj)]
-        for entry in victims:
-            meta = entry.obj["metadata"]
-            try:
-                self.registry.delete(route.resource, meta.get("namespace", ""), meta["name"], dict(options))
-            except errors.ApiError as exc:
-                if exc.code != 404:
-                    raise
+        with self._dry_run(request, "DeleteOptions", options):
+            for entry in victims:
+                meta = entry.obj["metadata"]
+                try:
+                    self.registry.delete(route.resource, meta.get("namespace", ""), meta["name"], dict(options))
+                except errors.ApiError as exc:
+                    if exc.code != 404:
+                        raise
         head = _encode({"kind": f"{route.resource.kind}List", "apiVersion": route.resource.api_version,
                         "metadata": {"resourceVersion": str(self.store.rv)}})
         return _json(head[:-1] + b',"items":[' + b",".join(e.raw for e in victims) + b"]}")
@@ -386,9 +405,27 @@ class ApiServer:
         if not target:
             raise errors.ApiError(422, "Invalid", f'Binding "{route.name}" is invalid: target.name: '
                                                   "Required value")
-        bind_pod(self.registry, route.ns, route.name, target)
+        with self._dry_run(request, "CreateOptions"):
+            bind_pod(self.registry, route.ns, route.name, target)
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
                      201)
+
+    def _dry_run(self, request: web.Request, options_kind: str,
+                 options: dict[str, Any] | None = None) -> contextlib.AbstractContextManager[None]:
+        """The store's dry-run mode when the request asks for `dryRun=All` (query or DeleteOptions)."""
+        values = request.query.getall("dryRun", [])
+        body_values = (options or {}).get("dryRun") or []
+        values += body_values if isinstance(body_values, list) else [body_values]
+        if not values:
+            return contextlib.nullcontext()
+        if any(v != "All" for v in values):
+            shown = "[]string{" + ", ".join(_encode(str(v)).decode() for v in values) + "}"
+            body = f'Unsupported value: {shown}: supported values: "All"'
+            raise errors.ApiError(422, "Invalid", f'{options_kind}.meta.k8s.io "" is invalid: dryRun: {body}',
+                                  {"name": "", "group": "meta.k8s.io", "kind": options_kind,
+                                   "causes": [{"reason": "FieldValueNotSupported", "message": body,
+                                               "field": "dryRun"}]})
+        return self.store.dry_run()
 
     # --- scale subresource --------------------------------------------------------------------
     @staticmethod
@@ -439,6 +476,101 @@ def bind_pod(registry: Registry, namespace: str, name: str, node: str) -> Entry:
                        "lastTransitionTime": format_time(registry.clock())})
     pod["status"]["conditions"] = conditions
     return registry.store.put(R.PODS, pod, "MODIFIED", current.obj)
+
+
+def _protobuf_fields(data: bytes) -> list[tuple[int, Any]]:
+    """(field number, value) pairs of one protobuf message: ints for varints, bytes otherwise."""
+    fields: list[tuple[int, Any]] = []
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        value = shift = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        wire = key & 7
+        if wire == 0:
+            fields.append((key >> 3, varint()))
+        elif wire == 2:
+            size = varint()
+            fields.append((key >> 3, data[i:i + size]))
+            i += size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            fields.append((key >> 3, data[i:i + size]))
+            i += size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+    return fields
+
+
+def _protobuf_body(data: bytes) -> dict[str, Any]:
+    """A body sent as `application/vnd.kubernetes.protobuf`, as kubectl's typed clients send them.
+
+    Only what kubectl sends that way to the kinds the sim serves is understood: the Namespace of
+    `kubectl create namespace` and the DeleteOptions of `kubectl drain`; anything else is 415.
+    """
+    try:
+        if not data.startswith(b"k8s\x00"):
+            raise ValueError("missing the k8s protobuf envelope")
+        unknown = dict(_protobuf_fields(data[4:]))  # runtime.Unknown: 1 typeMeta, 2 raw
+        type_meta = dict(_protobuf_fields(unknown.get(1, b"")))
+        kind = type_meta.get(2, b"").decode()
+        decode = {"Namespace": _protobuf_namespace, "DeleteOptions": _protobuf_delete_options}.get(kind)
+        if decode is None:
+            raise errors.unsupported_media_type(PROTOBUF)
+        obj = decode(_protobuf_fields(unknown.get(2, b"")))
+        return {"apiVersion": type_meta.get(1, b"v1").decode(), "kind": kind, **obj}
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"unable to decode the protobuf body: {exc}") from exc
+
+
+def _protobuf_namespace(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    spec_finalizers: list[str] = []
+    for number, value in fields:
+        if number == 1:  # ObjectMeta
+            for field, item in _protobuf_fields(value):
+                if field in (1, 2) and item:
+                    meta["name" if field == 1 else "generateName"] = item.decode()
+                elif field in (11, 12):  # labels, annotations: map entries of key 1, value 2
+                    entry = dict(_protobuf_fields(item))
+                    key = "labels" if field == 11 else "annotations"
+                    meta.setdefault(key, {})[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
+                elif field == 14:
+                    meta.setdefault("finalizers", []).append(item.decode())
+        elif number == 2:  # NamespaceSpec: 1 finalizers
+            spec_finalizers += [v.decode() for f, v in _protobuf_fields(value) if f == 1]
+    obj: dict[str, Any] = {"metadata": meta}
+    if spec_finalizers:
+        obj["spec"] = {"finalizers": spec_finalizers}
+    return obj
+
+
+def _protobuf_delete_options(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for number, value in fields:
+        if number == 1:  # an int64 varint: two's complement when negative
+            options["gracePeriodSeconds"] = value - (1 << 64) if value >= 1 << 63 else value
+        elif number == 2:
+            pre = dict(_protobuf_fields(value))
+            options["preconditions"] = {k: pre[n].decode() for n, k in ((1, "uid"), (2, "resourceVersion"))
+                                        if n in pre}
+        elif number == 3:
+            options["orphanDependents"] = bool(value)
+        elif number == 4:
+            options["propagationPolicy"] = value.decode()
+        elif number == 5:
+            options.setdefault("dryRun", []).append(value.decode())
+    return options
 
 
 def _int_param(value: str | None, name: str) -> int | None:

@@ -33,6 +33,7 @@ _EMPTY_STATUS: dict[Resource, dict[str, Any]] = {
                    "numberReady": 0},
     R.REPLICASETS: {"replicas": 0},
 }
+_STORAGE_PREFIX = {R.NODES: "minions"}  # etcd keys: /registry/<resource>, but nodes kept their old name
 ORPHAN_FINALIZER = "orphan"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 
@@ -82,11 +83,15 @@ class Registry:
         problems = validation.validate(resource.kind, obj, old)
         if problems:
             name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
-            raise errors.invalid(
-                resource, name,
-                validation.format_invalid_message(resource.qualified_kind, name, problems),
-                [p.cause() for p in problems],
-            )
+            # errors.NewInvalid names the kind in its details (kubectl: `The Pod "x" is invalid`),
+            # where the other constructors name the resource (`pods`)
+            details: dict[str, Any] = {"name": name, "kind": resource.kind,
+                                       "causes": [p.cause() for p in problems]}
+            if resource.group:
+                details["group"] = resource.group
+            raise errors.ApiError(422, "Invalid",
+                                  validation.format_invalid_message(resource.qualified_kind, name, problems),
+                                  details)
 
     # --- create ---------------------------------------------------------------------------------
     def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> Entry:
@@ -162,15 +167,16 @@ class Registry:
         if rv and rv != str(current.rv):
             raise errors.stale_object(resource, name)
         uid = meta.get("uid")
-        if uid and uid != current.obj["metadata"].get("uid"):
-            raise errors.precondition_failed(resource, name, "UID", uid, current.obj["metadata"]["uid"])
+        if uid and uid != current.obj["metadata"].get("uid"):  # a PUT's uid is a storage precondition
+            raise _precondition_failed(resource, namespace, name, "UID", uid, current.obj["metadata"]["uid"])
         return self._write_update(resource, current, obj, subresource)
 
     def _write_update(self, resource: Resource, current: Entry, obj: dict[str, Any],
                       subresource: str | None) -> Entry:
         old = current.obj
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-        obj = defaulting.default_object(resource.kind, obj)
+        if subresource != "status":
+            obj = defaulting.default_object(resource.kind, obj)
         meta = obj["metadata"]
         old_meta = old["metadata"]
         if subresource == "status":
@@ -184,8 +190,9 @@ class Registry:
                 obj["status"] = old["status"]
             elif resource in _STATUS_KINDS:
                 obj.pop("status", None)
-            for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                        "generation"):
+            if not meta.get("uid"):  # rest.BeforeUpdate: the existing uid when none is given
+                meta["uid"] = old_meta["uid"]
+            for key in ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
                 if key in old_meta:
                     meta[key] = old_meta[key]
                 else:
@@ -197,7 +204,8 @@ class Registry:
                 meta["generation"] = old_meta.get("generation", 0) + 1
         meta.pop("selfLink", None)
         meta.pop("managedFields", None)
-        self._validate(resource, obj, old)
+        if subresource != "status":  # a status write cannot change what the spec validation checks
+            self._validate(resource, obj, old)
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         obj = _ordered(obj)
         if obj == old:
@@ -237,11 +245,10 @@ class Registry:
         rv = meta.get("resourceVersion")
         if rv and rv != str(current.rv):
             raise errors.stale_object(resource, name)
-        uid = meta.get("uid")
-        if uid and uid != current.obj["metadata"].get("uid"):
-            raise errors.precondition_failed(resource, name, "UID", uid, current.obj["metadata"]["uid"])
+        # a patched uid is no precondition: validation refuses it as immutable (422), as upstream does
         if meta.get("name", name) != name:
-            raise errors.bad_request("the patch may not change the object's name")
+            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on "
+                                     f"the URL ({name})")
         return self._write_update(resource, current, patched, subresource)
 
     # --- delete ---------------------------------------------------------------------------------
@@ -252,10 +259,10 @@ class Registry:
         meta = current.obj["metadata"]
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise errors.precondition_failed(resource, name, "UID", pre["uid"], meta.get("uid", ""))
+            raise _precondition_failed(resource, namespace, name, "UID", pre["uid"], meta.get("uid", ""))
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise errors.precondition_failed(resource, name, "ResourceVersion", pre["resourceVersion"],
-                                             meta.get("resourceVersion", ""))
+            raise _precondition_failed(resource, namespace, name, "ResourceVersion", pre["resourceVersion"],
+                                       meta.get("resourceVersion", ""))
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"
@@ -305,6 +312,20 @@ class Registry:
         if resource is R.NAMESPACES:
             obj.setdefault("status", {})["phase"] = "Terminating"
         return self.store.put(resource, _ordered(obj), MODIFIED, current.obj)
+
+
+def _precondition_failed(resource: Resource, namespace: str, name: str, field: str, want: str,
+                         got: str) -> errors.ApiError:
+    """A failed uid or resourceVersion precondition: etcd3's InvalidObjError wrapped in a Conflict.
+
+    The namespace registry checks its own preconditions, so its message has no storage part.
+    """
+    why = f"Precondition failed: {field} in precondition: {want}, {field} in object meta: {got}"
+    if resource is not R.NAMESPACES:
+        key = "/".join(["/registry", _STORAGE_PREFIX.get(resource, resource.plural),
+                        *([namespace] if resource.namespaced else []), name])
+        why = f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"
+    return errors.conflict(resource, name, why)
 
 
 def _check_type(resource: Resource, obj: dict[str, Any]) -> None:

@@ -94,7 +94,7 @@ def build_filter(resource: Resource, namespace: str | None, label_selector: str 
         try:
             labels = parse_selector(label_selector)
         except SelectorError as exc:
-            raise errors.bad_request(f"unable to parse requirement: {exc}") from exc
+            raise errors.bad_request(str(exc)) from exc  # the parser words it as labels.Parse does
         if labels.empty():
             labels = None
     getters = {**_COMMON, **_FIELDS.get(resource, {})}

@@ -10,6 +10,7 @@ reused by every GET, list and watch frame.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,7 @@ class Store:
         self._dependents: dict[str, set[tuple[Resource, str, str]]] = {}
         self._uids: dict[str, tuple[Resource, str, str]] = {}
         self._listeners: list[Any] = []
+        self._dry_run = False
 
     # --- reads -------------------------------------------------------------------------------
     def get(self, resource: Resource, namespace: str, name: str) -> Entry | None:
@@ -97,9 +99,23 @@ class Store:
         return sum(len(t) for t in self._tables.get(resource, {}).values())
 
     # --- writes ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Within it, writes return what they would store and change nothing (`dryRun=All`).
+
+        Only for synchronous code: a write by anything else while it is open would be lost.
+        """
+        self._dry_run = True
+        try:
+            yield
+        finally:
+            self._dry_run = False
+
     def put(self, resource: Resource, obj: dict[str, Any], event_type: str,
             old: dict[str, Any] | None = None) -> Entry:
         """Stores `obj` (ADDED or MODIFIED) under a new resourceVersion, which it writes into obj."""
+        if self._dry_run:  # kube-apiserver answers a dry run without a new resourceVersion
+            return Entry(obj, _encode(obj), self.rv)
         self.rv += 1
         meta = obj["metadata"]
         meta["resourceVersion"] = str(self.rv)
@@ -120,6 +136,8 @@ class Store:
         names = self._tables.get(resource, {}).get(namespace)
         if not names or name not in names:
             return None
+        if self._dry_run:
+            return names[name]
         previous = names.pop(name)
         if not names:
             del self._tables[resource][namespace]

@@ -30,7 +30,12 @@ def age(timestamp: str | None, now: datetime) -> str:
     """kube's HumanDuration of now - timestamp."""
     if not timestamp:
         return "<unknown>"
-    then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    try:  # a metav1.Time, or a MicroTime (an event's eventTime) with fractional seconds
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
     return human_duration((now - then).total_seconds())
 
 
@@ -158,14 +163,21 @@ def _revision(cr: dict[str, Any], now: datetime) -> Row:
 
 
 def _event(ev: dict[str, Any], now: datetime) -> Row:
+    # printEvent: the legacy timestamps, else the new API's eventTime (and series)
     inv = ev.get("involvedObject") or {}
-    last = ev.get("lastTimestamp") or ev.get("eventTime") or ev["metadata"].get("creationTimestamp")
-    first = ev.get("firstTimestamp") or ev["metadata"].get("creationTimestamp")
-    source = (ev.get("source") or {}).get("component") or ev.get("reportingComponent", "")
-    return [age(last, now) if last and "." not in last else "<unknown>", ev.get("type", ""),
-            ev.get("reason", ""), f"{inv.get('kind', '').lower()}/{inv.get('name', '')}",
-            ev.get("message", ""), source, "", age(first, now) if first else "<unknown>",
-            ev.get("count", 1), ev["metadata"]["name"]]
+    last = ev.get("lastTimestamp") or ev.get("eventTime")
+    first = ev.get("firstTimestamp") or ev.get("eventTime")
+    count = ev.get("count") or 1  # singleton events of the new API have no count
+    series = ev.get("series")
+    if isinstance(series, dict):
+        last, count = series.get("lastObservedTime") or last, series.get("count") or count
+    src = ev.get("source") or {}
+    component = src.get("component") or ev.get("reportingComponent") or ""
+    instance = src.get("host") or ev.get("reportingInstance") or ""
+    source = f"{component}, {instance}" if instance else component
+    return [age(last, now), ev.get("type", ""), ev.get("reason", ""),
+            f"{inv.get('kind', '').lower()}/{inv.get('name', '')}", ev.get("message", ""), source,
+            inv.get("fieldPath", ""), age(first, now), count, ev["metadata"]["name"]]
 
 
 def _namespace(ns: dict[str, Any], now: datetime) -> Row:

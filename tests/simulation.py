@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -106,3 +109,51 @@ class Kubectl:
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen([self.binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=self.env)
+
+
+class LineReader:
+    """Reads a subprocess's stdout on a thread, so a test can wait for a line with a deadline."""
+
+    def __init__(self, stream: Any):
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def expect(self, predicate: Callable[[str], bool], timeout: float = 15.0, what: str = "a line") -> str:
+        """The first unread line for which `predicate` holds; fails the test at the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; read: {self.lines!r}")
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"the stream ended while waiting for {what}; read: {self.lines!r}")
+            self.lines.append(line)
+            if predicate(line):
+                return line
+
+
+def table_rows(output: str) -> list[dict[str, str]]:
+    """kubectl's column output as dicts keyed by header, cut at the header's column starts."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = lines[0]
+    # a column starts where a word follows the line start or a gap of two or more spaces
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 2:i] == "  ")]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    rows = []
+    for line in lines[1:]:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        rows.append(dict(zip(names, cells, strict=True)))
+    return rows

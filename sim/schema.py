@@ -1,0 +1,99 @@
+"""Known fields of each kind, and dropping the unknown ones as kube-apiserver's decoder does.
+
+kube-apiserver decodes a request into Go structs, so a field the API does not define disappears
+(and, with `fieldValidation=Strict`, fails the request; with the default `Warn` it comes back as
+a warning). The sim stores plain JSON, so it needs the same list of fields: it is read once from
+the official client's generated models (`openapi_types` and `attribute_map`), which are
+generated from kube-apiserver's OpenAPI document and therefore name exactly the API's fields.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+import kubernetes.client as models
+
+# A node of the schema: a dict of json field -> child node for objects, ("list", node) and
+# ("map", node) for containers, and None for a value kept as written (scalars, IntOrString,
+# RawExtension, quantities, times).
+Node = dict[str, Any] | tuple[str, Any] | None
+
+_ROOT_MODELS = {
+    "Pod": "V1Pod", "Node": "V1Node", "Namespace": "V1Namespace", "Event": "CoreV1Event",
+    "DaemonSet": "V1DaemonSet", "ReplicaSet": "V1ReplicaSet", "ControllerRevision": "V1ControllerRevision",
+}
+_LIST = re.compile(r"^List\[(.+)\]$|^list\[(.+)\]$")
+_MAP = re.compile(r"^Dict\[str, (.+)\]$|^dict\(str, (.+)\)$")
+
+
+@cache
+def _model(name: str) -> Node:
+    cls = getattr(models, name, None)
+    if cls is None or not hasattr(cls, "openapi_types"):
+        return None
+    fields: dict[str, Any] = {}
+    _building[name] = fields  # recursive types (JSONSchemaProps) refer back to themselves
+    for attr, type_name in cls.openapi_types.items():
+        fields[cls.attribute_map[attr]] = _type(type_name)
+    del _building[name]
+    return fields
+
+
+_building: dict[str, dict[str, Any]] = {}
+
+
+def _type(type_name: str) -> Node:
+    match = _LIST.match(type_name)
+    if match:
+        return ("list", _type(match.group(1) or match.group(2)))
+    match = _MAP.match(type_name)
+    if match:
+        return ("map", _type(match.group(1) or match.group(2)))
+    if type_name in _building:
+        return _building[type_name]
+    if type_name[:1].isupper() and hasattr(models, type_name):
+        return _model(type_name)
+    return None
+
+
+def root(kind: str) -> Node:
+    name = _ROOT_MODELS.get(kind)
+    return _model(name) if name else None
+
+
+def prune(kind: str, obj: dict[str, Any]) -> list[str]:
+    """Removes fields the kind does not define, in place; returns their paths (`spec.foo`)."""
+    schema = root(kind)
+    unknown: list[str] = []
+    if isinstance(schema, dict):
+        _prune(obj, schema, "", unknown)
+    return unknown
+
+
+def _prune(value: Any, schema: Node, path: str, unknown: list[str]) -> None:
+    if schema is None:
+        return
+    if isinstance(schema, tuple):
+        container, item = schema
+        if item is None:
+            return
+        if container == "list" and isinstance(value, list):
+            for i, element in enumerate(value):
+                _prune(element, item, f"{path}[{i}]", unknown)
+        elif container == "map" and isinstance(value, dict):
+            for key, element in value.items():
+                _prune(element, item, f"{path}[{key}]", unknown)
+        return
+    if not isinstance(value, dict):
+        return
+    for key in [k for k in value if k not in schema]:
+        if key.startswith("$"):  # strategic-merge directives are handled by the patcher
+            continue
+        unknown.append(f"{path}.{key}" if path else key)
+        del value[key]
+    for key, child in value.items():
+        sub = schema.get(key)
+        if sub is not None and child is not None:
+            _prune(child, sub, f"{path}.{key}" if path else key, unknown)
