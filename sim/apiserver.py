@@ -18,7 +18,7 @@ from sim import discovery, tables, watching
 from sim import resources as R
 from sim import status as errors
 from sim.faults import AppliedThenTimeout, FaultInjector
-from sim.registry import PATCH_APPLY, Registry, format_time
+from sim.registry import PATCH_APPLY, Decoding, Registry, format_time
 from sim.resources import Resource
 from sim.selection import build_filter
 from sim.store import Entry
@@ -313,11 +313,27 @@ class ApiServer:
 
         return frame
 
+    @staticmethod
+    def _decoding(request: web.Request) -> Decoding:
+        mode = request.query.get("fieldValidation", "Warn")
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                                     '"Ignore", "Strict", "Warn"')
+        return Decoding(mode)
+
+    @staticmethod
+    def _warn(response: web.Response, decoding: Decoding) -> web.Response:
+        """kube-apiserver's `Warning` headers, which kubectl prints as `Warning: ...`."""
+        for text in decoding.warnings:
+            response.headers.add("Warning", '299 - "' + text.replace('"', '\\"') + '"')
+        return response
+
     async def _create(self, request: web.Request, route: Route) -> web.Response:
         body = await self._body(request)
+        decoding = self._decoding(request)
         with self._dry_run(request, "CreateOptions"):
-            entry = self.registry.create(route.resource, route.ns, body)
-        return self._object_response(request, route, entry, 201)
+            entry = self.registry.create(route.resource, route.ns, body, decoding)
+        return self._warn(self._object_response(request, route, entry, 201), decoding)
 
     async def _update(self, request: web.Request, route: Route) -> web.Response:
         assert route.name is not None
@@ -325,8 +341,9 @@ class ApiServer:
         with self._dry_run(request, "UpdateOptions"):
             if route.subresource == "scale":
                 return _json(self._update_scale(route, body))
-            entry = self.registry.update(route.resource, route.ns, route.name, body, route.subresource)
-        return self._object_response(request, route, entry)
+            decoding = self._decoding(request)
+            entry = self.registry.update(route.resource, route.ns, route.name, body, route.subresource, decoding)
+        return self._warn(self._object_response(request, route, entry), decoding)
 
     async def _patch(self, request: web.Request, route: Route) -> web.Response:
         assert route.name is not None
@@ -349,9 +366,11 @@ class ApiServer:
                 raise errors.ApiError(422, "Invalid", str(exc)) from exc
             with self._dry_run(request, "PatchOptions"):
                 return _json(self._update_scale(route, scale))
+        decoding = self._decoding(request)
         with self._dry_run(request, "PatchOptions"):
-            entry = self.registry.patch(route.resource, route.ns, route.name, ptype, body, route.subresource)
-        return self._object_response(request, route, entry)
+            entry = self.registry.patch(route.resource, route.ns, route.name, ptype, body, route.subresource,
+                                        decoding)
+        return self._warn(self._object_response(request, route, entry), decoding)
 
     async def _delete(self, request: web.Request, route: Route) -> web.Response:
         assert route.name is not None

@@ -10,16 +10,25 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sim import defaulting, patching, validation
+from sim import defaulting, patching, schema, validation
 from sim import resources as R
 from sim import status as errors
 from sim.resources import Resource
 from sim.store import ADDED, MODIFIED, Entry, Store
 
 Clock = Callable[[], datetime]
+
+
+@dataclass
+class Decoding:
+    """A request's fieldValidation mode (Strict, Warn or Ignore) and the warnings it collected."""
+
+    mode: str = "Warn"
+    warnings: list[str] = field(default_factory=list)
 
 # apimachinery's SimpleNameGenerator alphabet: no vowels (no words), no confusable characters
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -93,11 +102,26 @@ class Registry:
                                   validation.format_invalid_message(resource.qualified_kind, name, problems),
                                   details)
 
+    @staticmethod
+    def _decode(resource: Resource, obj: dict[str, Any], decoding: Decoding | None) -> None:
+        """What decoding into Go structs does: unknown fields and empty omitempty fields vanish."""
+        unknown = schema.prune(resource.kind, obj)
+        if not unknown or decoding is None:
+            return
+        messages = [f'unknown field "{path}"' for path in unknown]
+        if decoding.mode == "Strict":
+            raise errors.bad_request(f'{resource.kind} in version "{resource.version}" cannot be handled as a '
+                                     f"{resource.kind}: strict decoding error: " + ", ".join(messages))
+        if decoding.mode == "Warn":
+            decoding.warnings.extend(messages)
+
     # --- create ---------------------------------------------------------------------------------
-    def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> Entry:
+    def create(self, resource: Resource, namespace: str, obj: dict[str, Any],
+               decoding: Decoding | None = None) -> Entry:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
+        self._decode(resource, obj, decoding)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -151,10 +175,11 @@ class Registry:
 
     # --- update ---------------------------------------------------------------------------------
     def update(self, resource: Resource, namespace: str, name: str, obj: dict[str, Any],
-               subresource: str | None = None) -> Entry:
+               subresource: str | None = None, decoding: Decoding | None = None) -> Entry:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise errors.bad_request("the body of the request must be an object with metadata")
         _check_type(resource, obj)
+        self._decode(resource, obj, decoding)
         meta = obj["metadata"]
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name "
@@ -204,6 +229,18 @@ class Registry:
                 meta["generation"] = old_meta.get("generation", 0) + 1
         meta.pop("selfLink", None)
         meta.pop("managedFields", None)
+        if old_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
+            if added:
+                raise errors.ApiError(
+                    422, "Invalid",
+                    f'{resource.qualified_kind} "{old_meta["name"]}" is invalid: metadata.finalizers: Forbidden: '
+                    f"no new finalizers can be added if the object is being deleted, found new finalizers "
+                    "[]string{" + ", ".join(f'"{f}"' for f in sorted(added)) + "}",
+                    {"name": old_meta["name"], "kind": resource.kind,
+                     "causes": [{"reason": "FieldValueForbidden", "field": "metadata.finalizers",
+                                 "message": "Forbidden: no new finalizers can be added if the object is being "
+                                            "deleted"}]})
         if subresource != "status":  # a status write cannot change what the spec validation checks
             self._validate(resource, obj, old)
         meta["resourceVersion"] = old_meta.get("resourceVersion")
@@ -219,7 +256,7 @@ class Registry:
 
     # --- patch ----------------------------------------------------------------------------------
     def patch(self, resource: Resource, namespace: str, name: str, patch_type: str, body: Any,
-              subresource: str | None = None) -> Entry:
+              subresource: str | None = None, decoding: Decoding | None = None) -> Entry:
         current = self.get(resource, namespace, name)
         target = current.clone()
         try:
@@ -241,6 +278,7 @@ class Registry:
             raise errors.ApiError(422, "Invalid", str(exc)) from exc
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.ApiError(422, "Invalid", "the patch removed the object's metadata")
+        self._decode(resource, patched, decoding)
         meta = patched["metadata"]
         rv = meta.get("resourceVersion")
         if rv and rv != str(current.rv):

@@ -63,8 +63,13 @@ def root(kind: str) -> Node:
     return _model(name) if name else None
 
 
+# The list and map fields Go writes even when empty (no `omitempty` in their json tags).
+_ALWAYS_WRITTEN = frozenset({"containers", "nodeSelectorTerms"})
+
+
 def prune(kind: str, obj: dict[str, Any]) -> list[str]:
-    """Removes fields the kind does not define, in place; returns their paths (`spec.foo`)."""
+    """Removes, in place, fields the kind does not define (returning their paths, `spec.foo`) and
+    empty or null lists and maps, which Go's `omitempty` leaves out of what the API returns."""
     schema = root(kind)
     unknown: list[str] = []
     if isinstance(schema, dict):
@@ -92,6 +97,9 @@ def _prune(value: Any, schema: Node, path: str, unknown: list[str]) -> None:
         if key.startswith("$"):  # strategic-merge directives are handled by the patcher
             continue
         unknown.append(f"{path}.{key}" if path else key)
+        del value[key]
+    for key in [k for k, v in value.items() if isinstance(schema.get(k), tuple)
+                and (v is None or v == [] or v == {}) and k not in _ALWAYS_WRITTEN]:
         del value[key]
     for key, child in value.items():
         sub = schema.get(key)

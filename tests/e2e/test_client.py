@@ -624,8 +624,6 @@ def test_cluster_wide_pagination(core: client.CoreV1Api, namespace: str) -> None
     assert {(namespace, f"p{i}") for i in range(3)} <= set(paged)
 
 
-@pytest.mark.xfail(strict=True, reason="sim.defaulting keeps empty omitempty lists and maps that "
-                                       "kube-apiserver drops (reported to the lead)")
 def test_empty_optional_lists_and_maps_are_dropped(apps: client.AppsV1Api, namespace: str) -> None:
     """Empty omitempty fields (tolerations: [], nodeSelector: {}, env: []) are not stored, as in kube-apiserver."""
     body = replicaset("r")
@@ -653,8 +651,6 @@ def test_finalizers_hold_a_deleted_object(apps: client.AppsV1Api, namespace: str
     assert apps.list_namespaced_replica_set(namespace).items == []
 
 
-@pytest.mark.xfail(strict=True, reason="sim.validation lets an object being deleted gain finalizers "
-                                       "(reported to the lead)")
 def test_no_new_finalizers_while_deleting(apps: client.AppsV1Api, namespace: str) -> None:
     """A finalizer cannot be added to an object that is being deleted (ValidateObjectMetaUpdate)."""
     body = replicaset("held")

@@ -510,6 +510,20 @@ def test_bad_manifests_are_rejected(kubectl: Kubectl, namespace: str, document: 
     assert names(kubectl, "pods,rs,ds", "-n", namespace) == set()
 
 
+def test_unknown_field_is_refused_strictly_and_dropped_otherwise(kubectl: Kubectl, namespace: str) -> None:
+    """kubectl asks for strict field validation, so a typo fails; with --validate=false it is dropped."""
+    body = pod("typo", namespace)
+    body["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    document = manifest(body)
+    refused = kubectl("create", "-f", "-", input=document, check=False)
+    assert refused.returncode != 0
+    assert 'Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field ' \
+           '"spec.containers[0].imagePullPolicyy"' in refused.stderr, refused.stderr
+    kubectl("create", "-f", "-", "--validate=false", input=document)
+    stored = kubectl.json("get", "pod", "typo", "-n", namespace)
+    assert "imagePullPolicyy" not in stored["spec"]["containers"][0]
+
+
 def test_invalid_label_selector_is_an_error(kubectl: Kubectl, namespace: str) -> None:
     """`kubectl get pods -l 'a in (b'` fails with a parse error instead of listing anything."""
     result = kubectl("get", "pods", "-n", namespace, "-l", "a in (b", check=False)
