@@ -40,6 +40,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to write the kubeconfig for the sim (default ./kubeconfig)")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     g.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    g.add_argument("--advertise-url", metavar="URL",
+                   help="server URL to write into the kubeconfig (default: the address listened on), "
+                        "e.g. http://sim:6443 for other containers")
     g.add_argument("--no-kubelet", action="store_true",
                    help="run no kubelets: pod status is left to clients (as upstream integration tests do)")
     g.add_argument("--kubelet-delay", type=float, default=0.5, metavar="SECONDS",
@@ -62,6 +65,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.nodes_file:
         nodes += load_file(args.nodes_file)
     return SimConfig(nodes=nodes, host=args.host, port=args.port, kubeconfig=args.kubeconfig,
+                     advertise_url=args.advertise_url,
                      kubelet=not args.no_kubelet, kubelet_delay=args.kubelet_delay,
                      termination_seconds=args.termination_seconds, history_size=args.watch_history,
                      bookmark_interval=args.bookmark_interval, faults=args.fault, seed=args.seed)

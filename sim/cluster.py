@@ -41,6 +41,7 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 0
     kubeconfig: str | None = None
+    advertise_url: str | None = None  # the server URL written into the kubeconfig, if not the bound one
     kubelet: bool = True
     kubelet_delay: float = 0.5
     termination_seconds: float = 1.0
@@ -97,7 +98,7 @@ class SimCluster:
                        asyncio.create_task(self.gc.run(), name="sim-gc")]
         self.kubelets.start()
         if self.config.kubeconfig:
-            write_kubeconfig(self.config.kubeconfig, self.url)
+            write_kubeconfig(self.config.kubeconfig, self.config.advertise_url or self.url)
         log.info("kubus sim serving %s with %d nodes", self.url, len(self.config.nodes))
         return self.url
 

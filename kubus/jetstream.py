@@ -1,0 +1,107 @@
+"""Connecting to NATS and creating kubus's streams, idempotently, at every start.
+
+The partition count is fixed when the streams are first created and kept in KUBUS_EVENTS's
+metadata; later starts read it from there, so every process agrees on the partitioning.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamSource,
+    SubjectTransform,
+)
+from nats.js.errors import NotFoundError
+
+from messages import subjects
+
+log = logging.getLogger("kubus.jetstream")
+
+
+class NatsUnavailable(RuntimeError):
+    """NATS could not be reached at start: the message says where and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Bus:
+    nc: Client
+    js: JetStreamContext
+    prefix: str
+    partitions: int
+
+    def stream(self, base: str) -> str:
+        return subjects.stream_name(base, self.prefix)
+
+    def partition_of(self, namespace: str) -> str:
+        return subjects.partition_of(namespace, self.partitions)
+
+    def all_partitions(self) -> list[str]:
+        return [str(p) for p in range(self.partitions)]
+
+
+async def connect(url: str, name: str, *, reconnect: bool = True) -> Client:
+    """Connects, failing fast with a one-line explanation when nothing answers at `url`."""
+    try:
+        return await nats.connect(url, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
+                                  allow_reconnect=reconnect, reconnect_time_wait=0.5)
+    except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); start nats-server "
+                              f"with JetStream (-js) there, or omit --nats-url to run an embedded one") from None
+
+
+async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
+                         partitions: int = subjects.DEFAULT_PARTITIONS,
+                         history_max_age: float = 7 * 24 * 3600) -> Bus:
+    js = nc.jetstream()
+    events = subjects.stream_name(subjects.EVENTS_STREAM, prefix)
+    try:
+        info = await js.stream_info(events)
+        recorded = (info.config.metadata or {}).get("kubus.partitions")
+        if recorded and int(recorded) != partitions:
+            log.info("streams were created with %s partitions; using that, not %d", recorded, partitions)
+            partitions = int(recorded)
+    except NotFoundError:
+        pass
+    await _ensure(js, StreamConfig(
+        name=events, subjects=[f"{prefix}.events.>"], retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE, max_age=history_max_age, duplicate_window=120.0,
+        metadata={"kubus.partitions": str(partitions)},
+        description="every watch event ingest published: the history replay reads"))
+    await _ensure(js, StreamConfig(
+        name=subjects.stream_name(subjects.STATE_STREAM, prefix), storage=StorageType.FILE,
+        retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, discard=DiscardPolicy.OLD,
+        sources=[StreamSource(name=events, subject_transforms=[
+            SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
+        description="the last event of every object: what a reconciler bootstraps from"))
+    await _ensure(js, StreamConfig(
+        name=subjects.stream_name(subjects.ACTIONS_STREAM, prefix), subjects=[f"{prefix}.actions.>"],
+        retention=RetentionPolicy.WORK_QUEUE, storage=StorageType.FILE, duplicate_window=600.0,
+        description="commands for executors, each taken by one executor"))
+    await _ensure(js, StreamConfig(
+        name=subjects.stream_name(subjects.RESULTS_STREAM, prefix), subjects=[f"{prefix}.results.>"],
+        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE, max_age=history_max_age,
+        duplicate_window=600.0, description="what the executors did"))
+    await _ensure(js, StreamConfig(
+        name=subjects.stream_name(subjects.DEAD_STREAM, prefix), subjects=[f"{prefix}.dead.>"],
+        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE, max_age=history_max_age,
+        description="messages that could not be used, with the reason"))
+    return Bus(nc, js, prefix, partitions)
+
+
+async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        await js.stream_info(config.name)
+    except NotFoundError:
+        await js.add_stream(config)
+        return
+    await js.update_stream(config)

@@ -1,0 +1,123 @@
+"""Commands the reconciler issues (imperative) and the results executors report (past tense).
+
+Each action carries an idempotency key: the executor derives the pod's name from it and treats an
+AlreadyExists of a pod carrying the same key as success, so a redelivered create makes no second
+pod; deletes carry the pod's uid as a precondition, so a re-created pod of the same name survives.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from messages.observed import SCHEMA_VERSION
+
+IDEMPOTENCY_ANNOTATION: Final = "kubus.io/idempotency-key"
+
+
+class _Action(msgspec.Struct, kw_only=True, frozen=True):
+    v: int = SCHEMA_VERSION
+    key: str  # unique per effect; the outbox's primary key
+    decision_id: int  # the decision row that issued it (audit trail)
+    controller: str  # "ReplicaSet/namespace/name"
+    issued_at: str
+
+
+class PodToCreate(msgspec.Struct, kw_only=True, frozen=True):
+    key: str
+    pod: msgspec.Raw  # the full Pod body, name included
+
+
+class CreatePods(_Action, frozen=True, tag="create_pods"):
+    """Create pods in slow-start batches (1, 2, 4, ...), stopping after a batch with a failure."""
+
+    namespace: str
+    pods: list[PodToCreate]
+
+
+class DeletePod(_Action, frozen=True, tag="delete_pod"):
+    namespace: str
+    name: str
+    uid: str
+
+
+class PatchPod(_Action, frozen=True, tag="patch_pod"):
+    namespace: str
+    name: str
+    uid: str
+    patch_type: str  # "strategic" | "merge" | "json"
+    patch: msgspec.Raw
+
+
+class CreateControllerRevision(_Action, frozen=True, tag="create_controller_revision"):
+    namespace: str
+    revision: msgspec.Raw
+
+
+class PatchControllerRevision(_Action, frozen=True, tag="patch_controller_revision"):
+    namespace: str
+    name: str
+    uid: str
+    patch_type: str
+    patch: msgspec.Raw
+
+
+class DeleteControllerRevision(_Action, frozen=True, tag="delete_controller_revision"):
+    namespace: str
+    name: str
+    uid: str
+
+
+class UpdateStatus(_Action, frozen=True, tag="update_status"):
+    """Write status through /status, retrying once with a fresh read on a conflict (as upstream)."""
+
+    kind: str  # "ReplicaSet" | "DaemonSet"
+    namespace: str
+    name: str
+    uid: str
+    status: msgspec.Raw
+
+
+class RecordEvent(_Action, frozen=True, tag="record_event"):
+    namespace: str
+    involved: msgspec.Raw  # an ObjectReference
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    component: str
+
+
+class SetAnnotation(_Action, frozen=True, tag="set_annotation"):
+    """A stand-in decision for tests of the pipeline itself."""
+
+    kind: str
+    namespace: str
+    name: str
+    annotations: dict[str, str]
+
+
+Action = (CreatePods | DeletePod | PatchPod | CreateControllerRevision | PatchControllerRevision
+          | DeleteControllerRevision | UpdateStatus | RecordEvent | SetAnnotation)
+
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+SKIPPED: Final = "skipped"  # not attempted: slow start stopped after a failed batch
+
+
+class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag="result"):
+    v: int = SCHEMA_VERSION
+    key: str  # the action's key, or a pod's key within a CreatePods
+    action_key: str  # the action's key
+    action: str  # the action's tag
+    decision_id: int
+    controller: str
+    outcome: str
+    code: int = 0  # the API's HTTP status, 0 when no call was made
+    reason: str = ""
+    message: str = ""
+    object_uid: str = ""
+    resource_version: str = ""
+    executor: str = ""
+    attempts: int = 1
+    finished_at: str
