@@ -29,6 +29,8 @@ from functools import lru_cache
 from math import ceil
 from typing import Any
 
+import msgspec
+
 __all__ = ["default_object", "format_quantity", "parse_quantity", "qos_class"]
 
 _NOT_READY = "node.kubernetes.io/not-ready"
@@ -425,6 +427,20 @@ def _canonical_quantity(value: str | int | float) -> str | None:
 
 def qos_class(spec: dict[str, Any]) -> str:
     """qos.GetPodQOS over cpu and memory of all containers (init included); zero quantities do not count."""
+    # pods of one controller share their resources: compute once per distinct set
+    shape = msgspec.json.encode([[c.get("resources") for c in _dicts(spec, key)]
+                                 for key in ("initContainers", "containers")])
+    return _qos_class_of(shape)
+
+
+@lru_cache(maxsize=1024)
+def _qos_class_of(shape: bytes) -> str:
+    init, main = msgspec.json.decode(shape)
+    return _qos_class({"initContainers": [{"resources": r} for r in init],
+                       "containers": [{"resources": r} for r in main]})
+
+
+def _qos_class(spec: dict[str, Any]) -> str:
     requests: dict[str, Fraction] = {}
     limits: dict[str, Fraction] = {}
     guaranteed = True
