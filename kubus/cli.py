@@ -6,13 +6,20 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubus import sim_command
+from kubus import pipeline_command, sim_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sim_command.add_parser(sub)
+    pipeline_command.add_parsers(sub)
+    try:
+        from store.cli import add_parser as add_db_parser
+    except ImportError:  # the store package is optional for `kubus sim` alone
+        pass
+    else:
+        add_db_parser(sub)
     return parser
 
 

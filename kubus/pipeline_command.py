@@ -1,0 +1,182 @@
+"""`kubus up`, `kubus ingest`, `kubus reconcile`, `kubus execute`: the pipeline's services.
+
+`up` runs all three in one process (and, with `--sim`, a `kubus sim` beside it); the others run
+one service each, for split deployments. They share the flags below, each also read from an
+environment variable, so a compose file or a pod spec sets them once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kubus import logs, serving
+from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
+from kubus.natsserver import EmbeddedNats
+from kubus.sim_command import add_sim_arguments
+from messages import subjects
+
+log = logging.getLogger("kubus")
+
+
+def add_parsers(sub: Any) -> None:
+    for name, helptext in (("up", "run ingest, reconciler and executor together (with --sim: and a sim)"),
+                           ("ingest", "list and watch the API and publish every event to JetStream"),
+                           ("reconcile", "run the controllers over the event stream"),
+                           ("execute", "apply the controllers' actions to the API")):
+        p: argparse.ArgumentParser = sub.add_parser(name, help=helptext, description=helptext)
+        _common(p)
+        if name == "up":
+            p.add_argument("--sim", action="store_true", help="also run `kubus sim` and use it as the cluster")
+            add_sim_arguments(p)
+        else:
+            p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", "./kubeconfig"),
+                           help="the cluster's kubeconfig (env KUBECONFIG)")
+        logs.add_arguments(p)
+        p.set_defaults(run=lambda args, name=name: run(name, args))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    g = p.add_argument_group("pipeline")
+    g.add_argument("--nats-url", default=env("KUBUS_NATS_URL"),
+                   help="NATS with JetStream (env KUBUS_NATS_URL); default: start an embedded nats-server")
+    g.add_argument("--db-url", default=env("KUBUS_DB_URL"),
+                   help="SQLAlchemy URL, e.g. postgresql://user@host/db (env KUBUS_DB_URL); default: SQLite "
+                        "in the data directory")
+    g.add_argument("--data-dir", default=env("KUBUS_DATA_DIR", "./.kubus"),
+                   help="where the embedded NATS and SQLite keep their data (env KUBUS_DATA_DIR)")
+    g.add_argument("--prefix", default=env("KUBUS_PREFIX", subjects.PREFIX),
+                   help="subject and stream prefix, to run several kubus on one NATS (env KUBUS_PREFIX)")
+    g.add_argument("--partitions", type=int, default=int(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
+                   help="namespace partitions, fixed when the streams are first created (env KUBUS_PARTITIONS)")
+    g.add_argument("--metrics-port", type=int, default=int(env("KUBUS_METRICS_PORT", "8080")),
+                   help="port for /metrics, /healthz and /readyz (env KUBUS_METRICS_PORT; 0 disables)")
+    g.add_argument("--instance", default=env("KUBUS_INSTANCE", f"{os.uname().nodename}-{os.getpid()}"),
+                   help="this process's name in messages and the audit trail (env KUBUS_INSTANCE)")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    logs.configure(args.log_level, args.log_format)
+    from kubus.sim_command import install_fast_loop
+
+    install_fast_loop()
+    try:
+        asyncio.run(_main(name, args))
+    except (NatsUnavailable, StartupError) as exc:
+        print(f"kubus {name}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class StartupError(RuntimeError):
+    """A dependency is missing or unreachable at start; the message says which and how to fix it."""
+
+
+async def _main(name: str, args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        data_dir = Path(args.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if name == "up" and args.sim:
+            args.kubeconfig = await _start_sim(stack, args)
+        nats_url = args.nats_url
+        if not nats_url:
+            embedded = EmbeddedNats(data_dir / "nats")
+            nats_url = await embedded.start()
+            stack.push_async_callback(embedded.stop)
+            log.info("embedded nats-server with JetStream at %s", nats_url)
+        nc = await connect(nats_url, f"kubus-{name}-{args.instance}")
+        stack.push_async_callback(nc.drain)
+        bus = await ensure_streams(nc, prefix=args.prefix, partitions=args.partitions)
+        health = serving.Health()
+        if args.metrics_port:
+            runner = await serving.serve(health, "0.0.0.0", args.metrics_port)
+            stack.push_async_callback(runner.cleanup)
+        services = await _services(name, args, bus, health, stack, str(data_dir))
+        tasks = [asyncio.create_task(s(), name=n) for n, s in services.items()]
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for task, result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                log.error("%s stopped: %r", task.get_name(), result)
+        stopper.cancel()
+        log.info("stopped")
+
+
+async def _services(name: str, args: argparse.Namespace, bus: Bus, health: serving.Health,
+                    stack: contextlib.AsyncExitStack, data_dir: str) -> dict[str, Callable[[], Awaitable[None]]]:
+    services: dict[str, Callable[[], Awaitable[None]]] = {}
+    if name in ("up", "ingest"):
+        from ingest.wiring import ingest_service
+
+        services["ingest"] = await ingest_service(args, bus, health, stack, data_dir)
+    if name in ("up", "reconcile"):
+        from reconciler.service import run_reconciler
+        from store.engine import open_store
+        from store.errors import DatabaseUnavailable
+
+        try:
+            store = await open_store(args.db_url, data_dir)
+        except DatabaseUnavailable as exc:
+            raise StartupError(str(exc)) from None
+        stack.push_async_callback(store.close)
+        services["reconciler"] = lambda: run_reconciler(bus, store, health)
+    if name in ("up", "execute"):
+        from executor.wiring import executor_service
+
+        services["executor"] = await executor_service(args, bus, health)
+    return services
+
+
+async def _start_sim(stack: contextlib.AsyncExitStack, args: argparse.Namespace) -> str:
+    """`kubus sim` in its own process (it gets a core of its own), with the sim flags passed on."""
+    kubeconfig = Path(args.kubeconfig)
+    if kubeconfig.exists():
+        kubeconfig.unlink()  # so we notice when the new sim has written its own
+    flags = ["--nodes", str(args.nodes), "--kubeconfig", str(kubeconfig), "--port", str(args.port),
+             "--host", args.host, "--kubelet-delay", str(args.kubelet_delay),
+             "--termination-seconds", str(args.termination_seconds), "--watch-history", str(args.watch_history),
+             "--node-prefix", args.node_prefix]
+    for option, value in (("--node-labels", args.node_labels), ("--node-capacity", args.node_capacity),
+                          ("--nodes-file", args.nodes_file), ("--seed", args.seed)):
+        if value:
+            flags += [option, str(value)]
+    for taint in args.node_taint:
+        flags += ["--node-taint", taint]
+    for fault in args.fault:
+        flags += ["--fault", fault]
+    if args.no_kubelet:
+        flags.append("--no-kubelet")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "kubus", "sim", *flags,
+                                                "--log-level", args.log_level, "--log-format", args.log_format)
+
+    async def stop_sim() -> None:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+
+    stack.push_async_callback(stop_sim)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not kubeconfig.exists():
+        if proc.returncode is not None:
+            raise StartupError(f"kubus sim exited with {proc.returncode}")
+        if loop.time() > deadline:
+            raise StartupError("kubus sim did not start within 30 s")
+        await asyncio.sleep(0.05)  # polling for the kubeconfig the sim writes once it listens
+    return str(kubeconfig)

@@ -1,0 +1,201 @@
+"""The reconciler's shell: bus -> cache -> decisions -> one SQL transaction -> outbox.
+
+Progress lives in SQL, not in NATS: each batch of events commits its decisions, expectations,
+outbox rows and the stream position together, so after a crash the reconciler resumes exactly
+after the last committed event (eventsourcing's "tracking position in the same transaction").
+On start it rebuilds its cache from the compacted KUBUS_STATE stream, then replays KUBUS_EVENTS
+from the lowest committed position; the cache ignores events older than what it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from kube.times import format_micro_time
+from kubus import serving
+from kubus.jetstream import Bus
+from messages import codec, subjects
+from messages.observed import ObservedEvent
+from reconciler.cache import Cache, Change
+from reconciler.core.expectations import Expectations
+from reconciler.deciding import decide
+from store import decisions as decision_rows
+from store import events as event_rows
+from store import expectations as expectation_rows
+from store.outbox import OutboxRow
+
+log = logging.getLogger("kubus.reconciler")
+
+CONSUMER = "reconciler"
+CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
+BATCH = 500
+
+
+def partition_number(partition: str) -> int:
+    return CLUSTER_PARTITION if partition == subjects.CLUSTER else int(partition)
+
+
+def source_seq(msg: Msg) -> int:
+    """The KUBUS_EVENTS sequence a KUBUS_STATE message was copied from (its Nats-Stream-Source)."""
+    header = (msg.headers or {}).get("Nats-Stream-Source", "")
+    parts = header.split()
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+@dataclass
+class Batch:
+    events: list[tuple[ObservedEvent, int]]
+    last_seq: dict[int, int]
+
+
+class Reconciler:
+    def __init__(self, bus: Bus, store: Any, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self.bus = bus
+        self.store = store
+        self.clock = clock
+        self.cache = Cache()
+        self.caught_up = False
+        self.relay_wakeup = asyncio.Event()
+        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
+
+    # --- bootstrap ---------------------------------------------------------------------------------
+    async def bootstrap(self) -> int:
+        """Fills the cache from the compacted state; returns how many objects it loaded."""
+        info = await self.bus.js.stream_info(self.bus.stream(subjects.STATE_STREAM))
+        if not info.state.messages:
+            return 0
+        loaded = 0
+        done = asyncio.Event()
+
+        async def on_state(msg: Msg) -> None:
+            nonlocal loaded
+            try:
+                event = codec.decode_observed(msg.data)
+                if self.cache.apply(event, source_seq(msg)) is not None:
+                    loaded += 1
+            except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
+                log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
+            if msg.metadata.num_pending == 0:
+                done.set()
+
+        sub = await self.bus.js.subscribe(
+            f"{self.bus.prefix}.state.>", stream=self.bus.stream(subjects.STATE_STREAM), cb=on_state,
+            ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
+        await done.wait()
+        await sub.unsubscribe()
+        return loaded
+
+    # --- consuming --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        loaded = await self.bootstrap()
+        async with self.store.transaction() as tx:
+            positions: dict[int, int] = await tx.positions(CONSUMER)
+        start = min(positions.values(), default=0) + 1
+        log.info("cache bootstrapped with %d objects; replaying events from sequence %d", loaded, start)
+        info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
+        target = info.state.last_seq
+
+        async def on_event(msg: Msg) -> None:
+            await self._queue.put(msg)
+
+        sub = await self.bus.js.subscribe(
+            f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
+        if target < start:
+            self.caught_up = True
+        try:
+            while True:
+                msgs = [await self._queue.get()]
+                while len(msgs) < BATCH and not self._queue.empty():
+                    msgs.append(self._queue.get_nowait())
+                last = await self._process(msgs, positions)
+                serving.STREAM_LAG.labels(stream="events").set(self._queue.qsize())
+                if not self.caught_up and last >= target:
+                    self.caught_up = True
+                    log.info("caught up with the event history at sequence %d", last)
+        finally:
+            await sub.unsubscribe()
+
+    def _decode(self, msgs: list[Msg], positions: dict[int, int]) -> Batch:
+        events: list[tuple[ObservedEvent, int]] = []
+        last_seq: dict[int, int] = {}
+        for msg in msgs:
+            seq = msg.metadata.sequence.stream
+            partition = partition_number(msg.subject.split(".")[2])
+            last_seq[partition] = seq
+            if seq <= positions.get(partition, 0):
+                continue  # committed before a restart
+            try:
+                events.append((codec.decode_observed(msg.data), seq))
+            except codec.BadMessage as exc:
+                log.error("event %d on %s is unusable and skipped: %s", seq, msg.subject, exc)
+        return Batch(events, last_seq)
+
+    async def _process(self, msgs: list[Msg], positions: dict[int, int]) -> int:
+        batch = self._decode(msgs, positions)
+        changes: list[tuple[Change, int, str]] = []
+        for event, seq in batch.events:
+            serving.EVENTS_CONSUMED.labels(kind=event.kind, type=event.type).inc()
+            try:
+                change = self.cache.apply(event, seq)
+            except (msgspec.DecodeError, ValueError) as exc:
+                log.error("%s %s/%s at sequence %d does not decode, ignored: %s", event.kind, event.namespace,
+                          event.name, seq, exc)
+                continue
+            if change is not None:
+                changes.append((change, seq, event.msg_id))
+        now = self.clock()
+        async with self.store.transaction() as tx:
+            keys = {f"StandIn/{c.namespace}" for c, _, _ in changes}
+            loaded = await tx.load_expectations(keys)
+            expectations = {k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in loaded.items()}
+            outcome = decide(self.cache, changes, expectations, now, format_micro_time(now))
+            await self._commit(tx, batch, outcome, now)
+        for partition, seq in batch.last_seq.items():
+            positions[partition] = max(positions.get(partition, 0), seq)
+        if any(d.actions for d in outcome.decisions):
+            self.relay_wakeup.set()
+        return max(batch.last_seq.values(), default=0)
+
+    async def _commit(self, tx: Any, batch: Batch, outcome: Any, now: datetime) -> None:
+        await tx.record_events([
+            event_rows.ObservedEvent(stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type,
+                                     namespace=e.namespace, name=e.name, uid=e.uid,
+                                     resource_version=e.resource_version,
+                                     observed_at=datetime.fromisoformat(e.observed_at.replace("Z", "+00:00")))
+            for e, seq in batch.events])
+        if outcome.expectations:
+            await tx.save_expectations([
+                expectation_rows.Expectations(controller_key=k, adds=v.adds, dels=v.dels,
+                                              deletion_keys=frozenset(v.deletion_keys), set_at=v.set_at or now)
+                for k, v in outcome.expectations.items()])
+        if outcome.decisions:
+            ids = await tx.insert_decisions([
+                decision_rows.Decision(
+                    correlation_id=d.correlation_id, controller_key=d.controller_key,
+                    controller_kind=d.controller_kind,
+                    partition=partition_number(self.bus.partition_of(d.namespace)), stream_seq=d.stream_seq,
+                    trigger=d.trigger, decided_at=now, duration_ms=d.duration_ms, summary=d.summary)
+                for d in outcome.decisions])
+            rows = []
+            for decided, decision_id in zip(outcome.decisions, ids, strict=True):
+                serving.RECONCILES.labels(controller=decided.controller_kind, result="success").inc()
+                for action in decided.actions:
+                    action = msgspec.structs.replace(action, decision_id=decision_id)
+                    subject = subjects.action_subject(self.bus.partition_of(decided.namespace), self.bus.prefix)
+                    rows.append(OutboxRow(key=action.key, decision_id=decision_id, subject=subject,
+                                          payload=codec.encode(action), created_at=now))
+            if rows:
+                await tx.enqueue(rows)
+        for partition, seq in batch.last_seq.items():
+            await tx.advance(CONSUMER, partition, seq)

@@ -1,0 +1,49 @@
+"""Upstream's ControllerExpectations as values: what a controller still waits to observe.
+
+A controller that issued creates or deletes does not act again until the watch shows them (or
+five minutes pass), so a slow cache never makes it create twice. Values here are immutable; the
+shell persists them with the decision that set them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+EXPECTATIONS_TIMEOUT = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Expectations:
+    adds: int = 0
+    dels: int = 0
+    deletion_keys: frozenset[str] = frozenset()
+    set_at: datetime | None = None
+
+    def fulfilled(self) -> bool:
+        return self.adds <= 0 and self.dels <= 0
+
+    def expired(self, now: datetime) -> bool:
+        return self.set_at is not None and now - self.set_at > EXPECTATIONS_TIMEOUT
+
+    def satisfied(self, now: datetime) -> bool:
+        """SatisfiedExpectations: fulfilled, expired, or never set."""
+        return self.set_at is None or self.fulfilled() or self.expired(now)
+
+    def creation_observed(self) -> Expectations:
+        return replace(self, adds=self.adds - 1)
+
+    def deletion_observed(self, key: str | None = None) -> Expectations:
+        """With UID tracking a deletion counts once, and only for a key that was expected."""
+        if key is not None:
+            if key not in self.deletion_keys:
+                return self
+            return replace(self, dels=self.dels - 1, deletion_keys=self.deletion_keys - {key})
+        return replace(self, dels=self.dels - 1)
+
+    def lowered(self, adds: int = 0, dels: int = 0) -> Expectations:
+        return replace(self, adds=self.adds - adds, dels=self.dels - dels)
+
+
+def expect(adds: int, dels: int, now: datetime, deletion_keys: frozenset[str] = frozenset()) -> Expectations:
+    return Expectations(adds, dels, deletion_keys, now)

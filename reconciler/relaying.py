@@ -1,0 +1,119 @@
+"""The outbox relay and the results recorder: the two ends of the actions' round trip.
+
+The relay publishes committed outbox rows to JetStream with the row's key as Nats-Msg-Id and
+marks them sent only after JetStream acknowledged them. A crash between the publish and the
+mark republishes the row, and JetStream's de-duplication drops the copy; a crash before the
+publish leaves the row pending for the next scan. Nothing is lost and nothing is doubled.
+
+The recorder stores the executors' results (idempotent on the result key) and acknowledges
+them only after the commit; failed or skipped pod creations lower the controller's
+expectations, as upstream does for creations that will never be observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import FetchTimeoutError
+
+from kubus import serving
+from kubus.jetstream import Bus
+from messages import codec, subjects
+from messages.actions import FAILED, SKIPPED
+from store import expectations as expectation_rows
+from store.results import ActionResult as ResultRow
+
+log = logging.getLogger("kubus.relay")
+
+RELAY_BATCH = 500
+RESULTS_CONSUMER = "reconciler-results"
+
+
+async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0) -> None:
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wakeup.wait(), interval)
+        wakeup.clear()
+        try:
+            while await relay_once(bus, store) == RELAY_BATCH:
+                pass
+        except Exception as exc:  # NATS or the database away: the next round retries the same rows
+            log.warning("outbox relay paused: %s", exc)
+
+
+async def relay_once(bus: Bus, store: Any) -> int:
+    rows = await store.pending(RELAY_BATCH)
+    serving.OUTBOX_DEPTH.set(len(rows))
+    if not rows:
+        return 0
+    acks = [await bus.js.publish_async(row.subject, row.payload, headers={"Nats-Msg-Id": row.key})
+            for row in rows]
+    await asyncio.gather(*acks)
+    await store.mark_sent([row.key for row in rows])
+    return len(rows)
+
+
+async def record_results(bus: Bus, store: Any,
+                         clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    stream = bus.stream(subjects.RESULTS_STREAM)
+    sub = await bus.js.pull_subscribe(f"{bus.prefix}.results.>", durable=RESULTS_CONSUMER, stream=stream,
+                                      config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000))
+    while True:
+        try:
+            msgs = await sub.fetch(500, timeout=1.0)
+        except FetchTimeoutError:
+            continue
+        except Exception as exc:
+            log.warning("results consumer paused: %s", exc)
+            await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
+            continue
+        rows: list[ResultRow] = []
+        lowered: dict[str, int] = {}
+        for msg in msgs:
+            try:
+                result = codec.decode_result(msg.data)
+            except codec.BadMessage as exc:
+                log.error("unusable result on %s dead-lettered: %s", msg.subject, exc)
+                await bus.js.publish(subjects.dead_subject("results", bus.prefix), msg.data,
+                                     headers={"Kubus-Reason": str(exc), "Kubus-Subject": msg.subject})
+                continue
+            serving.ACTIONS.labels(action=result.action, outcome=result.outcome).inc()
+            rows.append(ResultRow(
+                key=result.key, action_key=result.action_key, decision_id=result.decision_id or None,
+                action=result.action, outcome=result.outcome, code=result.code or None, reason=result.reason,
+                message=result.message, object_uid=result.object_uid or None, executor=result.executor,
+                attempts=result.attempts,
+                finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00"))))
+            if result.action == "create_pods" and result.outcome in (FAILED, SKIPPED):
+                lowered[result.controller] = lowered.get(result.controller, 0) + 1
+        if rows:
+            async with store.transaction() as tx:
+                await _record(tx, rows, lowered, clock())
+        for msg in msgs:
+            await msg.ack()
+
+
+async def _record(tx: Any, rows: list[ResultRow], lowered: dict[str, int], now: datetime) -> None:
+    from store import results as result_rows
+
+    fresh = set(await result_rows.record(tx.conn, rows, at=now))
+    if not lowered:
+        return
+    # only results seen for the first time lower expectations: a redelivered one must not twice
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.key in fresh and row.action == "create_pods" and row.outcome in (FAILED, SKIPPED):
+            controller = next((c for c in lowered if row.key.startswith(c + "/")), None)
+            if controller:
+                counts[controller] = counts.get(controller, 0) + 1
+    current = await tx.load_expectations(counts)
+    await tx.save_expectations([
+        expectation_rows.Expectations(controller_key=k, adds=current[k].adds - n, dels=current[k].dels,
+                                      deletion_keys=current[k].deletion_keys, set_at=current[k].set_at)
+        for k, n in counts.items() if k in current])
