@@ -16,7 +16,7 @@ from messages.observed import SCHEMA_VERSION
 IDEMPOTENCY_ANNOTATION: Final = "kubus.io/idempotency-key"
 
 
-class _Action(msgspec.Struct, kw_only=True, frozen=True):
+class _Action(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg"):
     v: int = SCHEMA_VERSION
     key: str  # unique per effect; the outbox's primary key
     decision_id: int  # the decision row that issued it (audit trail)
@@ -105,7 +105,7 @@ FAILED: Final = "failed"
 SKIPPED: Final = "skipped"  # not attempted: slow start stopped after a failed batch
 
 
-class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag="result"):
+class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", tag="result"):
     v: int = SCHEMA_VERSION
     key: str  # the action's key, or a pod's key within a CreatePods
     action_key: str  # the action's key

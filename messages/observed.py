@@ -23,7 +23,7 @@ QUARANTINED: Final = "QUARANTINED"
 EVENT_TYPES: Final = (ADDED, MODIFIED, DELETED, RELISTED, DELETED_FINAL_STATE_UNKNOWN, QUARANTINED)
 
 
-class ObservedEvent(msgspec.Struct, kw_only=True, frozen=True, tag="observed"):
+class ObservedEvent(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", tag="observed"):
     v: int = SCHEMA_VERSION
     kind: str
     type: str
