@@ -1,0 +1,28 @@
+"""Ingest checkpoints: the last resourceVersion published per kind, to resume a watch after a restart."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import sql
+from store.tables import ingest_checkpoints as t
+
+
+async def load(conn: AsyncConnection, kind: str) -> str | None:
+    rv = await conn.scalar(sa.select(t.c.resource_version).where(t.c.kind == kind))
+    return None if rv is None else str(rv)
+
+
+async def load_all(conn: AsyncConnection) -> dict[str, str]:
+    rows = await conn.execute(sa.select(t.c.kind, t.c.resource_version))
+    return {kind: rv for kind, rv in rows}
+
+
+async def save(conn: AsyncConnection, kind: str, resource_version: str, *, at: datetime) -> None:
+    # Overwrite, not max(): resourceVersions are opaque strings, and after a 410 Gone relist the
+    # new one is the truth even if it compares lower.
+    row = {"kind": kind, "resource_version": resource_version, "updated_at": at}
+    await sql.upsert(conn, t, [row], update=["resource_version", "updated_at"])

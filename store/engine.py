@@ -1,0 +1,219 @@
+"""Opening the store: URL to engine, connection check, migrations, and the `Store` facade.
+
+SQLite (the default, a file in the data directory) is migrated on open; PostgreSQL is migrated by
+`kubus db upgrade` (`upgrade()` here) and only checked on open, so that services started with a
+stale schema say so instead of failing on their first write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from store import checkpoints, decisions, migrating, outbox, results
+from store.decisions import Decision
+from store.errors import DatabaseUnavailable, SchemaMismatch, describe
+from store.outbox import OutboxRow
+from store.results import ActionResult
+from store.transaction import Transaction
+from store.urls import Target, resolve
+
+__all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_store", "upgrade"]
+
+Clock = Callable[[], datetime]
+
+# How long a SQLite writer waits for another process's write transaction before failing; the
+# reconciler, relay and executor of `kubus up` share one file.
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+PG_CONNECT_TIMEOUT_S = 10  # asyncpg's default of 60 s is a long time to wait for a typo'd host
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def create_engine(target: Target) -> AsyncEngine:
+    if target.backend == "sqlite":
+        engine = create_async_engine(target.url)
+        _configure_sqlite(engine)
+        return engine
+    # pre-ping: a pooled connection that died with a PostgreSQL restart is replaced, not used
+    return create_async_engine(target.url, pool_pre_ping=True, connect_args={"timeout": PG_CONNECT_TIMEOUT_S})
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # The driver's implicit BEGIN is DEFERRED and issued lazily; take transactions over (below).
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
+                       f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def on_begin(conn: Connection) -> None:
+        # A DEFERRED transaction that reads and then writes cannot wait for the lock (SQLite
+        # answers SQLITE_BUSY at once to avoid a deadlock); write transactions begin IMMEDIATE.
+        mode = conn.get_execution_options().get("kubus_sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow) -> Store:
+    """Connect to the database at `url` (None: SQLite in `data_dir`) and make sure its schema fits.
+
+    Raises DatabaseUnavailable (one line: which database, what failed, how to fix it).
+    """
+    target = resolve(url, data_dir)
+    engine = create_engine(target)
+    try:
+        await _check_connection(engine, target)
+        if target.backend == "sqlite":
+            await migrating.upgrade(engine)
+        else:
+            await _check_schema(engine, target)
+    except BaseException:
+        await engine.dispose()
+        raise
+    return Store(engine, target, clock)
+
+
+async def upgrade(url: str | None, data_dir: str) -> str:
+    """Migrate the database to the newest schema (a no-op when it is there); the revision."""
+    async with _engine(url, data_dir) as engine:
+        await migrating.upgrade(engine)
+        return migrating.head()
+
+
+async def current(url: str | None, data_dir: str) -> str | None:
+    """The database's schema revision, None if never migrated."""
+    async with _engine(url, data_dir) as engine:
+        return await migrating.current(engine)
+
+
+@asynccontextmanager
+async def _engine(url: str | None, data_dir: str) -> AsyncIterator[AsyncEngine]:
+    target = resolve(url, data_dir)
+    engine = create_engine(target)
+    try:
+        await _check_connection(engine, target)
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+async def _check_connection(engine: AsyncEngine, target: Target) -> None:
+    try:
+        if target.backend == "sqlite" and target.url.database not in (None, "", ":memory:"):
+            # Probe with the stdlib first: aiosqlite's worker thread, after a failed connect,
+            # reports to the event loop later, by which time a short-lived caller's loop is closed.
+            await asyncio.to_thread(_probe_sqlite, target.url.database)
+        async with engine.connect() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:  # whatever the driver raises, the user's fix is the same
+        raise DatabaseUnavailable(f"cannot connect to {target.label} ({describe(exc)}); {target.hint}") from exc
+
+
+def _probe_sqlite(path: str) -> None:
+    sqlite3.connect(path).close()
+
+
+async def _check_schema(engine: AsyncEngine, target: Target) -> None:
+    have, need = await migrating.current(engine), migrating.head()
+    if have == need:
+        return
+    if have is None:
+        raise SchemaMismatch(f"{target.label} has no kubus schema; run `kubus db upgrade` ({target.hint})")
+    raise SchemaMismatch(f"{target.label} has schema revision {have}, this kubus needs {need}; "
+                         f"run `kubus db upgrade`, or a kubus that knows revision {have}")
+
+
+class Store:
+    """The database behind kubus: units of work for reconcilers, and the relay, executor-result
+    and ingest sides, each a short transaction of its own."""
+
+    def __init__(self, engine: AsyncEngine, target: Target, clock: Clock = utcnow) -> None:
+        self.engine = engine
+        self.backend = target.backend
+        self.label = target.label
+        self._clock = clock
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, typ: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """A unit of work: commits when the block ends, rolls back everything if it raises."""
+        async with self._writing() as conn:
+            yield Transaction(conn, self._clock)
+
+    # outbox relay
+    async def pending(self, limit: int) -> list[OutboxRow]:
+        async with self.engine.connect() as conn:
+            return await outbox.pending(conn, limit)
+
+    async def mark_sent(self, keys: Iterable[str]) -> int:
+        async with self._writing() as conn:
+            return await outbox.mark_sent(conn, keys, at=self._clock())
+
+    async def count_attempt(self, keys: Iterable[str]) -> None:
+        async with self._writing() as conn:
+            await outbox.count_attempt(conn, keys)
+
+    # executor results
+    async def record_results(self, rows: Sequence[ActionResult]) -> list[str]:
+        """Record results idempotently (by key); the keys that were new."""
+        async with self._writing() as conn:
+            return await results.record(conn, rows, at=self._clock())
+
+    # ingest checkpoints
+    async def checkpoint(self, kind: str) -> str | None:
+        async with self.engine.connect() as conn:
+            return await checkpoints.load(conn, kind)
+
+    async def checkpoints(self) -> dict[str, str]:
+        async with self.engine.connect() as conn:
+            return await checkpoints.load_all(conn)
+
+    async def save_checkpoint(self, kind: str, resource_version: str) -> None:
+        async with self._writing() as conn:
+            await checkpoints.save(conn, kind, resource_version, at=self._clock())
+
+    # audit reads
+    async def decisions_for(self, controller_key: str, limit: int = 100) -> list[Decision]:
+        async with self.engine.connect() as conn:
+            return await decisions.for_controller(conn, controller_key, limit)
+
+    async def outbox_for(self, decision_id: int) -> list[OutboxRow]:
+        async with self.engine.connect() as conn:
+            return await outbox.by_decision(conn, decision_id)
+
+    async def results_for(self, decision_id: int) -> list[ActionResult]:
+        async with self.engine.connect() as conn:
+            return await results.for_decision(conn, decision_id)
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            if self.backend == "sqlite":
+                await conn.execution_options(kubus_sqlite_begin="IMMEDIATE")
+            async with conn.begin():
+                yield conn

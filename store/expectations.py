@@ -1,0 +1,54 @@
+"""Controller expectations: upstream's ControllerExpectations with UID-tracking of deletions.
+
+A reconciler that created or deleted pods must not act on the same controller again until the
+watch shows those effects; persisting the counts makes that hold across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import sql
+from store.tables import expectations as t
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expectations:
+    controller_key: str
+    adds: int
+    dels: int
+    deletion_keys: frozenset[str]  # "namespace/name" of pods whose deletion is expected
+    set_at: datetime
+
+
+async def save(conn: AsyncConnection, rows: Iterable[Expectations]) -> None:
+    values = [
+        {"controller_key": e.controller_key, "adds": e.adds, "dels": e.dels,
+         # sorted, so the stored JSON is deterministic and diffs of the audit trail are stable
+         "deletion_keys": sorted(e.deletion_keys), "set_at": e.set_at}
+        for e in rows
+    ]
+    await sql.upsert(conn, t, values, update=["adds", "dels", "deletion_keys", "set_at"])
+
+
+async def delete(conn: AsyncConnection, keys: Iterable[str]) -> None:
+    keys = list(keys)
+    if keys:
+        await conn.execute(sa.delete(t).where(t.c.controller_key.in_(keys)))
+
+
+async def load(conn: AsyncConnection, keys: Iterable[str]) -> dict[str, Expectations]:
+    keys = list(keys)
+    if not keys:
+        return {}
+    rows = await conn.execute(sa.select(t).where(t.c.controller_key.in_(keys)))
+    return {
+        r.controller_key: Expectations(controller_key=r.controller_key, adds=r.adds, dels=r.dels,
+                                       deletion_keys=frozenset(r.deletion_keys), set_at=r.set_at)
+        for r in rows
+    }

@@ -1,0 +1,73 @@
+"""The action outbox: actions written with their decision, relayed to JetStream afterwards.
+
+The reconciler enqueues in the decision's transaction; the relay publishes `pending` rows (with
+the row's key as Nats-Msg-Id, so a publish repeated after a crash is dropped by JetStream) and
+then marks them sent. A crash between any two steps loses nothing and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import sql
+from store.tables import outbox as t
+
+State = Literal["pending", "sent"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxRow:
+    key: str  # the action's idempotency key
+    decision_id: int
+    subject: str
+    payload: bytes
+    created_at: datetime
+    state: State = "pending"
+    attempts: int = 0
+    sent_at: datetime | None = None
+
+
+async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]:
+    """Insert the rows whose key is new, as pending; the keys inserted.
+
+    Insert-or-ignore: a decision replayed after a crash yields the same keys, and must not
+    queue its actions a second time (nor reset a row the relay already sent).
+    """
+    values = [{"key": r.key, "decision_id": r.decision_id, "subject": r.subject, "payload": r.payload,
+               "state": "pending", "attempts": 0, "created_at": r.created_at, "sent_at": None} for r in rows]
+    return [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
+
+
+async def pending(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
+    """Up to `limit` pending rows, oldest first (key breaks ties, so the order is total)."""
+    stmt = sa.select(t).where(t.c.state == "pending").order_by(t.c.created_at, t.c.key).limit(limit)
+    return [OutboxRow(**r._asdict()) for r in await conn.execute(stmt)]
+
+
+async def mark_sent(conn: AsyncConnection, keys: Iterable[str], *, at: datetime) -> int:
+    """Mark pending rows sent (counting the publish as an attempt); how many changed."""
+    keys = list(keys)
+    if not keys:
+        return 0
+    stmt = (sa.update(t).where(t.c.key.in_(keys), t.c.state == "pending")
+            .values(state="sent", sent_at=at, attempts=t.c.attempts + 1))
+    return int((await conn.execute(stmt)).rowcount)
+
+
+async def count_attempt(conn: AsyncConnection, keys: Iterable[str]) -> None:
+    """Count a failed publish of pending rows; they stay pending for the next round."""
+    keys = list(keys)
+    if keys:
+        await conn.execute(sa.update(t).where(t.c.key.in_(keys), t.c.state == "pending")
+                           .values(attempts=t.c.attempts + 1))
+
+
+async def by_decision(conn: AsyncConnection, decision_id: int) -> list[OutboxRow]:
+    stmt = sa.select(t).where(t.c.decision_id == decision_id).order_by(t.c.created_at, t.c.key)
+    return [OutboxRow(**r._asdict()) for r in await conn.execute(stmt)]

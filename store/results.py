@@ -1,0 +1,41 @@
+"""Action results as executors report them: one row per result key, a redelivery is ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import sql
+from store.tables import action_results as t
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionResult:
+    key: str  # the result's own idempotency key (its Nats-Msg-Id)
+    action_key: str  # the outbox key of the action it answers
+    decision_id: int | None
+    action: str  # e.g. CreatePod, DeletePod, UpdateStatus
+    outcome: str  # e.g. succeeded, failed, skipped
+    code: int | None  # the API's HTTP status, when there was a response
+    reason: str  # the API Status reason, "" when none
+    message: str
+    object_uid: str | None  # the uid of the object created or acted on
+    executor: str  # the executor instance that applied it
+    attempts: int
+    finished_at: datetime
+    recorded_at: datetime | None = None  # set by the store
+
+
+async def record(conn: AsyncConnection, rows: Iterable[ActionResult], *, at: datetime) -> list[str]:
+    """Record the results not recorded yet; the keys of those that were new."""
+    values = [{**asdict(r), "recorded_at": at} for r in rows]
+    return [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
+
+
+async def for_decision(conn: AsyncConnection, decision_id: int) -> list[ActionResult]:
+    stmt = sa.select(t).where(t.c.decision_id == decision_id).order_by(t.c.finished_at, t.c.key)
+    return [ActionResult(**r._asdict()) for r in await conn.execute(stmt)]

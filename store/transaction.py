@@ -1,0 +1,89 @@
+"""The unit of work: everything a reconciler writes for a batch of events, committed together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, revisions
+from store.backoff import Backoff
+from store.decisions import Decision
+from store.events import ObservedEvent
+from store.expectations import Expectations
+from store.outbox import OutboxRow
+from store.revisions import Revision
+
+
+class Transaction:
+    """Repositories bound to one open database transaction.
+
+    Obtained from `Store.transaction()`; it commits when the `async with` block ends and rolls
+    back everything (decisions, outbox rows, position) if the block raises.
+    """
+
+    def __init__(self, conn: AsyncConnection, clock: Callable[[], datetime]) -> None:
+        self.conn = conn
+        self._now = clock
+
+    # consumer positions
+    async def position(self, consumer: str, partition: int) -> int:
+        return await positions.load(self.conn, consumer, partition)
+
+    async def positions(self, consumer: str) -> dict[int, int]:
+        return await positions.load_all(self.conn, consumer)
+
+    async def advance(self, consumer: str, partition: int, seq: int) -> None:
+        await positions.advance(self.conn, consumer, partition, seq, at=self._now())
+
+    # events and decisions
+    async def record_events(self, rows: Iterable[ObservedEvent]) -> int:
+        return await events.record(self.conn, rows, at=self._now())
+
+    async def insert_decision(self, decision: Decision) -> int:
+        (decision_id,) = await decisions.insert(self.conn, [decision])
+        return decision_id
+
+    async def insert_decisions(self, rows: Sequence[Decision]) -> list[int]:
+        return await decisions.insert(self.conn, rows)
+
+    async def enqueue(self, rows: Iterable[OutboxRow]) -> list[str]:
+        return await outbox.enqueue(self.conn, rows)
+
+    # expectations
+    async def load_expectations(self, keys: Iterable[str]) -> dict[str, Expectations]:
+        return await expectations.load(self.conn, keys)
+
+    async def save_expectations(self, rows: Iterable[Expectations]) -> None:
+        await expectations.save(self.conn, rows)
+
+    async def delete_expectations(self, keys: Iterable[str]) -> None:
+        await expectations.delete(self.conn, keys)
+
+    # failed-pod backoff
+    async def load_backoff(self, keys: Iterable[str]) -> dict[str, Backoff]:
+        return await backoff.load(self.conn, keys)
+
+    async def save_backoff(self, entries: Iterable[Backoff]) -> None:
+        await backoff.save(self.conn, entries)
+
+    async def delete_backoff(self, keys: Iterable[str]) -> None:
+        await backoff.delete(self.conn, keys)
+
+    async def gc_backoff(self, updated_before: datetime) -> int:
+        return await backoff.gc(self.conn, updated_before)
+
+    # DaemonSet revision ledger
+    async def load_revisions(self, ds_uid: str) -> list[Revision]:
+        return await revisions.load(self.conn, ds_uid)
+
+    async def save_revisions(self, rows: Iterable[Revision]) -> None:
+        await revisions.save(self.conn, rows)
+
+    async def delete_revisions(self, ds_uid: str, names: Iterable[str] | None = None) -> None:
+        await revisions.delete(self.conn, ds_uid, names)
+
+    # ingest checkpoints, for a caller that wants them in the same transaction as other writes
+    async def save_checkpoint(self, kind: str, resource_version: str) -> None:
+        await checkpoints.save(self.conn, kind, resource_version, at=self._now())
