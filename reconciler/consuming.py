@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from kube.times import format_micro_time
-from kubus import serving
+from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.observed import ObservedEvent
@@ -161,6 +161,8 @@ class Reconciler:
             expectations = {k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in loaded.items()}
             outcome = decide(self.cache, changes, expectations, now, format_micro_time(now))
             await self._commit(tx, batch, outcome, now)
+        if any(d.actions for d in outcome.decisions):
+            failpoints.hit("reconciler.after-commit")
         for partition, seq in batch.last_seq.items():
             positions[partition] = max(positions.get(partition, 0), seq)
         if any(d.actions for d in outcome.decisions):

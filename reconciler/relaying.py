@@ -22,7 +22,7 @@ from typing import Any
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import FetchTimeoutError
 
-from kubus import serving
+from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import FAILED, SKIPPED
@@ -55,6 +55,7 @@ async def relay_once(bus: Bus, store: Any) -> int:
     acks = [await bus.js.publish_async(row.subject, row.payload, headers={"Nats-Msg-Id": row.key})
             for row in rows]
     await asyncio.gather(*acks)
+    failpoints.hit("relay.after-publish")
     await store.mark_sent([row.key for row in rows])
     return len(rows)
 
