@@ -27,7 +27,7 @@ from messages import codec, subjects
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
 from reconciler.core.expectations import Expectations
-from reconciler.deciding import decide
+from reconciler.deciding import affected, decide
 from store import decisions as decision_rows
 from store import events as event_rows
 from store import expectations as expectation_rows
@@ -156,7 +156,7 @@ class Reconciler:
                 changes.append((change, seq, event.msg_id))
         now = self.clock()
         async with self.store.transaction() as tx:
-            keys = {f"StandIn/{c.namespace}" for c, _, _ in changes}
+            keys = set(affected(changes))
             loaded = await tx.load_expectations(keys)
             expectations = {k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in loaded.items()}
             outcome = decide(self.cache, changes, expectations, now, format_micro_time(now))

@@ -47,7 +47,9 @@ def affected(changes: list[tuple[Change, int, str]]) -> dict[str, tuple[int, str
     """Stand-in controller keys touched by the changes -> (last seq, trigger msg id)."""
     keys: dict[str, tuple[int, str]] = {}
     for change, seq, msg_id in changes:
-        if change.kind == "Namespace" or change.kind == "Pod":
+        if change.kind == "Namespace":
+            keys[standin.controller_key(change.name)] = (seq, msg_id)
+        elif change.kind == "Pod":
             keys[standin.controller_key(change.namespace)] = (seq, msg_id)
     return keys
 

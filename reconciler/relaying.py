@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import FetchTimeoutError
 
 from kubus import failpoints, serving
 from kubus.jetstream import Bus
@@ -68,7 +67,7 @@ async def record_results(bus: Bus, store: Any,
     while True:
         try:
             msgs = await sub.fetch(500, timeout=1.0)
-        except FetchTimeoutError:
+        except TimeoutError:  # nats-py's fetch timeout is a TimeoutError: nothing to record yet
             continue
         except Exception as exc:
             log.warning("results consumer paused: %s", exc)
