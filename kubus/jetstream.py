@@ -6,8 +6,10 @@ metadata; later starts read it from there, so every process agrees on the partit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import nats
 from nats.aio.client import Client
@@ -49,13 +51,33 @@ class Bus:
 
 
 async def connect(url: str, name: str, *, reconnect: bool = True) -> Client:
-    """Connects, failing fast with a one-line explanation when nothing answers at `url`."""
+    """Connects, failing fast with a one-line explanation when nothing answers at `url`; once
+    connected, a lost connection is retried for ever (and logged in one line, not a traceback)."""
+    how = "start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one"
+    target = urlsplit(url if "://" in url else f"nats://{url}")
     try:
-        return await nats.connect(url, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
-                                  allow_reconnect=reconnect, reconnect_time_wait=0.5)
+        # nats-py retries a first connection for ever when reconnects are allowed: probe first
+        _, writer = await asyncio.wait_for(asyncio.open_connection(target.hostname, target.port or 4222), 3)
+        writer.close()
+    except (OSError, TimeoutError) as exc:
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({exc or type(exc).__name__}); {how}") from None
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("NATS %s: %s", name, exc or type(exc).__name__)
+
+    async def on_disconnected() -> None:
+        log.warning("NATS %s: disconnected; reconnecting", name)
+
+    async def on_reconnected() -> None:
+        log.info("NATS %s: reconnected", name)
+
+    try:
+        return await asyncio.wait_for(nats.connect(
+            url, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
+            allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,
+            disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); start nats-server "
-                              f"with JetStream (-js) there, or omit --nats-url to run an embedded one") from None
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {how}") from None
 
 
 async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,

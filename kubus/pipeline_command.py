@@ -34,6 +34,14 @@ def add_parsers(sub: Any) -> None:
                            ("execute", "apply the controllers' actions to the API")):
         p: argparse.ArgumentParser = sub.add_parser(name, help=helptext, description=helptext)
         _common(p)
+        if name in ("up", "execute"):
+            p.add_argument("--qps", type=float, default=float(os.environ.get("KUBUS_QPS", "20")),
+                           help="API requests per second, as kube-controller-manager's --kube-api-qps "
+                                "(env KUBUS_QPS; 0 disables the limiter)")
+            p.add_argument("--burst", type=int, default=int(os.environ.get("KUBUS_BURST", "30")),
+                           help="API request burst, as --kube-api-burst (env KUBUS_BURST)")
+            p.add_argument("--ack-wait", type=float, default=30.0,
+                           help="seconds before an action held by a dead executor is redelivered")
         if name == "up":
             p.add_argument("--sim", action="store_true", help="also run `kubus sim` and use it as the cluster")
             add_sim_arguments(p)
@@ -98,13 +106,13 @@ async def _main(name: str, args: argparse.Namespace) -> None:
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         nc = await connect(nats_url, f"kubus-{name}-{args.instance}")
-        stack.push_async_callback(nc.drain)
+        stack.push_async_callback(_close_nats, nc)
         bus = await ensure_streams(nc, prefix=args.prefix, partitions=args.partitions)
         health = serving.Health()
         if args.metrics_port:
             runner = await serving.serve(health, "0.0.0.0", args.metrics_port)
             stack.push_async_callback(runner.cleanup)
-        services = await _services(name, args, bus, health, stack, str(data_dir))
+        services = await _services(name, args, bus, health, stack, str(data_dir), nats_url)
         tasks = [asyncio.create_task(s(), name=n) for n, s in services.items()]
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -119,14 +127,11 @@ async def _main(name: str, args: argparse.Namespace) -> None:
 
 
 async def _services(name: str, args: argparse.Namespace, bus: Bus, health: serving.Health,
-                    stack: contextlib.AsyncExitStack, data_dir: str) -> dict[str, Callable[[], Awaitable[None]]]:
+                    stack: contextlib.AsyncExitStack, data_dir: str,
+                    nats_url: str) -> dict[str, Callable[[], Awaitable[None]]]:
     services: dict[str, Callable[[], Awaitable[None]]] = {}
-    if name in ("up", "ingest"):
-        from ingest.wiring import ingest_service
-
-        services["ingest"] = await ingest_service(args, bus, health, stack, data_dir)
-    if name in ("up", "reconcile"):
-        from reconciler.service import run_reconciler
+    store = None
+    if name in ("up", "reconcile", "ingest"):
         from store.engine import open_store
         from store.errors import DatabaseUnavailable
 
@@ -135,12 +140,52 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
         except DatabaseUnavailable as exc:
             raise StartupError(str(exc)) from None
         stack.push_async_callback(store.close)
+    if name in ("up", "ingest"):
+        from ingest.config import IngestConfig
+        from ingest.service import Ingest
+
+        ingest = Ingest(IngestConfig(nats_url=nats_url, prefix=args.prefix,
+                                     partitions=args.partitions, kubeconfig=args.kubeconfig,
+                                     instance=f"ingest-{args.instance}", checkpoints=StoreCheckpoints(store)))
+        health.ready_when("ingest-synced", ingest.synced)
+        services["ingest"] = ingest.run
+    if name in ("up", "reconcile"):
+        from reconciler.service import run_reconciler
+
         services["reconciler"] = lambda: run_reconciler(bus, store, health)
     if name in ("up", "execute"):
-        from executor.wiring import executor_service
+        from executor.config import ExecutorConfig
+        from executor.service import run_executor
 
-        services["executor"] = await executor_service(args, bus, health)
+        config = ExecutorConfig(nats_url=nats_url, prefix=args.prefix,
+                                partitions=args.partitions, kubeconfig=args.kubeconfig,
+                                instance=f"executor-{args.instance}", qps=args.qps, burst=args.burst,
+                                ack_wait=args.ack_wait)
+        health.ready_when("nats", lambda: bus.nc.is_connected)
+        services["executor"] = lambda: run_executor(config)
     return services
+
+
+async def _close_nats(nc: Any) -> None:
+    """Drain (finish what is in flight), but never let a stuck subscription hold up a shutdown."""
+    try:
+        await asyncio.wait_for(nc.drain(), 3)
+    except Exception:  # a timed-out or failed drain still ends in close()
+        await nc.close()
+
+
+class StoreCheckpoints:
+    """Ingest's resume points in the SQL store (table ingest_checkpoints)."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    async def get(self, kind: str) -> str | None:
+        result: str | None = await self.store.checkpoint(kind)
+        return result
+
+    async def save(self, kind: str, rv: str) -> None:
+        await self.store.save_checkpoint(kind, rv)
 
 
 async def _start_sim(stack: contextlib.AsyncExitStack, args: argparse.Namespace) -> str:

@@ -1,0 +1,236 @@
+"""The executor's shell: pull actions from JetStream, apply them, publish results, then ack.
+
+All executors share one durable pull consumer on the KUBUS_ACTIONS work queue, so each action
+goes to one of them. A message is acked only after every result it produced is stored by
+JetStream (results carry `Nats-Msg-Id: result/<key>`, so a re-run after a crash publishes each
+result once). Unfinished actions are NAKed: with a growing delay after a transient failure, at
+once when the executor is stopping so another executor takes them. Messages that cannot be
+decoded are copied to `<prefix>.dead.actions` with the reason and terminated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
+
+from executor import metrics as m
+from executor.applying import apply
+from executor.config import ExecutorConfig
+from executor.effects import Delivery, RetryLater
+from executor.errors import Interrupted
+from executor.kubeapi import KubeApi
+from kubus import failpoints
+from kubus.jetstream import Bus
+from messages import codec, subjects
+from messages.actions import ActionResult
+
+log = logging.getLogger("kubus.executor")
+
+# JetStream stops redelivering after max_deliver; a few deliveries beyond our own limit leave room
+# for executors killed during the final delivery, which must still end in a published result
+EXTRA_DELIVERIES = 5
+MAX_REDELIVERY_DELAY = 30.0
+MAX_ACK_PENDING = 20_000
+BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions are in flight
+
+
+def redelivery_delay(delivery: int, initial: float) -> float:
+    """The NAK delay after a delivery ended in a transient failure: initial, doubling, capped."""
+    return min(MAX_REDELIVERY_DELAY, initial * 2.0 ** (delivery - 1))
+
+
+class Results:
+    """Publishes one delivery's results as they come (publish_async), and waits for their acks."""
+
+    def __init__(self, js: JetStreamContext, subject: str, metrics: m.ExecutorMetrics):
+        self._js = js
+        self._subject = subject
+        self._metrics = metrics
+        self._acks: list[asyncio.Future[PubAck]] = []
+
+    async def publish(self, result: ActionResult) -> None:
+        self._metrics.result(result.action, result.outcome)
+        self._acks.append(await self._js.publish_async(
+            self._subject, codec.encode(result), headers={"Nats-Msg-Id": f"result/{result.key}"}))
+
+    async def stored(self, timeout: float = 30.0) -> None:
+        """Returns once JetStream has stored every result; raises if one was refused or timed out."""
+        if self._acks:
+            await asyncio.wait_for(asyncio.gather(*self._acks), timeout)
+
+
+class Executor:
+    def __init__(self, bus: Bus, api: KubeApi, config: ExecutorConfig, metrics: m.ExecutorMetrics,
+                 stopping: asyncio.Event, now: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self._bus = bus
+        self._api = api
+        self._config = config
+        self._metrics = metrics
+        self._stopping = stopping  # set when run() winds down: API calls then raise Interrupted
+        self._now = now
+        self._fetch_timeout = config.fetch_timeout
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Works until `stop` is set (or the task is cancelled), then winds down in-flight actions."""
+        stream = self._bus.stream(subjects.ACTIONS_STREAM)
+        await self._bus.js.add_consumer(stream, ConsumerConfig(
+            durable_name=self._config.durable, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+            filter_subject=f"{self._bus.prefix}.actions.>", ack_wait=self._config.ack_wait,
+            max_deliver=self._config.max_deliveries + EXTRA_DELIVERIES, max_ack_pending=MAX_ACK_PENDING))
+        sub = await self._bus.js.pull_subscribe_bind(durable=self._config.durable, stream=stream)
+        keepalive = asyncio.create_task(self._keep_alive())
+        stopped = asyncio.create_task(stop.wait())
+        idle = True
+        try:
+            while not stop.is_set():
+                free = self._config.concurrency - len(self._tasks)
+                if free <= 0:
+                    await asyncio.wait({stopped, *self._tasks}, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    # nats-py's batch fetch, finding nothing at once, lingers until its batch is full or
+                    # its time is up; so an idle executor long-polls for one message (returned as soon as
+                    # it arrives) and a busy one fetches batches with a short linger. A fetch is never
+                    # abandoned half-way on a stop: its pull request would capture redeliveries.
+                    if idle:
+                        msgs = await sub.fetch(1, timeout=self._fetch_timeout)
+                    else:
+                        msgs = await sub.fetch(min(free, self._config.fetch_batch), timeout=BUSY_FETCH_WAIT)
+                except TimeoutError:
+                    idle = True
+                    continue
+                except nats.errors.Error as exc:
+                    # NATS is away: nats-py reconnects by itself; try again shortly
+                    log.warning("fetching actions failed (%s); retrying", exc)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(stopped), self._fetch_timeout)
+                    continue
+                idle = False
+                for msg in msgs:
+                    task = asyncio.create_task(self._handle(msg))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        finally:
+            # unsubscribing first matters when the task was cancelled inside a fetch: the server drops a
+            # pull request nobody listens to, so the NAKs below are redelivered to other executors
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            await self._wind_down()
+            for helper in (stopped, keepalive):
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
+
+    async def _wind_down(self) -> None:
+        """In-flight actions stop at their next API call and are NAKed for another executor; a call
+        already on the wire is finished first, so nothing is half-applied. Past the grace period the
+        rest are cancelled and left unacked, for JetStream to redeliver after ack_wait."""
+        self._stopping.set()
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(set(self._tasks), timeout=self._config.shutdown_grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+    async def _keep_alive(self) -> None:
+        """Tells JetStream that long actions (slow start under the rate limiter, backoffs) are still
+        being worked on, so ack_wait does not hand them to a second executor meanwhile."""
+        while True:
+            await asyncio.sleep(self._config.ack_wait / 3)
+            for msg in list(self._working.values()):
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
+
+    async def _handle(self, msg: Msg) -> None:
+        self._metrics.in_flight += 1
+        self._working[id(msg)] = msg
+        try:
+            await self._process(msg)
+        except Exception:
+            # NATS went away mid-way, or a bug: ask for a redelivery after the usual delay; should the NAK
+            # not get through either, JetStream redelivers the unacked message after ack_wait anyway
+            log.exception("action %s left for redelivery", _describe(msg))
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=redelivery_delay(msg.metadata.num_delivered or 1, self._config.redelivery_delay))
+                self._metrics.delivery(m.REDELIVERED)
+        finally:
+            self._working.pop(id(msg), None)
+            self._metrics.in_flight -= 1
+
+    async def _process(self, msg: Msg) -> None:
+        try:
+            action = codec.decode_action(msg.data)
+        except codec.BadMessage as exc:
+            await self._dead_letter(msg, str(exc))
+            return
+        number = msg.metadata.num_delivered or 1
+        partition = msg.subject.rsplit(".", 1)[-1]
+        results = Results(self._bus.js, subjects.result_subject(partition, self._bus.prefix), self._metrics)
+        delivery = Delivery(api=self._api, action=action, number=number,
+                            final=number >= self._config.max_deliveries, executor=self._config.instance,
+                            report=results.publish, now=self._now)
+        try:
+            await apply(delivery)
+        except RetryLater as exc:
+            await results.stored()
+            delay = redelivery_delay(number, self._config.redelivery_delay)
+            log.info("action %s: %s; redelivering in %.1fs", action.key, exc, delay)
+            self._working.pop(id(msg), None)
+            await msg.nak(delay=delay)
+            self._metrics.delivery(m.REDELIVERED)
+            return
+        except Interrupted:
+            await results.stored()
+            self._working.pop(id(msg), None)
+            await msg.nak()
+            self._metrics.delivery(m.INTERRUPTED)
+            return
+        except Exception as exc:
+            if not delivery.final:
+                raise
+            # the last delivery of an action that keeps breaking the executor: park it where people look
+            await results.stored()
+            await self._dead_letter(msg, f"executor error on the last delivery: {type(exc).__name__}: {exc}")
+            return
+        failpoints.hit("executor.after-apply")
+        await results.stored()
+        self._working.pop(id(msg), None)
+        await msg.ack()
+        self._metrics.delivery(m.ACKED)
+
+    async def _dead_letter(self, msg: Msg, reason: str) -> None:
+        log.warning("dead-lettering %s: %s", _describe(msg), reason)
+        headers = {
+            "Nats-Msg-Id": f"dead/{msg.subject}/{msg.metadata.sequence.stream}",
+            "Kubus-Dead-Reason": _header_value(reason),
+            "Kubus-Original-Subject": msg.subject,
+            "Kubus-Original-Sequence": str(msg.metadata.sequence.stream),
+            "Kubus-Dead-By": self._config.instance,
+        }
+        await self._bus.js.publish(subjects.dead_subject("actions", self._bus.prefix), msg.data, headers=headers)
+        self._working.pop(id(msg), None)
+        await msg.term()
+        self._metrics.delivery(m.DEAD_LETTERED)
+
+
+def _header_value(text: str, limit: int = 1024) -> str:
+    """NATS headers are single lines: fold line breaks, and keep them short."""
+    return " ".join(text.split())[:limit]
+
+
+def _describe(msg: Msg) -> str:
+    meta: Any = msg.metadata
+    return f"{msg.subject}#{meta.sequence.stream} (delivery {meta.num_delivered})"

@@ -1,0 +1,100 @@
+"""CreatePods: upstream's slowStartBatch, made idempotent.
+
+Pods are created in batches of 1, 2, 4, ... (controller.SlowStartInitialBatchSize = 1), each batch
+concurrently; after a batch with a failure the rest are not attempted and are reported `skipped`,
+so a controller that cannot create pods (quota, admission, a bad template) makes one failing call,
+not hundreds. A NamespaceTerminating refusal does not stop the batches: upstream's create function
+returns nil for it (the namespace is going away, every create would fail the same way).
+
+Idempotency: the reconciler names each pod from its key and puts the key in the
+`kubus.io/idempotency-key` annotation, so a create that was applied but not answered (a timeout, an
+executor killed before its ack) meets `409 AlreadyExists` on its retry, and a GET showing our key
+makes that a success. A same-named pod with another key is someone else's: a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from executor.effects import Delivery, Effect, RetryLater, failed, gave_up, metadata_of, succeeded_with
+from executor.errors import NAMESPACE_TERMINATING, Interrupted, TransientError, api_status, has_cause
+from executor.resources import POD
+from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
+
+SLOW_START_INITIAL_BATCH: Final = 1
+
+
+def batch_sizes(count: int, initial: int = SLOW_START_INITIAL_BATCH) -> list[int]:
+    """The batch sizes slowStartBatch uses for `count` creates when none fails: 1, 2, 4, ..., the rest."""
+    sizes = []
+    size = min(count, initial)
+    while count > 0:
+        sizes.append(size)
+        count -= size
+        size = min(2 * size, count)
+    return sizes
+
+
+async def create_pods(delivery: Delivery, action: CreatePods) -> None:
+    """Runs the batches, reporting each pod's result as its batch completes."""
+    done = 0
+    for size in batch_sizes(len(action.pods)):
+        batch = action.pods[done:done + size]
+        done += size
+        outcomes = await asyncio.gather(*(create_pod(delivery, action.namespace, p) for p in batch),
+                                        return_exceptions=True)
+        stop, retry, interrupted = False, None, False
+        for pod, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, TransientError) and delivery.final:
+                outcome = gave_up(outcome)
+            if isinstance(outcome, Effect):
+                await delivery.emit(pod.key, outcome)
+                stop = stop or (outcome.outcome == FAILED and outcome.reason != NAMESPACE_TERMINATING)
+            elif isinstance(outcome, TransientError):
+                retry = outcome
+            elif isinstance(outcome, Interrupted):
+                interrupted = True
+            else:
+                raise outcome
+        # unfinished pods are not reported: the redelivery decides them, and the ones already
+        # created meet AlreadyExists with our key then
+        if interrupted:
+            raise Interrupted()
+        if retry is not None:
+            raise RetryLater(retry)
+        if stop:
+            break
+    for pod in action.pods[done:]:
+        await delivery.emit(pod.key, Effect(SKIPPED, reason="SlowStartStopped",
+                                            message="not attempted: an earlier batch of this action failed"))
+
+
+async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Effect:
+    """One idempotent create; raises TransientError and Interrupted from the API call."""
+    body = bytes(pod.pod)
+    mine = metadata_of(body)
+    if not mine.name or mine.annotations.get(IDEMPOTENCY_ANNOTATION) != pod.key:
+        # without both, a retried create could make a second pod: refuse rather than risk it
+        return Effect(FAILED, reason="NotIdempotent",
+                      message=f"the pod body must carry metadata.name and the annotation "
+                              f"{IDEMPOTENCY_ANNOTATION}={pod.key!r}")
+    api = delivery.api
+    reply = await api.call("POST", POD.path(namespace), body=body)
+    if reply.ok:
+        return succeeded_with(SUCCEEDED, reply.status, reply.data)
+    status = api_status(reply)
+    if reply.status == 409 and status.reason == "AlreadyExists":
+        got = await api.call("GET", POD.path(namespace, mine.name))
+        if not got.ok:
+            return Effect(FAILED, 409, "AlreadyExists",
+                          f"{status.message}; reading it back answered {got.status}: {api_status(got).message}")
+        key = metadata_of(got.data).annotations.get(IDEMPOTENCY_ANNOTATION)
+        if key == pod.key:
+            return succeeded_with(SUCCEEDED, 409, got.data, "AlreadyExists", "created by an earlier attempt")
+        return Effect(FAILED, 409, "AlreadyExists", f"{status.message}, and it is not ours "
+                                                    f"({IDEMPOTENCY_ANNOTATION}={key!r})")
+    if reply.status == 403 and has_cause(status, NAMESPACE_TERMINATING):
+        return Effect(FAILED, 403, NAMESPACE_TERMINATING, status.message)
+    return failed(status)
+

@@ -1,0 +1,100 @@
+"""What applying an action produced, and the delivery it is applied in.
+
+An `Effect` is the outcome of one effect on the cluster (one pod of a CreatePods, or a whole
+single-effect action); `Delivery.emit` turns it into the `ActionResult` that is published. A
+handler either returns (everything reported) or raises `RetryLater` or `Interrupted`: the action
+is unfinished, the effects reported so far are final, and a redelivery re-runs the rest
+idempotently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from executor.errors import TransientError
+from executor.kubeapi import KubeApi
+from kube.meta import ObjectMeta, Status
+from kube.times import format_micro_time
+from messages.actions import FAILED, Action, ActionResult
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    outcome: str
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+    object_uid: str = ""
+    resource_version: str = ""
+
+
+class RetryLater(Exception):
+    """A transient failure outlasted this delivery's retries: NAK, and JetStream redelivers later."""
+
+    def __init__(self, cause: TransientError):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def failed(status: Status) -> Effect:
+    """A permanent failure, carrying the API's Status as client-go's errors do."""
+    return Effect(FAILED, status.code, status.reason, status.message)
+
+
+def gave_up(error: TransientError) -> Effect:
+    """A transient failure on the last delivery: reported as failed, with the last answer."""
+    return Effect(FAILED, error.code, error.reason or "Timeout", f"gave up after the last delivery: {error.message}")
+
+
+class _Object(msgspec.Struct):
+    """The metadata of any object; msgspec skips spec and status without building them."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+_object = msgspec.json.Decoder(_Object)
+
+
+def metadata_of(data: bytes) -> ObjectMeta:
+    """An object's metadata from its JSON; empty metadata when the JSON is not an object."""
+    try:
+        return _object.decode(data).metadata
+    except msgspec.DecodeError:
+        return ObjectMeta()
+
+
+def succeeded_with(outcome: str, code: int, data: bytes, reason: str = "", message: str = "") -> Effect:
+    meta = metadata_of(data)
+    return Effect(outcome, code, reason, message, meta.uid, meta.resource_version)
+
+
+Report = Callable[[ActionResult], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of one action: the API to apply it with and where its results go."""
+
+    api: KubeApi
+    action: Action
+    number: int  # JetStream's delivery count, 1 on the first
+    final: bool  # the last delivery: transient failures are reported as failed, not redelivered
+    executor: str
+    report: Report
+    now: Callable[[], datetime]
+
+    @property
+    def tag(self) -> str:
+        return str(type(self.action).__struct_config__.tag)
+
+    async def emit(self, key: str, effect: Effect) -> None:
+        action = self.action
+        await self.report(ActionResult(
+            key=key, action_key=action.key, action=self.tag, decision_id=action.decision_id,
+            controller=action.controller, outcome=effect.outcome, code=effect.code, reason=effect.reason,
+            message=effect.message, object_uid=effect.object_uid, resource_version=effect.resource_version,
+            executor=self.executor, attempts=self.number, finished_at=format_micro_time(self.now())))

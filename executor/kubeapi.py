@@ -1,0 +1,122 @@
+"""The API server through the official `kubernetes` client, made asyncio-friendly and cheap per call.
+
+The official client is synchronous, so every request runs on a bounded thread pool and the event
+loop never blocks. Its model classes stay off the hot path: bodies go out as pre-encoded JSON bytes
+and come back as bytes for msgspec. `ApiClient.call_api` (kubernetes 37) re-encodes any JSON body
+with `json.dumps` and refuses bytes, so requests go one layer down: `ApiClient.param_serialize`
+builds the URL and the auth headers (refreshing tokens as the client does), and the client's own
+urllib3 pool sends them, with its TLS settings from the kubeconfig.
+
+Every call passes the process-wide token bucket, and transient failures are retried here with
+exponential backoff, honouring Retry-After; a failure that outlasts the attempts raises
+`TransientError` for the caller to turn into a redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from executor.errors import (
+    Interrupted,
+    Reply,
+    TransientError,
+    api_status,
+    backoff_delay,
+    is_transient,
+    parse_retry_after,
+    retry_after_of,
+)
+from executor.metrics import ExecutorMetrics
+from executor.ratelimit import TokenBucket
+
+log = logging.getLogger("kubus.executor.api")
+
+JSON = "application/json"
+# built once: urllib3 would convert `retries=False` into a Retry (and log it) on every request
+NO_RETRIES = urllib3.Retry(total=False, redirect=False)
+
+
+def load_client(kubeconfig: str | None, context: str | None, pool_size: int) -> k8s.ApiClient:
+    """An ApiClient on a Configuration of its own (never the process-global default)."""
+    cfg = k8s.Configuration()
+    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, context=context, client_configuration=cfg,
+        persist_config=False)
+    cfg.connection_pool_maxsize = pool_size  # one kept-alive connection per worker thread
+    cfg.retries = False  # retries are ours: counted, backed off and interruptible
+    return k8s.ApiClient(cfg)
+
+
+class KubeApi:
+    def __init__(self, client: k8s.ApiClient, *, workers: int, limiter: TokenBucket, metrics: ExecutorMetrics,
+                 stopping: asyncio.Event, request_timeout: float = 30.0, attempts: int = 6,
+                 backoff_initial: float = 0.05, backoff_max: float = 5.0):
+        self._client = client
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-api")
+        self._limiter = limiter
+        self._metrics = metrics
+        self._stopping = stopping
+        self._timeout = urllib3.Timeout(total=request_timeout)
+        self._attempts = attempts
+        self._backoff = (backoff_initial, backoff_max)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    async def call(self, method: str, path: str, *, body: bytes | None = None,
+                   content_type: str = JSON) -> Reply:
+        """The API's answer to `method path`, retried while transient; raises TransientError, Interrupted."""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            attempt += 1
+            await self._pause(self._limiter.reserve())
+            reply = await loop.run_in_executor(self._pool, self._send, method, path, body, content_type)
+            self._metrics.api_request(method, reply.status)
+            if not is_transient(reply.status):
+                return reply
+            status = api_status(reply) if reply.status else None
+            reason = status.reason if status else "ConnectionError"
+            message = status.message if status else reply.data.decode("utf-8", "replace")
+            if attempt >= self._attempts:
+                raise TransientError(reply.status, reason, message)
+            wait = retry_after_of(reply, status) if reply.status else None
+            delay = wait if wait is not None else backoff_delay(attempt, *self._backoff)
+            log.debug("%s %s: %s %s, retrying in %.2fs", method, path, reply.status, reason, delay)
+            await self._pause(delay)
+
+    async def _pause(self, delay: float) -> None:
+        """Sleeps `delay` seconds unless the executor stops first; a stop raises Interrupted, even with
+        no delay, so no new request starts once shutdown has begun."""
+        if self._stopping.is_set():
+            raise Interrupted()
+        if delay <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._stopping.wait(), delay)
+        except TimeoutError:
+            return
+        raise Interrupted()
+
+    def _send(self, method: str, path: str, body: bytes | None, content_type: str) -> Reply:
+        """One HTTP exchange, on a worker thread; no answer at all becomes status 0."""
+        headers: dict[str, Any] = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        _, url, headers, _, _ = self._client.param_serialize(method, path, header_params=headers,
+                                                            auth_settings=["BearerToken"])
+        try:
+            resp = self._client.rest_client.pool_manager.request(
+                method, url, body=body, headers=headers, timeout=self._timeout, retries=NO_RETRIES,
+                preload_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            return Reply(0, f"{type(exc).__name__}: {exc}".encode())
+        return Reply(resp.status, resp.data, parse_retry_after(resp.headers.get("Retry-After")))

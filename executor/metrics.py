@@ -1,0 +1,45 @@
+"""Counters of one executor process, kept as plain numbers for /metrics to render.
+
+Names follow controller-runtime and client-go: `kubus_executor_results_total{action,outcome}`,
+`kubus_executor_deliveries_total{disposition}` (acked, redelivered, dead-lettered, abandoned),
+`rest_client_requests_total{method,code}` and `kubus_executor_actions_in_flight`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+ACKED = "acked"
+REDELIVERED = "redelivered"  # NAKed: a transient failure outlasted this delivery's retries
+INTERRUPTED = "interrupted"  # NAKed at shutdown, for another executor to take at once
+DEAD_LETTERED = "dead_lettered"
+
+
+@dataclass
+class ExecutorMetrics:
+    results: Counter[tuple[str, str]] = field(default_factory=Counter)  # (action tag, outcome)
+    deliveries: Counter[str] = field(default_factory=Counter)  # disposition
+    api_requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (HTTP method, code or "<error>")
+    in_flight: int = 0
+
+    def result(self, action: str, outcome: str) -> None:
+        self.results[(action, outcome)] += 1
+
+    def delivery(self, disposition: str) -> None:
+        self.deliveries[disposition] += 1
+
+    def api_request(self, method: str, code: int) -> None:
+        self.api_requests[(method, str(code) if code else "<error>")] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter as nested plain dicts, e.g. ``{"results": {"create_pods": {"succeeded": 50}}}``."""
+        results: dict[str, dict[str, int]] = {}
+        for (action, outcome), count in sorted(self.results.items()):
+            results.setdefault(action, {})[outcome] = count
+        requests: dict[str, dict[str, int]] = {}
+        for (method, code), count in sorted(self.api_requests.items()):
+            requests.setdefault(method, {})[code] = count
+        return {"results": results, "deliveries": dict(sorted(self.deliveries.items())),
+                "api_requests": requests, "in_flight": self.in_flight}

@@ -1,0 +1,130 @@
+"""Table-driven tests of the executor's pure parts: batching, backoff, rate limiting, error reading, paths."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from executor.consuming import redelivery_delay
+from executor.creating import batch_sizes
+from executor.errors import (
+    NAMESPACE_TERMINATING,
+    Reply,
+    api_status,
+    backoff_delay,
+    has_cause,
+    is_transient,
+    parse_retry_after,
+    retry_after_of,
+)
+from executor.ratelimit import TokenBucket
+from executor.resources import KINDS
+
+
+@pytest.mark.parametrize(("count", "sizes"), [
+    pytest.param(0, [], id="nothing"),
+    pytest.param(1, [1], id="one"),
+    pytest.param(3, [1, 2], id="exact-doublings"),
+    pytest.param(10, [1, 2, 4, 3], id="last-batch-is-the-rest"),
+    pytest.param(50, [1, 2, 4, 8, 16, 19], id="fifty"),
+])
+def test_slow_start_batch_sizes_double_from_one(count: int, sizes: list[int]) -> None:
+    """As upstream's slowStartBatch with SlowStartInitialBatchSize 1."""
+    assert batch_sizes(count) == sizes
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("qps", "burst", "calls_at", "waits"), [
+    pytest.param(10, 2, [0, 0, 0, 0], [0, 0, 0.1, 0.2], id="burst-then-queue-in-arrival-order"),
+    pytest.param(10, 2, [0, 0, 1, 1, 1], [0, 0, 0, 0, 0.1], id="refills-up-to-burst-only"),
+    pytest.param(20, 30, [0] * 31, [0] * 30 + [0.05], id="kube-controller-manager-defaults"),
+    pytest.param(0, 1, [0] * 5, [0] * 5, id="disabled-at-zero"),
+    pytest.param(-1, 1, [0] * 5, [0] * 5, id="disabled-when-negative"),
+])
+def test_token_bucket_tells_each_caller_how_long_to_wait(qps: float, burst: int, calls_at: list[float],
+                                                          waits: list[float]) -> None:
+    """Reservations drain the bucket, then queue behind each other at 1/QPS."""
+    clock = FakeClock()
+    bucket = TokenBucket(qps, burst, clock)
+    got = []
+    for at in calls_at:
+        clock.now = at
+        got.append(round(bucket.reserve(), 6))
+    assert got == waits
+
+
+@pytest.mark.parametrize(("attempt", "delay"), [(1, 0.05), (2, 0.1), (5, 0.8), (7, 3.2), (8, 5.0), (20, 5.0)])
+def test_backoff_doubles_from_50ms_to_a_5s_cap(attempt: int, delay: float) -> None:
+    assert backoff_delay(attempt, 0.05, 5.0) == pytest.approx(delay)
+
+
+@pytest.mark.parametrize(("delivery", "delay"), [(1, 1.0), (2, 2.0), (5, 16.0), (6, 30.0), (10, 30.0)])
+def test_redelivery_delay_doubles_to_30s(delivery: int, delay: float) -> None:
+    assert redelivery_delay(delivery, 1.0) == delay
+
+
+@pytest.mark.parametrize(("code", "transient"), [
+    (0, True), (429, True), (500, True), (502, True), (503, True), (504, True),
+    (200, False), (400, False), (403, False), (404, False), (409, False), (422, False),
+])
+def test_which_answers_are_worth_retrying(code: int, transient: bool) -> None:
+    assert is_transient(code) is transient
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    (None, None), ("", None), ("2", 2.0), ("0.5", 0.5), ("-3", 0.0), ("3600", 60.0),
+    ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+])
+def test_retry_after_header(header: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(header) == seconds
+
+
+def _status(code: int, reason: str, **extra: object) -> bytes:
+    return msgspec.json.encode({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                                "reason": reason, "message": f"{reason} happened", **extra})
+
+
+def test_a_429_without_a_header_waits_as_its_status_says() -> None:
+    """kube-apiserver sets both; the body's retryAfterSeconds is honoured when the header is missing."""
+    reply = Reply(429, _status(429, "TooManyRequests", details={"retryAfterSeconds": 1}))
+    assert retry_after_of(reply) == 1.0
+    assert retry_after_of(Reply(429, reply.data, retry_after=3.0)) == 3.0
+    assert retry_after_of(Reply(500, _status(500, "InternalError"))) is None
+
+
+@pytest.mark.parametrize(("reply", "code", "reason", "message"), [
+    pytest.param(Reply(422, _status(422, "Invalid")), 422, "Invalid", "Invalid happened", id="a-status"),
+    pytest.param(Reply(502, b"<html>bad gateway</html>"), 502, "BadGateway", "<html>bad gateway</html>",
+                 id="a-proxy-page"),
+    pytest.param(Reply(504, b""), 504, "Timeout", "HTTP 504", id="empty"),
+    pytest.param(Reply(409, b'{"kind": "Status", "reason": "Conflict", "message": "m"}'), 409, "Conflict", "m",
+                 id="status-without-code"),
+])
+def test_error_answers_become_a_status(reply: Reply, code: int, reason: str, message: str) -> None:
+    status = api_status(reply)
+    assert (status.code, status.reason, status.message) == (code, reason, message)
+
+
+def test_namespace_terminating_is_read_from_the_status_causes() -> None:
+    terminating = api_status(Reply(403, _status(403, "Forbidden", details={
+        "causes": [{"reason": NAMESPACE_TERMINATING, "message": "namespace x is being terminated"}]})))
+    assert has_cause(terminating, NAMESPACE_TERMINATING)
+    assert not has_cause(api_status(Reply(403, _status(403, "Forbidden"))), NAMESPACE_TERMINATING)
+
+
+@pytest.mark.parametrize(("kind", "namespace", "name", "subresource", "path"), [
+    ("Pod", "ns", "", "", "/api/v1/namespaces/ns/pods"),
+    ("Pod", "ns", "web-0", "", "/api/v1/namespaces/ns/pods/web-0"),
+    ("ReplicaSet", "ns", "web", "status", "/apis/apps/v1/namespaces/ns/replicasets/web/status"),
+    ("Namespace", "", "ns", "", "/api/v1/namespaces/ns"),
+    ("ControllerRevision", "ns", "web-5d8f", "", "/apis/apps/v1/namespaces/ns/controllerrevisions/web-5d8f"),
+])
+def test_rest_paths(kind: str, namespace: str, name: str, subresource: str, path: str) -> None:
+    assert KINDS[kind].path(namespace, name, subresource) == path

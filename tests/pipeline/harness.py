@@ -1,0 +1,118 @@
+"""The whole pipeline as separate processes, the way it is deployed: nats-server, `kubus sim`,
+`kubus ingest`, `kubus reconcile` and `kubus execute`, each of which a test may kill and restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubus.natsserver import binary as nats_binary
+from kubus.natsserver import free_port
+from tests.simulation import SimProcess, wait_for
+
+SERVICES = ("ingest", "reconcile", "execute")
+
+
+class Pipeline:
+    def __init__(self, workdir: Path, *sim_args: str):
+        self.workdir = workdir
+        self.prefix = f"p{uuid.uuid4().hex[:8]}"
+        self.nats_port = free_port()
+        self.nats_url = f"nats://127.0.0.1:{self.nats_port}"
+        self.nats: subprocess.Popen[bytes] | None = None
+        self.start_nats()
+        self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.restarts: dict[str, int] = dict.fromkeys(SERVICES, 0)
+
+    # --- processes --------------------------------------------------------------------------------
+    def start_nats(self) -> None:
+        self.nats = subprocess.Popen([nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
+                                      "-sd", str(self.workdir / "nats")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop_nats(self) -> None:
+        assert self.nats is not None
+        self.nats.terminate()
+        self.nats.wait(timeout=10)
+
+    def start(self, service: str, failpoint: str | None = None) -> None:
+        env = {**os.environ}
+        env.pop("KUBUS_FAILPOINT", None)
+        if failpoint:
+            env["KUBUS_FAILPOINT"] = failpoint
+        log = open(self.workdir / f"{service}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.procs[service] = subprocess.Popen(
+            [sys.executable, "-m", "kubus", service, "--nats-url", self.nats_url, "--prefix", self.prefix,
+             "--partitions", "4", "--data-dir", str(self.workdir / "data"), "--kubeconfig", str(self.sim.kubeconfig),
+             "--metrics-port", "0", "--instance", f"{service}-{self.restarts[service]}",
+             *(["--ack-wait", "3"] if service == "execute" else [])],
+            stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+
+    def start_all(self, failpoints: dict[str, str] | None = None) -> None:
+        for service in SERVICES:
+            self.start(service, (failpoints or {}).get(service))
+
+    def supervise(self) -> list[str]:
+        """Restarts (without failpoints) any service that died, as a process supervisor would."""
+        restarted = []
+        for service, proc in self.procs.items():
+            if proc.poll() is not None:
+                self.restarts[service] += 1
+                self.start(service)
+                restarted.append(service)
+        return restarted
+
+    def kill(self, service: str) -> None:
+        self.procs[service].send_signal(signal.SIGKILL)
+        self.procs[service].wait(timeout=10)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.sim.stop()
+        if self.nats is not None and self.nats.poll() is None:
+            self.stop_nats()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.workdir.glob("*.log")))
+
+    # --- the cluster and the store -------------------------------------------------------------------
+    def ask_for_pods(self, namespace: str, count: int) -> None:
+        code, body = self.sim.request("POST", "/api/v1/namespaces", {
+            "metadata": {"name": namespace, "annotations": {"kubus.io/stand-in-pods": str(count)}}})
+        assert code == 201, body
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        code, body = self.sim.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        assert code == 200, body
+        return list(body["items"])
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.workdir / "data" / "kubus.db") as conn:
+            return conn.execute(query, params).fetchall()
+
+    def wait_for_pods(self, namespace: str, count: int, timeout: float = 60) -> list[dict[str, Any]]:
+        def enough() -> list[dict[str, Any]] | None:
+            self.supervise()
+            pods = self.pods(namespace)
+            assert len(pods) <= count, f"{len(pods)} pods, more than the {count} asked for"
+            return pods if len(pods) == count else None
+
+        try:
+            return wait_for(enough, timeout=timeout, interval=0.2, what=f"{count} pods in {namespace}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
