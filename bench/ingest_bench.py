@@ -1,0 +1,257 @@
+"""Ingest throughput: watch events/s from `kubus sim` into JetStream, with one and two replicas.
+
+    .venv/bin/python -m bench.ingest_bench                # both parts, 1 and 2 replicas (about 4 minutes)
+    .venv/bin/python -m bench.ingest_bench live --pods 5000
+    .venv/bin/python -m bench.ingest_bench catchup --replicas 1
+
+live     ingest runs while the load generator creates N pods (16 requests in flight); each pod makes
+         three watch events (create, binding, Running). Figure: 3N / (time the last of them is in
+         KUBUS_EVENTS - first create). The sim's own write rate bounds it: a baseline run first
+         measures the events/s the sim emits with no ingest at all (on 2 cores, ingest and
+         nats-server take CPU the sim then lacks).
+catchup  the N pods are created while ingest is stopped; ingest restarts from its KV checkpoint and
+         the sim replays the 3N events from its watch history as fast as ingest takes them: ingest's
+         own ceiling. Figure: 3N / (last event stored - first event stored).
+
+Every ingest replica is a process of its own (as deployed), started by this script; with two, both
+publish every event and JetStream stores each once (their `duplicates` counters show the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import nats
+from nats.aio.client import Client
+
+from bench.loadgen import Process, machine, pod_body, post_all, start_sim
+from ingest.config import IngestConfig
+from ingest.service import Ingest
+from kubus.natsserver import EmbeddedNats
+from messages import subjects
+
+EVENTS_PER_POD = 3  # create, the scheduler's binding, the kubelet's Running
+
+
+# --- one replica (run as `python -m bench.ingest_bench replica ...`) ---------------------------------
+
+async def replica(nats_url: str, prefix: str, kubeconfig: str, instance: str) -> None:
+    ingest = Ingest(IngestConfig(nats_url=nats_url, prefix=prefix, kubeconfig=kubeconfig, instance=instance,
+                                 checkpoints="kv"))
+    task = asyncio.create_task(ingest.run())
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    while not ingest.synced() or any(ingest.counters()["unacked"].values()):
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)  # polling a flag of this process; nothing to wait on instead
+    print("ready", flush=True)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    print(json.dumps(ingest.counters()), flush=True)
+
+
+class Replica:
+    def __init__(self, proc: asyncio.subprocess.Process):
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, nats_url: str, prefix: str, kubeconfig: Path, instance: str) -> Replica:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.ingest_bench", "replica", nats_url, prefix, str(kubeconfig), instance,
+            stdout=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"ingest replica {instance} did not start: {line!r}")
+        return cls(proc)
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+    async def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.stdout is not None
+        out = await asyncio.wait_for(self.proc.stdout.read(), 60)
+        await self.proc.wait()
+        counters: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+        return counters
+
+
+# --- the measurements ---------------------------------------------------------------------------------
+
+async def sim_rv(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(f"{url}/api/v1/namespaces?limit=1") as resp:
+        return int((await resp.json())["metadata"]["resourceVersion"])
+
+
+async def stored(nc: Client, prefix: str) -> int:
+    info = await nc.jetstream().stream_info(subjects.stream_name(subjects.EVENTS_STREAM, prefix))
+    return info.state.messages
+
+
+async def wait_stored(nc: Client, prefix: str, target: int, timeout: float) -> tuple[float, float]:
+    """Polls KUBUS_EVENTS until it holds `target` messages: (first time above the start, time reached)."""
+    start = await stored(nc, prefix)
+    first = 0.0
+    deadline = time.perf_counter() + timeout
+    while True:
+        count = await stored(nc, prefix)
+        now = time.perf_counter()
+        if count > start and not first:
+            first = now
+        if count >= target:
+            return first, now
+        if now > deadline:
+            raise TimeoutError(f"KUBUS_EVENTS holds {count} of {target} messages after {timeout}s")
+        await asyncio.sleep(0.01)  # the stream has no "count reached" notification; poll it
+
+
+async def create_namespace(session: aiohttp.ClientSession, url: str, name: str) -> None:
+    async with session.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": name}}) as resp:
+        assert resp.status == 201, await resp.text()
+
+
+async def settle(session: aiohttp.ClientSession, url: str, target_rv: int, timeout: float = 300,
+                 poll: float = 0.1) -> None:
+    deadline = time.perf_counter() + timeout
+    while await sim_rv(session, url) < target_rv:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the sim did not run every pod")
+        await asyncio.sleep(poll)  # waiting for the sim's kubelets; it has no notification for that
+
+
+def start_bench_sim(pods: int) -> Process:
+    # room for every pod (so each makes its three events) and a history the catch-up can resume in
+    return start_sim("--nodes", "100", "--node-capacity", "cpu=16,memory=64Gi,pods=500", "--kubelet-delay", "0.2",
+                     "--watch-history", str(pods * 4 + 1000))
+
+
+async def run_baseline(pods: int) -> dict[str, Any]:
+    """The same load with no ingest watching: the event rate the sim can offer on this machine."""
+    sim = start_bench_sim(pods)
+    try:
+        async with aiohttp.ClientSession() as session:
+            await create_namespace(session, sim.url, "bench-baseline")
+            rv0 = await sim_rv(session, sim.url)
+            bodies = [pod_body(f"p-{i}") for i in range(pods)]
+            start = time.perf_counter()
+            post_s, failures = await post_all(sim.url, "/api/v1/namespaces/bench-baseline/pods", bodies)
+            await settle(session, sim.url, rv0 + pods * EVENTS_PER_POD, poll=0.01)
+            elapsed = time.perf_counter() - start
+    finally:
+        sim.stop()
+    assert failures == 0, f"{failures} creates failed"
+    return {"creates_per_s": pods / post_s, "events_per_s": pods * EVENTS_PER_POD / elapsed}
+
+
+async def run_part(part: str, pods: int, replicas: int, nats_url: str, nc: Client) -> dict[str, Any]:
+    sim = start_bench_sim(pods)
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    instances = [f"bench-ingest-{i}" for i in range(replicas)]
+    running: list[Replica] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            running = list(await asyncio.gather(*(Replica.start(nats_url, prefix, sim.kubeconfig, i)
+                                                  for i in instances)))
+            if part == "catchup":
+                for r in running:
+                    await r.stop()
+            ns = f"bench-{part}"
+            rv0 = await sim_rv(session, sim.url)
+            base = await stored(nc, prefix)  # ingest is idle (or stopped): nothing is in flight
+            await create_namespace(session, sim.url, ns)
+            target = base + 1 + pods * EVENTS_PER_POD
+            bodies = [pod_body(f"p-{i}") for i in range(pods)]
+            start = time.perf_counter()
+            if part == "live":
+                waiter = asyncio.create_task(wait_stored(nc, prefix, target, 600))
+                post_s, failures = await post_all(sim.url, f"/api/v1/namespaces/{ns}/pods", bodies)
+                _, last = await waiter
+                elapsed = last - start
+                extra = {"creates_per_s": pods / post_s, "lag_after_last_create_s": last - start - post_s}
+            else:
+                post_s, failures = await post_all(sim.url, f"/api/v1/namespaces/{ns}/pods", bodies)
+                await settle(session, sim.url, rv0 + 1 + pods * EVENTS_PER_POD)
+                restart = time.perf_counter()
+                waiter = asyncio.create_task(wait_stored(nc, prefix, target, 600))
+                running = list(await asyncio.gather(*(Replica.start(nats_url, prefix, sim.kubeconfig, i)
+                                                      for i in instances)))
+                first, last = await waiter
+                elapsed = last - first
+                extra = {"including_process_start_s": last - restart}
+            assert failures == 0, f"{failures} creates failed"
+            counters = [await r.stop() for r in running]
+    finally:
+        for r in running:  # only after a failure is one still running
+            r.kill()
+        sim.stop()
+    events = pods * EVENTS_PER_POD + 1
+    result = {"part": part, "replicas": replicas, "events": events, "seconds": elapsed,
+              "events_per_s": events / elapsed, "stored": await stored(nc, prefix) - base,
+              "duplicates_suppressed": sum(c["duplicates_total"] for c in counters), **extra}
+    return result
+
+
+def report(r: dict[str, Any]) -> None:
+    line = (f"{r['part']:10} {r['replicas']} replica(s): {r['events']:,} events in {r['seconds']:.2f} s = "
+            f"{r['events_per_s']:,.0f} events/s (target >= 5,000); stored {r['stored']:,}, "
+            f"duplicates suppressed {r['duplicates_suppressed']:,}")
+    if "creates_per_s" in r:
+        line += f"; sim creates {r['creates_per_s']:,.0f} pods/s, last event {r['lag_after_last_create_s']:.2f} s "
+        line += "after the last create"
+    if "including_process_start_s" in r:
+        line += f"; {r['including_process_start_s']:.2f} s including the replicas' start"
+    print(line, flush=True)
+
+
+async def bench(parts: list[str], pods: int, replica_counts: list[int]) -> None:
+    print(f"machine: {machine()}; {pods:,} pods, 100 nodes", flush=True)
+    with tempfile.TemporaryDirectory(prefix="kubus-ingest-bench-") as tmp:
+        server = EmbeddedNats(Path(tmp) / "jetstream")
+        await server.start()
+        nc = await nats.connect(server.url)
+        try:
+            if "live" in parts:
+                base = await run_baseline(pods)
+                print(f"baseline   no ingest: the sim creates {base['creates_per_s']:,.0f} pods/s and emits "
+                      f"{base['events_per_s']:,.0f} events/s: the most the live part can see", flush=True)
+            for part in parts:
+                for replicas in replica_counts:
+                    report(await run_part(part, pods, replicas, server.url, nc))
+        finally:
+            await nc.close()
+            await server.stop()
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "replica":
+        with contextlib.suppress(ImportError):
+            import uvloop
+            uvloop.install()
+        asyncio.run(replica(*sys.argv[2:6]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("parts", nargs="*", help="live and/or catchup (default both)")
+    parser.add_argument("--pods", type=int, default=20_000)
+    parser.add_argument("--replicas", type=int, action="append", help="replica counts to run (default 1 and 2)")
+    args = parser.parse_args()
+    if unknown := set(args.parts) - {"live", "catchup"}:
+        parser.error(f"unknown parts {sorted(unknown)}: choose from live, catchup")
+    asyncio.run(bench(args.parts or ["live", "catchup"], args.pods, args.replicas or [1, 2]))
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,110 @@
+"""Raw API bytes -> ObservedEvents. Pure: no I/O, the clock passed in.
+
+The object travels as the API's own bytes (`msgspec.Raw`); decoding it into its kube model here
+only proves it is usable downstream. An object that does not decode becomes a QUARANTINED event
+carrying the decoder's message (kind, namespace/name and the field at fault), so the bus keeps
+the fact and no controller is handed something it cannot read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from ingest.kinds import KindSpec
+from kube import codec
+from kube.meta import Status
+from messages.observed import QUARANTINED, ObservedEvent
+
+BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+
+
+class WatchLine(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+class _Meta(msgspec.Struct, rename="camel"):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+
+
+class _Head(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+class _ListMeta(msgspec.Struct, rename="camel"):
+    resource_version: str = ""
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class ListPage(msgspec.Struct):
+    """One page of a list response; the items stay raw until `observe` looks at them."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = []
+
+
+_line = msgspec.json.Decoder(WatchLine)
+_head = msgspec.json.Decoder(_Head)
+_page = msgspec.json.Decoder(ListPage)
+_status = msgspec.json.Decoder(Status)
+
+
+class Unroutable(ValueError):
+    """An object without a readable uid: there is no subject to publish it on."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who observed and when: stamped on every event of one batch."""
+
+    ingest: str
+    observed_at: str
+
+
+def parse_line(line: bytes) -> WatchLine:
+    """One watch frame; raises msgspec.DecodeError for a line that is not one."""
+    return _line.decode(line)
+
+
+def parse_page(body: bytes) -> ListPage:
+    return _page.decode(body)
+
+
+def parse_status(raw: msgspec.Raw) -> Status:
+    """The Status of a watch ERROR frame; an unreadable one reads as a 500."""
+    try:
+        return _status.decode(raw)
+    except msgspec.DecodeError:
+        return Status(code=500, message=bytes(raw).decode(errors="replace"))
+
+
+def bookmark_rv(raw: msgspec.Raw) -> str:
+    return _head.decode(raw).metadata.resource_version
+
+
+def observe(spec: KindSpec, event_type: str, raw: msgspec.Raw, origin: Origin) -> ObservedEvent:
+    """The event for one object; QUARANTINED (with `error`) when it does not decode into its model."""
+    try:
+        meta = codec.decode(raw, spec.model).metadata
+        error = None
+        ns, name, uid, rv = meta.namespace, meta.name, meta.uid, meta.resource_version
+    except codec.DecodeError as exc:
+        # the model rejected it; the metadata alone may still be readable, which is all routing needs
+        error = f"{exc} (in a {event_type} event)"
+        event_type = QUARANTINED
+        try:
+            head = _head.decode(raw).metadata
+        except msgspec.DecodeError:
+            raise Unroutable(f"{spec.kind}: unreadable metadata ({exc})") from None
+        ns, name, uid, rv = head.namespace, head.name, head.uid, head.resource_version
+    if not uid:
+        raise Unroutable(f"{spec.kind} {ns}/{name}: no metadata.uid")
+    return ObservedEvent(kind=spec.kind, type=event_type, namespace=ns, name=name, uid=uid,
+                         resource_version=rv, observed_at=origin.observed_at, ingest=origin.ingest,
+                         object=raw, error=error)

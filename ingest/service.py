@@ -1,0 +1,147 @@
+"""The ingest process: one KindWatcher per kind on one NATS connection, plus the checkpoint writer.
+
+    ingest = Ingest(IngestConfig(nats_url=..., kubeconfig=...))
+    await ingest.run()          # until cancelled; `run_ingest(config)` does just this
+    ingest.counters()           # published events by kind and type, duplicates, relists, ...
+
+Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
+NATS does not answer; once running, losing either is waited out with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from nats.aio.client import Client
+
+from ingest import transport
+from ingest.backoff import Backoff
+from ingest.checkpoints import Checkpoints, KvCheckpoints, MemoryCheckpoints
+from ingest.config import IngestConfig
+from ingest.counting import Counters
+from ingest.kinds import spec_of
+from ingest.publishing import OrderedPublisher
+from ingest.watching import KindWatcher
+from kubus import failpoints, jetstream
+
+__all__ = ["Ingest", "IngestConfig", "run_ingest"]
+
+log = logging.getLogger("kubus.ingest")
+
+
+async def run_ingest(config: IngestConfig) -> None:
+    await Ingest(config).run()
+
+
+class Ingest:
+    def __init__(self, config: IngestConfig):
+        self.config = config
+        self._specs = [spec_of(kind) for kind in config.kinds]  # an unknown kind fails here, not later
+        self._counters = Counters()
+        self._watchers: list[KindWatcher] = []
+        self._nc: Client | None = None
+
+    def counters(self) -> dict[str, Any]:
+        nats_reconnects = self._nc.stats["reconnects"] if self._nc is not None else 0
+        snapshot = self._counters.snapshot(nats_reconnects=nats_reconnects)
+        snapshot["instance"] = self.config.instance
+        snapshot["unacked"] = {w.kind: w.publisher.unacked for w in self._watchers}
+        return snapshot
+
+    def synced(self) -> bool:
+        """Every kind has listed (or resumed) and has a watch open."""
+        watching = self._counters.watching
+        return all(watching.get(spec.kind, False) for spec in self._specs)
+
+    async def run(self) -> None:
+        config = self.config
+        api = transport.api_client(config.kubeconfig, pool_size=2 * len(self._specs) + 4)
+        try:
+            nc = self._nc = await jetstream.connect(config.nats_url, name=config.instance)
+        except BaseException:
+            api.close()  # type: ignore[no-untyped-call]
+            raise
+        checkpoints: Checkpoints | None = None
+        try:
+            bus = await jetstream.ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
+            checkpoints = await self._open_checkpoints(bus)
+            # one context for all kinds; each publisher bounds its own window below nats-py's limit
+            js = nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
+            for spec in self._specs:
+                publisher = OrderedPublisher(js, spec.kind, self._counters, window=config.window,
+                                             ack_timeout=config.ack_timeout, backoff=self._backoff())
+                self._watchers.append(KindWatcher(
+                    spec, bus=bus, publisher=publisher, call=transport.list_call(api, spec),
+                    checkpoints=checkpoints, counters=self._counters, instance=config.instance,
+                    backoff=self._backoff(), watch_timeout=config.watch_timeout,
+                    list_page_size=config.list_page_size))
+            log.info("ingest %s: watching %s, publishing to %s.events (%d partitions)", config.instance,
+                     ", ".join(config.kinds), bus.prefix, bus.partitions)
+            async with asyncio.TaskGroup() as tasks:
+                for watcher in self._watchers:
+                    tasks.create_task(watcher.run(), name=f"ingest-{watcher.kind}")
+                tasks.create_task(self._checkpoint_forever(checkpoints), name="ingest-checkpoints")
+        finally:
+            await self._shut_down(checkpoints)
+            api.close()  # type: ignore[no-untyped-call]
+            try:
+                await asyncio.wait_for(nc.close(), self.config.stop_timeout)
+            except Exception as exc:  # nats-py fails or hangs flushing to a server that is gone; we leave anyway
+                log.warning("the NATS connection did not close cleanly: %s: %s", type(exc).__name__, exc)
+
+    def _backoff(self) -> Backoff:
+        return Backoff(self.config.backoff_initial, self.config.backoff_max)
+
+    async def _open_checkpoints(self, bus: jetstream.Bus) -> Checkpoints:
+        chosen = self.config.checkpoints
+        if chosen == "kv":
+            return await KvCheckpoints.open(bus.js, bus.prefix)
+        if chosen == "memory":
+            return MemoryCheckpoints()
+        assert not isinstance(chosen, str), f"unknown checkpoint store {chosen!r}"
+        return chosen
+
+    async def _checkpoint_forever(self, checkpoints: Checkpoints) -> None:
+        saved: dict[str, str] = {}
+        while True:
+            await asyncio.sleep(self.config.checkpoint_interval)
+            await self._save_positions(checkpoints, saved)
+
+    async def _save_positions(self, checkpoints: Checkpoints, saved: dict[str, str]) -> None:
+        for watcher in self._watchers:
+            position = watcher.publisher.acked_position
+            if position is None or saved.get(watcher.kind) == position:
+                continue
+            if watcher.kind == "Pod" and self._counters.published[("Pod", "ADDED")]:
+                failpoints.hit("ingest.after-publish")  # pods published and acked, checkpoint not saved
+            try:
+                await checkpoints.save(watcher.kind, position)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # NATS (or the store) away: the next round saves a later position
+                log.warning("saving the %s checkpoint failed: %s: %s", watcher.kind, type(exc).__name__, exc)
+                continue
+            saved[watcher.kind] = position
+
+    async def _shut_down(self, checkpoints: Checkpoints | None) -> None:
+        """Stops the watches, waits a little for outstanding acks, and records how far they got."""
+        for watcher in self._watchers:
+            watcher.close()
+        if checkpoints is None:
+            return
+        try:
+            await asyncio.wait_for(self._drain_all(), self.config.stop_timeout)
+        except TimeoutError:
+            log.warning("ingest stopped with unacked events; the next start resends them from the checkpoint")
+        try:
+            await asyncio.wait_for(self._save_positions(checkpoints, {}), self.config.stop_timeout)
+        except TimeoutError:
+            log.warning("ingest stopped without saving its checkpoints; the next start resends from older ones")
+
+    async def _drain_all(self) -> None:
+        for watcher in self._watchers:
+            with contextlib.suppress(Exception):
+                await watcher.publisher.drain()

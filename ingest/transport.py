@@ -1,0 +1,157 @@
+"""The official `kubernetes` client as a byte transport, kept off the event loop.
+
+The client is synchronous, so every list runs in a worker thread and every watch on a thread of
+its own; responses are read raw (`_preload_content=False`) and never touch the client's model
+classes, which cost more than the rest of ingest together. A watch thread splits the chunked
+body into lines and hands them to the loop a chunk at a time through a bounded asyncio queue:
+when the loop falls behind (NATS down), the thread blocks and TCP pushes back on the API server
+instead of memory growing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import msgspec
+import urllib3
+from kubernetes import client, config
+
+from ingest.kinds import KindSpec
+from ingest.observing import parse_page
+
+log = logging.getLogger("kubus.ingest")
+
+_READ_SIZE = 1 << 18
+
+
+class KubeconfigError(RuntimeError):
+    """The kubeconfig could not be loaded: the message says which file and why."""
+
+
+def api_client(kubeconfig: str, pool_size: int) -> client.ApiClient:
+    """An ApiClient on its own Configuration, so nothing here touches the client's global default."""
+    cfg = client.Configuration()
+    try:
+        config.load_kube_config(kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except Exception as exc:  # the loader raises ConfigException, OSError, yaml errors, ...
+        raise KubeconfigError(f"cannot load kubeconfig {kubeconfig} ({type(exc).__name__}: {exc}); "
+                              f"pass the path of a kubeconfig for the cluster to watch") from None
+    # one connection per watch stream plus the lists; the default pool would make them queue
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(cfg)
+
+
+ListCall = Callable[..., Any]
+
+
+def list_call(api: client.ApiClient, spec: KindSpec) -> ListCall:
+    return getattr(getattr(client, spec.api)(api), spec.list_call)  # type: ignore[no-any-return]
+
+
+def list_raw(call: ListCall, *, page_size: int, timeout: float) -> tuple[str, list[msgspec.Raw]]:
+    """Every object of the kind, page by page (blocking: run it in a thread); the list's resourceVersion."""
+    items: list[msgspec.Raw] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": page_size, "_preload_content": False, "_request_timeout": (10, timeout)}
+        if token:
+            kwargs["_continue"] = token
+        response = call(**kwargs)
+        try:
+            page = parse_page(response.data)
+        finally:
+            response.release_conn()
+        items.extend(page.items)
+        token = page.metadata.continue_
+        if not token:
+            # continue pages are served from the first page's snapshot, so any page's rv is the list's
+            return page.metadata.resource_version, items
+
+
+class _End:
+    def __init__(self, error: BaseException | None):
+        self.error = error
+
+
+class WatchStream:
+    """One watch request read on a daemon thread. `batches()` yields lists of raw lines; the
+    first batch is empty and means the API answered 200. Errors reach the loop as exceptions."""
+
+    def __init__(self, open_response: Callable[[], urllib3.HTTPResponse], name: str, depth: int = 64):
+        self._open = open_response
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[list[bytes] | _End] = asyncio.Queue(depth)
+        self._closed = threading.Event()
+        self._response: urllib3.HTTPResponse | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        while True:
+            item = await self._queue.get()
+            if isinstance(item, _End):
+                if item.error is not None and not self._closed.is_set():
+                    raise item.error
+                return
+            yield item
+
+    def idle(self) -> bool:
+        """Nothing read and not yet handed over: a good moment to wait for acks."""
+        return self._queue.empty()
+
+    def close(self) -> None:
+        """Ends the stream from the loop: shutting the socket down unblocks the thread's read."""
+        self._closed.set()
+        response = self._response
+        if response is not None:
+            # urllib3 refuses once a finished stream's connection went back to the pool: nothing to stop
+            with contextlib.suppress(RuntimeError):
+                response.shutdown()
+
+    def _run(self) -> None:
+        error: BaseException | None = None
+        response = None
+        try:
+            response = self._open()
+            self._response = response
+            if self._closed.is_set():
+                return
+            self._hand_over([])
+            rest = b""
+            for chunk in response.stream(_READ_SIZE, decode_content=False):
+                lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+                rest = lines.pop()
+                if not self._hand_over([line for line in lines if line]):
+                    return
+            response.release_conn()
+        except Exception as exc:  # anything the transport raises ends this stream; the loop decides
+            error = exc
+        finally:
+            if response is not None and error is not None:
+                response.close()
+            self._hand_over(_End(error))
+
+    def _hand_over(self, item: list[bytes] | _End) -> bool:
+        """Puts `item` on the loop's queue, waiting while it is full; False once the stream is closed."""
+        if self._closed.is_set() and not isinstance(item, _End):
+            return False
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
+        except RuntimeError:  # the loop is gone: nobody is listening any more
+            return False
+        while True:
+            try:
+                future.result(timeout=0.5)
+                return True
+            except concurrent.futures.TimeoutError:
+                if self._closed.is_set():
+                    future.cancel()
+                    return False
+            except concurrent.futures.CancelledError:
+                return False

@@ -1,0 +1,158 @@
+"""OrderedPublisher against a scripted JetStream: pipelining, per-object order, in-order resends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from nats.js.api import PubAck
+
+from ingest.backoff import Backoff
+from ingest.counting import Counters
+from ingest.publishing import MSG_ID, OrderedPublisher
+
+
+class ScriptedJetStream:
+    """publish_async hands out futures the test resolves; publish (the resend path) answers at once."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, asyncio.Future[PubAck]]] = []  # (msg id, ack) in send order
+        self.resent: list[str] = []
+        self.stored: set[str] = set()
+        self.failing_resends = 0
+        self.refuse_next_send: Exception | None = None
+
+    async def publish_async(self, subject: str, payload: bytes, headers: dict[str, str]) -> asyncio.Future[PubAck]:
+        if self.refuse_next_send is not None:
+            error, self.refuse_next_send = self.refuse_next_send, None
+            raise error
+        future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+        self.sent.append((headers[MSG_ID], future))
+        return future
+
+    async def publish(self, subject: str, payload: bytes, timeout: float, headers: dict[str, str]) -> PubAck:
+        msg_id = headers[MSG_ID]
+        self.resent.append(msg_id)
+        if self.failing_resends:
+            self.failing_resends -= 1
+            raise TimeoutError("nats: timeout")
+        duplicate = msg_id in self.stored
+        self.stored.add(msg_id)
+        return PubAck(stream="S", seq=len(self.stored), duplicate=duplicate or None)
+
+    def ack(self, msg_id: str) -> None:
+        self.stored.add(msg_id)
+        self._future(msg_id).set_result(PubAck(stream="S", seq=len(self.stored)))
+
+    def fail(self, msg_id: str) -> None:
+        self._future(msg_id).set_exception(TimeoutError("nats: timeout"))
+
+    def ids(self) -> list[str]:
+        return [msg_id for msg_id, _ in self.sent]
+
+    def _future(self, msg_id: str) -> asyncio.Future[PubAck]:
+        return next(f for m, f in self.sent if m == msg_id)
+
+
+@pytest.fixture
+def js() -> ScriptedJetStream:
+    return ScriptedJetStream()
+
+
+@pytest.fixture
+def counters() -> Counters:
+    return Counters()
+
+
+def publisher(js: ScriptedJetStream, counters: Counters, **kwargs: Any) -> OrderedPublisher:
+    return OrderedPublisher(js, "Pod", counters, backoff=Backoff(0.001, 0.001), **kwargs)  # type: ignore[arg-type]
+
+
+async def run_pending() -> None:
+    """Lets every task that can run, run (no time passes)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def send(pub: OrderedPublisher, msg_id: str, subject: str | None = None, position: str | None = None) -> None:
+    await pub.publish(subject or f"s.{msg_id}", msg_id, "ADDED", msg_id.encode(), position)
+
+
+async def test_messages_are_pipelined_and_the_position_advances_only_over_an_acked_prefix(
+        js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters)
+    for i, msg_id in enumerate("abc", 1):
+        await send(pub, msg_id, position=str(i))
+    assert js.ids() == ["a", "b", "c"]  # all out before any ack
+    drained = asyncio.create_task(pub.drain())
+    js.ack("b")
+    await run_pending()
+    assert pub.acked_position is None  # b is acked, but a is not
+    js.ack("a")
+    await run_pending()
+    assert pub.acked_position == "2"
+    js.ack("c")
+    await drained
+    assert pub.acked_position == "3" and counters.last_rv["Pod"] == "3"
+    assert counters.published[("Pod", "ADDED")] == 3
+
+
+async def test_an_objects_next_event_waits_for_the_previous_ack(js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters)
+    await send(pub, "a1", subject="s.obj")
+    second = asyncio.create_task(send(pub, "a2", subject="s.obj"))
+    await run_pending()
+    assert js.ids() == ["a1"]
+    js.ack("a1")
+    await second
+    assert js.ids() == ["a1", "a2"]
+
+
+async def test_the_window_bounds_unacked_messages(js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters, window=2)
+    await send(pub, "a")
+    await send(pub, "b")
+    third = asyncio.create_task(send(pub, "c"))
+    await run_pending()
+    assert js.ids() == ["a", "b"] and pub.unacked == 2
+    js.ack("a")
+    await third
+    assert js.ids() == ["a", "b", "c"]
+
+
+async def test_after_a_failure_exactly_the_unacked_messages_are_resent_in_order(
+        js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters, ack_timeout=0.05)
+    for i, msg_id in enumerate("abcd", 1):
+        await send(pub, msg_id, position=str(i))
+    js.fail("a")  # lost
+    js.ack("b")
+    js.stored.add("c")  # c reached the stream but its ack never comes: the resend is a duplicate
+    js.ack("d")
+    js.failing_resends = 1  # NATS still away for the first resend
+    await pub.drain()
+    assert js.resent == ["a", "a", "c"]
+    assert pub.acked_position == "4"
+    assert counters.published[("Pod", "ADDED")] == 3 and counters.duplicates["Pod"] == 1
+    assert counters.publish_retries["Pod"] == 1
+
+
+async def test_a_send_refused_outright_is_resent(js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters)
+    js.refuse_next_send = ConnectionError("nats: connection closed")
+    await send(pub, "a", position="1")
+    assert js.resent == ["a"] and pub.acked_position == "1"
+
+
+async def test_a_mark_is_reached_once_everything_before_it_is_acked(
+        js: ScriptedJetStream, counters: Counters) -> None:
+    pub = publisher(js, counters)
+    pub.mark("10")
+    assert pub.acked_position == "10"  # nothing outstanding: a bookmark moves the position at once
+    await send(pub, "a", position=None)  # a relist's synthetic event has no position of its own
+    pub.mark("20")
+    assert pub.acked_position == "10"
+    js.ack("a")
+    await pub.drain()
+    assert pub.acked_position == "20"
