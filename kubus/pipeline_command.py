@@ -148,6 +148,7 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
                                      partitions=args.partitions, kubeconfig=args.kubeconfig,
                                      instance=f"ingest-{args.instance}", checkpoints=StoreCheckpoints(store)))
         health.ready_when("ingest-synced", ingest.synced)
+        serving.COUNTERS.ingest = ingest.counters
         services["ingest"] = ingest.run
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
@@ -161,17 +162,20 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
                                 partitions=args.partitions, kubeconfig=args.kubeconfig,
                                 instance=f"executor-{args.instance}", qps=args.qps, burst=args.burst,
                                 ack_wait=args.ack_wait)
+        from executor.metrics import ExecutorMetrics
+
+        metrics = ExecutorMetrics()
+        serving.COUNTERS.executor = metrics.snapshot
         health.ready_when("nats", lambda: bus.nc.is_connected)
-        services["executor"] = lambda: run_executor(config)
+        services["executor"] = lambda: run_executor(config, metrics=metrics)
     return services
 
 
 async def _close_nats(nc: Any) -> None:
-    """Drain (finish what is in flight), but never let a stuck subscription hold up a shutdown."""
-    try:
-        await asyncio.wait_for(nc.drain(), 3)
-    except Exception:  # a timed-out or failed drain still ends in close()
-        await nc.close()
+    """Close, not drain: every service has already awaited the acks of what it published, and a
+    drain waits on subscriptions whose consumers are gone."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), 3)
 
 
 class StoreCheckpoints:

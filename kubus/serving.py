@@ -9,17 +9,15 @@ registers (connected to NATS, streams created, caught up after bootstrap ...).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 log = logging.getLogger("kubus.serving")
 
-EVENTS_PUBLISHED = Counter("kubus_ingest_events_total", "Watch events published to JetStream",
-                           ["kind", "type"])
-EVENTS_DUPLICATE = Counter("kubus_ingest_duplicates_total", "Publishes JetStream dropped as duplicates",
-                           ["kind"])
 EVENTS_CONSUMED = Counter("kubus_reconciler_events_total", "Observed events folded into the cache",
                           ["kind", "type"])
 RECONCILES = Counter("controller_runtime_reconcile_total", "Syncs by controller and result",
@@ -28,9 +26,71 @@ RECONCILE_TIME = Histogram("controller_runtime_reconcile_time_seconds", "Time of
                            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 WORKQUEUE_DEPTH = Gauge("workqueue_depth", "Keys waiting to be synced", ["name"])
 STREAM_LAG = Gauge("kubus_stream_lag_messages", "Messages not yet processed by this consumer", ["stream"])
-ACTIONS = Counter("kubus_actions_total", "Actions by kind and outcome", ["action", "outcome"])
+ACTIONS = Counter("kubus_action_results_recorded_total", "Action results the reconciler recorded",
+                  ["action", "outcome"])
 OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published")
-REST_REQUESTS = Counter("rest_client_requests_total", "API requests by verb and status code", ["method", "code"])
+
+
+class CountersCollector:
+    """Exposes the plain counters ingest and the executor keep (read at scrape time), so those
+    services stay free of any metrics library."""
+
+    def __init__(self) -> None:
+        self.ingest: Callable[[], dict[str, Any]] | None = None
+        self.executor: Callable[[], dict[str, Any]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.ingest is not None:
+            yield from _ingest_metrics(self.ingest())
+        if self.executor is not None:
+            yield from _executor_metrics(self.executor())
+
+
+def _ingest_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
+    events = CounterMetricFamily("kubus_ingest_events_total", "Watch events published to JetStream",
+                                 labels=["kind", "type"])
+    for kind, by_type in snap.get("published", {}).items():
+        for event_type, n in by_type.items():
+            events.add_metric([kind, event_type], n)
+    yield events
+    for name, key, helptext in (
+            ("kubus_ingest_duplicates_total", "duplicates", "Publishes JetStream dropped as duplicates"),
+            ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode"),
+            ("kubus_ingest_lists_total", "lists", "Full lists (start without checkpoint, 410 Gone)"),
+            ("kubus_ingest_api_reconnects_total", "api_reconnects", "Watches re-opened after an error")):
+        family = CounterMetricFamily(name, helptext, labels=["kind"])
+        for kind, n in snap.get(key, {}).items():
+            family.add_metric([kind], n)
+        yield family
+    watching = GaugeMetricFamily("kubus_ingest_watching", "1 while a kind's watch is open", labels=["kind"])
+    for kind, up in snap.get("watching", {}).items():
+        watching.add_metric([kind], 1.0 if up else 0.0)
+    yield watching
+
+
+def _executor_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
+    results = CounterMetricFamily("kubus_actions_total", "Effects applied, by action and outcome",
+                                  labels=["action", "outcome"])
+    for action, by_outcome in snap.get("results", {}).items():
+        for outcome, n in by_outcome.items():
+            results.add_metric([action, outcome], n)
+    yield results
+    requests = CounterMetricFamily("rest_client_requests_total", "API requests by method and status code",
+                                   labels=["method", "code"])
+    for method, by_code in snap.get("api_requests", {}).items():
+        for code, n in by_code.items():
+            requests.add_metric([method, code], n)
+    yield requests
+    deliveries = CounterMetricFamily("kubus_executor_deliveries_total", "Action deliveries by disposition",
+                                     labels=["disposition"])
+    for disposition, n in snap.get("deliveries", {}).items():
+        deliveries.add_metric([disposition], n)
+    yield deliveries
+    yield GaugeMetricFamily("kubus_executor_in_flight", "Actions being applied", value=snap.get("in_flight", 0))
+
+
+COUNTERS = CountersCollector()
+REGISTRY.register(COUNTERS)
 
 Check = Callable[[], bool]
 

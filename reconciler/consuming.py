@@ -119,7 +119,8 @@ class Reconciler:
                 while len(msgs) < BATCH and not self._queue.empty():
                     msgs.append(self._queue.get_nowait())
                 last = await self._process(msgs, positions)
-                serving.STREAM_LAG.labels(stream="events").set(self._queue.qsize())
+                serving.WORKQUEUE_DEPTH.labels(name="reconciler").set(self._queue.qsize())
+                serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
                 if not self.caught_up and last >= target:
                     self.caught_up = True
                     log.info("caught up with the event history at sequence %d", last)
@@ -191,7 +192,9 @@ class Reconciler:
                 for d in outcome.decisions])
             rows = []
             for decided, decision_id in zip(outcome.decisions, ids, strict=True):
-                serving.RECONCILES.labels(controller=decided.controller_kind, result="success").inc()
+                result = "error" if "error" in decided.summary else "success"
+                serving.RECONCILES.labels(controller=decided.controller_kind, result=result).inc()
+                serving.RECONCILE_TIME.labels(controller=decided.controller_kind).observe(decided.duration_ms / 1000)
                 for action in decided.actions:
                     action = msgspec.structs.replace(action, decision_id=decision_id)
                     subject = subjects.action_subject(self.bus.partition_of(decided.namespace), self.bus.prefix)

@@ -1,0 +1,62 @@
+"""`kubus up --sim`, the README's first command: one process that runs everything, with its
+embedded nats-server and SQLite, serving /metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from kubus.natsserver import free_port
+from tests.simulation import Kubectl, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def test_up_sim_converges_and_reports(tmp_path: Path) -> None:
+    """Everything in one process: kubectl sees the nodes, the stand-in's pods appear, /readyz passes
+    and /metrics counts what happened; SIGTERM stops it cleanly."""
+    port = free_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "kubus", "up", "--sim", "--nodes", "3", "--kubelet-delay", "0.05",
+                             "--kubeconfig", str(kubeconfig), "--data-dir", str(tmp_path / "data"),
+                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=60, what="/readyz to pass")
+        kubectl = Kubectl(kubeconfig)
+        assert len(kubectl.json("get", "nodes")["items"]) == 3
+        kubectl("create", "namespace", "demo")
+        kubectl("annotate", "namespace", "demo", "kubus.io/stand-in-pods=4")
+        wait_for(lambda: len(kubectl.json("get", "pods", "-n", "demo")["items"]) == 4, timeout=30,
+                 what="4 stand-in pods")
+        status, metrics = get(f"{base}/metrics")
+        assert status == 200
+        for needle in ('kubus_ingest_events_total{kind="Pod",type="ADDED"}',
+                       'controller_runtime_reconcile_total{controller="StandIn",result="success"}',
+                       'kubus_actions_total{action="create_pods",outcome="succeeded"} 4.0'):
+            assert needle in metrics, needle
+        assert get(f"{base}/healthz")[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert "Traceback" not in (tmp_path / "up.log").read_text()
