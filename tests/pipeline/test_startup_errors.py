@@ -1,0 +1,36 @@
+"""A dependency that is down at start gives one line saying which and how to fix it, and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from kubus.natsserver import EmbeddedNats, free_port
+
+
+def kubus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kubus", *args, "--metrics-port", "0"], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_nats_down_at_start(tmp_path: Path) -> None:
+    """`kubus reconcile` with no NATS behind --nats-url names the URL and the fix."""
+    url = f"nats://127.0.0.1:{free_port()}"
+    result = kubus("reconcile", "--nats-url", url, "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"kubus reconcile: cannot reach NATS at {url}"), result.stderr
+    assert "omit --nats-url to run an embedded one" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_database_down_at_start(nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    """`kubus reconcile` with a PostgreSQL URL nothing answers names the database and the flag."""
+    port = free_port()
+    result = kubus("reconcile", "--nats-url", nats_server.url, "--data-dir", str(tmp_path),
+                   "--db-url", f"postgresql://kubus@127.0.0.1:{port}/kubus")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"kubus reconcile: cannot connect to PostgreSQL at 127.0.0.1:{port}/kubus"), lines
+    assert "--db-url" in lines[-1]
+    assert "Traceback" not in result.stderr
