@@ -26,6 +26,7 @@ from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import FAILED, SKIPPED
 from store import expectations as expectation_rows
+from store import results as result_rows
 from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.relay")
@@ -100,8 +101,6 @@ async def record_results(bus: Bus, store: Any,
 
 
 async def _record(tx: Any, rows: list[ResultRow], lowered: dict[str, int], now: datetime) -> None:
-    from store import results as result_rows
-
     fresh = set(await result_rows.record(tx.conn, rows, at=now))
     if not lowered:
         return

@@ -14,7 +14,7 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from sim import discovery, tables, watching
+from sim import discovery, patching, tables, watching
 from sim import resources as R
 from sim import status as errors
 from sim.faults import AppliedThenTimeout, FaultInjector
@@ -355,8 +355,6 @@ class ApiServer:
                                   "`kubectl apply` (the default)")
         if route.subresource == "scale":
             current = self._scale(self.registry.get(route.resource, route.ns, route.name))
-            from sim import patching  # the scale object is tiny; any patch type applies to it directly
-
             try:
                 if ptype == "application/json-patch+json":
                     scale = patching.apply_json_patch(current, body)

@@ -67,9 +67,6 @@ def stale_object(resource: Resource, name: str) -> ApiError:
                                     "to the latest version and try again")
 
 
-def invalid(resource: Resource, name: str, message: str, causes: list[dict[str, Any]]) -> ApiError:
-    return ApiError(422, "Invalid", message, _details(resource, name, causes=causes))
-
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
@@ -102,9 +99,6 @@ def internal(message: str) -> ApiError:
 def timeout(message: str) -> ApiError:
     return ApiError(504, "Timeout", message, {"retryAfterSeconds": 1})
 
-
-def precondition_failed(resource: Resource, name: str, field: str, want: str, got: str) -> ApiError:
-    return conflict(resource, name, f"Precondition failed: {field}: {want}, {field} in object meta: {got}")
 
 
 def namespace_terminating(resource: Resource, name: str, namespace: str) -> ApiError:
