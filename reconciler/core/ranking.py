@@ -1,0 +1,203 @@
+"""Which pods a ReplicaSet deletes first on scale-down: upstream's ``ActivePodsWithRanks`` order.
+
+``pods_to_delete_order`` is ``sort.Sort(ActivePodsWithRanks{...})`` from
+``pkg/controller/controller_utils.go`` as a pure function, and ``get_pods_to_delete`` is
+``getPodsToDelete`` from ``pkg/controller/replicaset/replica_set.go``. The order applies each
+rule in turn until one decides (first = deleted first):
+
+1. unassigned before assigned, only when exactly one pod has no ``nodeName``;
+2. phase Pending (0) < Unknown (1) < Running (2); any other phase counts as 0;
+3. not Ready before Ready;
+4. lower ``controller.kubernetes.io/pod-deletion-cost`` (int32; missing or invalid = 0);
+5. higher rank (active related pods on the same node) first;
+6. both Ready with different Ready ``lastTransitionTime``: the newer log2 bucket first,
+   an equal bucket decides by the lower UID and nothing after it; a zero time -> afterOrZero;
+7. higher max container restart count first;
+8. different ``creationTimestamp``: compared as in 6.
+
+Deviations from upstream: ``now`` is always a real time (upstream's zero ``Now`` fallback is
+unreachable from the controller, which passes ``metav1.Now()``); a timestamp that does not
+parse counts as zero (Go would have failed to decode the pod); Python's sort is stable, so
+pods the order deems equal keep their input order, where Go's ``sort.Sort`` leaves it
+unspecified; and the inputs are never mutated (upstream sorts ``filteredPods`` in place).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cmp_to_key
+from typing import Final
+
+from kube.core import CONDITION_TRUE, POD_PENDING, POD_READY, POD_RUNNING, POD_UNKNOWN, Pod
+from kube.pods import is_pod_active, is_pod_ready
+from kube.times import parse_time
+
+__all__ = [
+    "POD_DELETION_COST",
+    "deletion_cost",
+    "get_pods_to_delete",
+    "logarithmic_rank_diff",
+    "pods_to_delete_order",
+    "ranks_by_related_pods_on_same_node",
+]
+
+POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+
+_PHASE_ORDINAL: Final = {POD_PENDING: 0, POD_UNKNOWN: 1, POD_RUNNING: 2}
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+_DECIMAL: Final = re.compile(r"-?[0-9]+")
+_LOG2E: Final = 1.4426950408889634  # Go's math.Log2E, 1/Ln2
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def deletion_cost(annotations: dict[str, str]) -> int:
+    """GetDeletionCostFromPodAnnotations: the int32 cost, 0 when missing or invalid."""
+    value = annotations.get(POD_DELETION_COST)
+    if value is None:
+        return 0
+    # validFirstDigit rejects "+10" and "008" (but not "-08"); then strconv.ParseInt(v, 10, 32).
+    if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return 0
+    if _DECIMAL.fullmatch(value) is None:
+        return 0
+    cost = int(value)
+    return cost if _INT32_MIN <= cost <= _INT32_MAX else 0
+
+
+def _go_log2_floor(nanoseconds: int) -> int:
+    """int64(math.Log2(float64(d))) for d > 0, computed the way Go's math.Log2 does."""
+    frac, exp = math.frexp(float(nanoseconds))
+    if frac == 0.5:
+        return exp - 1
+    return int(math.log(frac) * _LOG2E + exp)
+
+
+def _log2_bucket(moment: datetime, now: datetime) -> int:
+    elapsed_ns = ((now - moment) // _MICROSECOND) * 1000
+    return _go_log2_floor(elapsed_ns) if elapsed_ns > 0 else -1
+
+
+def logarithmic_rank_diff(t1: datetime, t2: datetime, now: datetime) -> int:
+    """logarithmicRankDiff: floor(log2(now - t1)) - floor(log2(now - t2)) in nanoseconds, -1 if not after."""
+    return _log2_bucket(t1, now) - _log2_bucket(t2, now)
+
+
+def _after_or_zero(t1: datetime | None, t2: datetime | None) -> bool:
+    """afterOrZero: t1 is after t2, a zero (None) time counting as after any other."""
+    if t1 is None or t2 is None:
+        return t1 is None
+    return t1 > t2
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def _ready_time(pod: Pod) -> datetime | None:
+    """podReadyTime: the first True Ready condition's lastTransitionTime, if the pod is Ready."""
+    if not is_pod_ready(pod):
+        return None
+    for condition in pod.status.conditions:
+        if condition.type == POD_READY and condition.status == CONDITION_TRUE:
+            return _time(condition.last_transition_time)
+    return None
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    pod: Pod
+    rank: int
+    node_name: str
+    phase: int
+    ready: bool
+    cost: int
+    ready_time: datetime | None
+    restarts: int
+    created: datetime | None
+    uid: str
+
+    @classmethod
+    def of(cls, pod: Pod, rank: int) -> _Ranked:
+        return cls(
+            pod=pod,
+            rank=rank,
+            node_name=pod.spec.node_name,
+            phase=_PHASE_ORDINAL.get(pod.status.phase, 0),
+            ready=is_pod_ready(pod),
+            cost=deletion_cost(pod.metadata.annotations),
+            ready_time=_ready_time(pod),
+            restarts=max((c.restart_count for c in pod.status.container_statuses), default=0),
+            created=_time(pod.metadata.creation_timestamp),
+            uid=pod.metadata.uid,
+        )
+
+
+def _newer_first(a: _Ranked, b: _Ranked, ta: datetime | None, tb: datetime | None, now: datetime) -> bool:
+    """Rules 6 and 8 for times known to differ: log2 buckets, UID on a tie, afterOrZero for zero times."""
+    if ta is None or tb is None:
+        return _after_or_zero(ta, tb)
+    diff = logarithmic_rank_diff(ta, tb, now)
+    if diff == 0:
+        return a.uid < b.uid
+    return diff < 0
+
+
+def _less(a: _Ranked, b: _Ranked, now: datetime) -> bool:
+    """ActivePodsWithRanks.Less: True when ``a`` should be deleted before ``b``."""
+    if a.node_name != b.node_name and (not a.node_name or not b.node_name):
+        return not a.node_name
+    if a.phase != b.phase:
+        return a.phase < b.phase
+    if a.ready != b.ready:
+        return not a.ready
+    if a.cost != b.cost:
+        return a.cost < b.cost
+    if a.rank != b.rank:
+        return a.rank > b.rank
+    if a.ready and b.ready and a.ready_time != b.ready_time:
+        return _newer_first(a, b, a.ready_time, b.ready_time, now)
+    if a.restarts != b.restarts:
+        return a.restarts > b.restarts
+    if a.created != b.created:
+        return _newer_first(a, b, a.created, b.created, now)
+    return False
+
+
+def pods_to_delete_order(pods: list[Pod], ranks: list[int], now: datetime) -> list[Pod]:
+    """Return ``pods`` sorted by ActivePodsWithRanks (first = deleted first), ``ranks[i]`` belonging to ``pods[i]``."""
+    if len(pods) != len(ranks):
+        raise ValueError(f"{len(pods)} pods but {len(ranks)} ranks")
+
+    def compare(a: _Ranked, b: _Ranked) -> int:
+        if _less(a, b, now):
+            return -1
+        return 1 if _less(b, a, now) else 0
+
+    ranked = sorted((_Ranked.of(p, r) for p, r in zip(pods, ranks, strict=True)), key=cmp_to_key(compare))
+    return [r.pod for r in ranked]
+
+
+def ranks_by_related_pods_on_same_node(pods_to_rank: list[Pod], related_pods: list[Pod]) -> list[int]:
+    """getPodsRankedByRelatedPodsOnSameNode: each pod's count of active related pods on its node ("" included)."""
+    pods_on_node = Counter(p.spec.node_name for p in related_pods if is_pod_active(p))
+    return [pods_on_node[p.spec.node_name] for p in pods_to_rank]
+
+
+def get_pods_to_delete(filtered_pods: list[Pod], related_pods: list[Pod], diff: int, now: datetime) -> list[Pod]:
+    """getPodsToDelete: the first ``diff`` pods by deletion order, unsorted when all of them go."""
+    if not 0 <= diff <= len(filtered_pods):
+        raise ValueError(f"diff {diff} outside 0..{len(filtered_pods)}")
+    if diff < len(filtered_pods):
+        ranks = ranks_by_related_pods_on_same_node(filtered_pods, related_pods)
+        return pods_to_delete_order(filtered_pods, ranks, now)[:diff]
+    return list(filtered_pods)
