@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -75,7 +76,7 @@ async def record_results(bus: Bus, store: Any,
             await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
             continue
         rows: list[ResultRow] = []
-        lowered: dict[str, int] = {}
+        never_observed: dict[str, str] = {}  # result key -> controller, for creations that did not happen
         for msg in msgs:
             try:
                 result = codec.decode_result(msg.data)
@@ -92,25 +93,20 @@ async def record_results(bus: Bus, store: Any,
                 attempts=result.attempts,
                 finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00"))))
             if result.action == "create_pods" and result.outcome in (FAILED, SKIPPED):
-                lowered[result.controller] = lowered.get(result.controller, 0) + 1
+                never_observed[result.key] = result.controller
         if rows:
             async with store.transaction() as tx:
-                await _record(tx, rows, lowered, clock())
+                await _record(tx, rows, never_observed, clock())
         for msg in msgs:
             await msg.ack()
 
 
-async def _record(tx: Any, rows: list[ResultRow], lowered: dict[str, int], now: datetime) -> None:
-    fresh = set(await result_rows.record(tx.conn, rows, at=now))
-    if not lowered:
-        return
+async def _record(tx: Any, rows: list[ResultRow], never_observed: dict[str, str], now: datetime) -> None:
+    fresh = await result_rows.record(tx.conn, rows, at=now)
     # only results seen for the first time lower expectations: a redelivered one must not twice
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row.key in fresh and row.action == "create_pods" and row.outcome in (FAILED, SKIPPED):
-            controller = next((c for c in lowered if row.key.startswith(c + "/")), None)
-            if controller:
-                counts[controller] = counts.get(controller, 0) + 1
+    counts = Counter(never_observed[key] for key in fresh if key in never_observed)
+    if not counts:
+        return
     current = await tx.load_expectations(counts)
     await tx.save_expectations([
         expectation_rows.Expectations(controller_key=k, adds=current[k].adds - n, dels=current[k].dels,

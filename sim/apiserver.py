@@ -455,7 +455,7 @@ class ApiServer:
                                                   "creationTimestamp") if k in meta},
                 "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
                 "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                           "selector": tables._selector_string(selector).replace("<none>", "")}}
+                           "selector": tables.selector_string(selector).replace("<none>", "")}}
 
     def _update_scale(self, route: Route, scale: Any) -> dict[str, Any]:
         assert route.name is not None

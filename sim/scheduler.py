@@ -126,7 +126,7 @@ class Scheduler:
             return
         raw_spec = entry.obj.get("spec") or {}
         spec = codec.decode_builtin(raw_spec, PodSpec)
-        target = get_target_node_name_from_spec(spec)
+        target = get_target_node_name(Pod(spec=spec))
         if target:
             feasible, reasons = self._filter(spec, [target])
         else:
@@ -217,8 +217,3 @@ class Scheduler:
                      "message": message})
         pod.setdefault("status", {})["conditions"] = kept
         self.store.put(R.PODS, pod, "MODIFIED", current.obj)
-
-
-def get_target_node_name_from_spec(spec: PodSpec) -> str | None:
-    """The node a pod is pinned to by nodeName or a single matchFields metadata.name term."""
-    return get_target_node_name(Pod(spec=spec))

@@ -66,7 +66,7 @@ def human_duration(seconds: float) -> str:
     return f"{days // 365}y"
 
 
-def _selector_string(selector: dict[str, Any] | None) -> str:
+def selector_string(selector: dict[str, Any] | None) -> str:
     if not selector:
         return "<none>"
     parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
@@ -140,7 +140,7 @@ def _daemonset(ds: dict[str, Any], now: datetime) -> Row:
             st.get("numberReady", 0), st.get("updatedNumberScheduled", 0), st.get("numberAvailable", 0),
             ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())) or "<none>",
             age(ds["metadata"].get("creationTimestamp"), now), names, images,
-            _selector_string(spec.get("selector"))]
+            selector_string(spec.get("selector"))]
 
 
 def _replicaset(rs: dict[str, Any], now: datetime) -> Row:
@@ -148,7 +148,7 @@ def _replicaset(rs: dict[str, Any], now: datetime) -> Row:
     names, images = _containers(spec.get("template") or {})
     return [rs["metadata"]["name"], spec.get("replicas", 0), st.get("replicas", 0), st.get("readyReplicas", 0),
             age(rs["metadata"].get("creationTimestamp"), now), names, images,
-            _selector_string(spec.get("selector"))]
+            selector_string(spec.get("selector"))]
 
 
 def _revision(cr: dict[str, Any], now: datetime) -> Row:

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from kubus.natsserver import EmbeddedNats
 from tests.simulation import Kubectl, SimProcess
+
+_namespaces = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -20,3 +26,23 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
 @pytest.fixture(scope="module")
 def kubectl(sim: SimProcess) -> Kubectl:
     return Kubectl(sim.kubeconfig)
+
+
+@pytest.fixture
+def namespace(sim: SimProcess, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, deleted (without waiting) when the test ends."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem}-{next(_namespaces)}"
+    code, body = sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    assert code == 201, body
+    yield name
+    sim.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+async def nats_server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
+    """A nats-server with JetStream of this test's own, on a free port."""
+    server = EmbeddedNats(tmp_path / "nats")
+    await server.start()
+    yield server
+    await server.stop()

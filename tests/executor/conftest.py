@@ -51,15 +51,6 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
     await nc.close()
 
 
-@pytest.fixture
-def namespace(sim: SimProcess, request: pytest.FixtureRequest) -> Iterator[str]:
-    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{stem}-{next(_counter)}"
-    code, body = sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    assert code == 201, body
-    yield name
-    sim.request("DELETE", f"/api/v1/namespaces/{name}")
-
 
 @pytest.fixture
 def faults(sim: SimProcess) -> Iterator[Callable[..., None]]:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -24,13 +23,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     code = proc.stop()
     assert code == 0, f"kubus sim exited with {code}:\n{proc.log_path.read_text()}"
 
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
-    server = EmbeddedNats(tmp_path / "jetstream")
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -2,21 +2,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from kubus.jetstream import Bus, connect, ensure_streams
 from kubus.natsserver import EmbeddedNats
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
-    """A nats-server of this test's own, on a free port."""
-    server = EmbeddedNats(tmp_path / "nats")
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
