@@ -3,33 +3,48 @@
 Every action but CreatePods has one effect and one result. Where upstream treats an answer as
 success, so does this (a delete that finds nothing, or finds that the pod we meant was replaced);
 anything else the API refuses becomes a failed result with the API's Status, and the reconciler
-decides what to do about it.
+decides what to do about it (a PatchPod answered 404 or 422 is one such failure: upstream's release
+ignores those, and so may the reconciler).
+
+A PatchPod with an `owner_check` is an adoption: as upstream's ControllerRefManager runs canAdopt
+(RecheckDeletionTimestamp around a fresh GET of the ReplicaSet or DaemonSet) before patching the
+ownerReference in, the owner is read first and the patch refused when it is gone or being deleted.
+A DeletePod with an `owner` records SuccessfulDelete / FailedDelete on it (see executor/events.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from executor.creating import create_pods
-from executor.effects import Delivery, Effect, RetryLater, failed, gave_up, metadata_of, succeeded_with
+from executor.effects import (
+    Delivery,
+    Effect,
+    RetryLater,
+    failed,
+    gave_up,
+    metadata_of,
+    object_subject,
+    succeeded_with,
+)
 from executor.errors import TransientError, api_status
+from executor.events import build_event, delete_event, event_name, event_namespace, record_pod_events
 from executor.kubeapi import KubeApi
-from executor.resources import CONTROLLER_REVISION, EVENT, KINDS, PATCH_TYPES, POD, Kind
+from executor.resources import CONTROLLER_REVISION, KINDS, PATCH_TYPES, POD, Kind
 from kube import codec
-from kube.core import Event, EventSource
-from kube.meta import ObjectMeta, ObjectReference, Status
-from kube.times import format_time
+from kube.meta import ObjectReference, Status
 from messages.actions import (
     FAILED,
     SUCCEEDED,
+    Action,
     CreateControllerRevision,
     CreatePods,
     DeleteControllerRevision,
     DeletePod,
+    OwnerCheck,
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
@@ -38,6 +53,7 @@ from messages.actions import (
 )
 
 STATUS_UPDATE_RETRIES = 1  # upstream's statusUpdateRetries: one more try after a conflict
+ADOPTERS: Final = ("ReplicaSet", "DaemonSet")  # the kinds an owner_check may name
 
 _json = msgspec.json.Encoder()
 
@@ -59,7 +75,25 @@ async def apply(delivery: Delivery) -> None:
         # a well-formed message whose embedded object is not what its action needs: the reconciler
         # learns of it from a failed result (no call was made)
         effect = Effect(FAILED, reason="BadAction", message=str(exc))
-    await delivery.emit(action.key, effect)
+    await delivery.emit(action.key, effect, subject_of(action))
+    if isinstance(action, DeletePod):
+        await record_pod_events(delivery, action.owner, action.component, action.namespace,
+                                [(action.key, delete_event(effect, action.name))])
+
+
+def subject_of(action: Action) -> str:
+    """The object a single-effect action is on, as ActionResult.subject names it."""
+    if isinstance(action, CreateControllerRevision):
+        return object_subject(action.namespace, metadata_of(bytes(action.revision)).name)
+    if isinstance(action, RecordEvent):
+        try:
+            involved = codec.decode(bytes(action.involved), ObjectReference)
+        except (codec.DecodeError, msgspec.DecodeError):
+            return ""
+        return object_subject(event_namespace(involved, action.namespace), event_name(involved.name, action.key))
+    if isinstance(action, CreatePods):  # each pod's result names its pod
+        return action.namespace
+    return object_subject(action.namespace, action.name)
 
 
 async def _delete_pod(d: Delivery, a: DeletePod) -> Effect:
@@ -86,7 +120,31 @@ async def delete_with_uid(api: KubeApi, kind: Kind, namespace: str, name: str, u
 
 
 async def _patch_pod(d: Delivery, a: PatchPod) -> Effect:
+    if a.owner_check is not None:
+        refused = await recheck_owner(d.api, a.namespace, a.owner_check)
+        if refused is not None:
+            return refused
     return await patch(d.api, POD, a.namespace, a.name, a.patch_type, bytes(a.patch))
+
+
+async def recheck_owner(api: KubeApi, namespace: str, check: OwnerCheck) -> Effect | None:
+    """Upstream's canAdopt for ReplicaSets and DaemonSets: a fresh GET of the owner (never a cache),
+    which must be the same object (uid) and not being deleted. None when it may adopt; else the
+    failure; raises TransientError and Interrupted from the GET."""
+    if check.kind not in ADOPTERS:
+        return Effect(FAILED, reason="BadAction", message=f"owner_check kind {check.kind!r} is not one of "
+                                                          f"{', '.join(ADOPTERS)}")
+    got = await api.call("GET", KINDS[check.kind].path(namespace, check.name))
+    if not got.ok:
+        return failed(api_status(got))
+    fresh = metadata_of(got.data)
+    if fresh.uid != check.uid:
+        return Effect(FAILED, reason="Gone", message=f"original {check.kind} {namespace}/{check.name} is gone: "
+                                                     f"got uid {fresh.uid}, wanted {check.uid}")
+    if fresh.deletion_timestamp:
+        return Effect(FAILED, reason="Deleting", message=f"{namespace}/{check.name} has just been deleted at "
+                                                         f"{fresh.deletion_timestamp}")
+    return None
 
 
 async def _patch_revision(d: Delivery, a: PatchControllerRevision) -> Effect:
@@ -149,25 +207,13 @@ async def _update_status(d: Delivery, a: UpdateStatus) -> Effect:
 
 
 async def _record_event(d: Delivery, a: RecordEvent) -> Effect:
-    """POSTs a core/v1 Event as client-go's legacy recorder makes it. Its name ends in 16 hex digits
-    like upstream's `<name>.<UnixNano in hex>`, but taken from the action's key, so a redelivered
-    event meets AlreadyExists instead of appearing twice."""
+    """POSTs a core/v1 Event as client-go's legacy recorder makes it, through the process's spam filter;
+    named from the action's key, so a redelivered event meets AlreadyExists instead of appearing twice."""
     involved = codec.decode(bytes(a.involved), ObjectReference)
-    namespace = involved.namespace or a.namespace or "default"
-    now = format_time(d.now())
-    event = Event(
-        metadata=ObjectMeta(name=f"{involved.name}.{hashlib.sha256(a.key.encode()).hexdigest()[:16]}",
-                            namespace=namespace),
-        involved_object=involved, reason=a.reason, message=a.message, type=a.type,
-        source=EventSource(component=a.component), reporting_component=a.component,
-        first_timestamp=now, last_timestamp=now, count=1)
-    reply = await d.api.call("POST", EVENT.path(namespace), body=codec.encode(event))
-    if reply.ok:
-        return succeeded_with(SUCCEEDED, reply.status, reply.data)
-    status = api_status(reply)
-    if reply.status == 409 and status.reason == "AlreadyExists":
-        return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
-    return failed(status)
+    now = d.now()
+    event = build_event(involved, namespace=a.namespace, type=a.type, reason=a.reason, message=a.message,
+                        component=a.component, key=a.key, now=now)
+    return await d.events.post(d.api, event, now)
 
 
 async def _set_annotation(d: Delivery, a: SetAnnotation) -> Effect:

@@ -27,6 +27,7 @@ from executor.applying import apply
 from executor.config import ExecutorConfig
 from executor.effects import Delivery, RetryLater
 from executor.errors import Interrupted
+from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from kubus import failpoints
 from kubus.jetstream import Bus
@@ -77,6 +78,7 @@ class Executor:
         self._metrics = metrics
         self._stopping = stopping  # set when run() winds down: API calls then raise Interrupted
         self._now = now
+        self._events = EventRecorder(metrics)  # one spam filter for every delivery of this process
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
@@ -181,7 +183,7 @@ class Executor:
         results = Results(self._bus.js, subjects.result_subject(partition, self._bus.prefix), self._metrics)
         delivery = Delivery(api=self._api, action=action, number=number,
                             final=number >= self._config.max_deliveries, executor=self._config.instance,
-                            report=results.publish, now=self._now)
+                            report=results.publish, now=self._now, events=self._events)
         try:
             await apply(delivery)
         except RetryLater as exc:

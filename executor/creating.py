@@ -10,6 +10,10 @@ Idempotency: the reconciler names each pod from its key and puts the key in the
 `kubus.io/idempotency-key` annotation, so a create that was applied but not answered (a timeout, an
 executor killed before its ack) meets `409 AlreadyExists` on its retry, and a GET showing our key
 makes that a success. A same-named pod with another key is someone else's: a failure.
+
+Events: when the action names its `owner`, each pod's final outcome is recorded on it as upstream's
+RealPodControl.CreatePods does (SuccessfulCreate, or FailedCreate but for NamespaceTerminating), once
+its batch is reported (see executor/events.py).
 """
 
 from __future__ import annotations
@@ -17,8 +21,18 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from executor.effects import Delivery, Effect, RetryLater, failed, gave_up, metadata_of, succeeded_with
+from executor.effects import (
+    Delivery,
+    Effect,
+    RetryLater,
+    failed,
+    gave_up,
+    metadata_of,
+    object_subject,
+    succeeded_with,
+)
 from executor.errors import NAMESPACE_TERMINATING, Interrupted, TransientError, api_status, has_cause
+from executor.events import PodEvent, create_event, record_pod_events
 from executor.resources import POD
 from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
 
@@ -37,19 +51,23 @@ def batch_sizes(count: int, initial: int = SLOW_START_INITIAL_BATCH) -> list[int
 
 
 async def create_pods(delivery: Delivery, action: CreatePods) -> None:
-    """Runs the batches, reporting each pod's result as its batch completes."""
+    """Runs the batches, reporting each pod's result (and recording its event) as its batch completes."""
+    names = [metadata_of(bytes(p.pod)).name for p in action.pods]
     done = 0
     for size in batch_sizes(len(action.pods)):
         batch = action.pods[done:done + size]
+        batch_names = names[done:done + size]
         done += size
         outcomes = await asyncio.gather(*(create_pod(delivery, action.namespace, p) for p in batch),
                                         return_exceptions=True)
         stop, retry, interrupted = False, None, False
-        for pod, outcome in zip(batch, outcomes, strict=True):
+        events: list[tuple[str, PodEvent | None]] = []
+        for pod, name, outcome in zip(batch, batch_names, outcomes, strict=True):
             if isinstance(outcome, TransientError) and delivery.final:
                 outcome = gave_up(outcome)
             if isinstance(outcome, Effect):
-                await delivery.emit(pod.key, outcome)
+                await delivery.emit(pod.key, outcome, object_subject(action.namespace, name))
+                events.append((pod.key, create_event(outcome, name)))
                 stop = stop or (outcome.outcome == FAILED and outcome.reason != NAMESPACE_TERMINATING)
             elif isinstance(outcome, TransientError):
                 retry = outcome
@@ -57,6 +75,7 @@ async def create_pods(delivery: Delivery, action: CreatePods) -> None:
                 interrupted = True
             else:
                 raise outcome
+        await record_pod_events(delivery, action.owner, action.component, action.namespace, events)
         # unfinished pods are not reported: the redelivery decides them, and the ones already
         # created meet AlreadyExists with our key then
         if interrupted:
@@ -65,9 +84,10 @@ async def create_pods(delivery: Delivery, action: CreatePods) -> None:
             raise RetryLater(retry)
         if stop:
             break
-    for pod in action.pods[done:]:
+    for pod, name in zip(action.pods[done:], names[done:], strict=True):
         await delivery.emit(pod.key, Effect(SKIPPED, reason="SlowStartStopped",
-                                            message="not attempted: an earlier batch of this action failed"))
+                                            message="not attempted: an earlier batch of this action failed"),
+                            object_subject(action.namespace, name))
 
 
 async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Effect:
@@ -88,13 +108,14 @@ async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Ef
         got = await api.call("GET", POD.path(namespace, mine.name))
         if not got.ok:
             return Effect(FAILED, 409, "AlreadyExists",
-                          f"{status.message}; reading it back answered {got.status}: {api_status(got).message}")
+                          f"{status.message}; reading it back answered {got.status}: {api_status(got).message}",
+                          api_message=status.message)
         key = metadata_of(got.data).annotations.get(IDEMPOTENCY_ANNOTATION)
         if key == pod.key:
             return succeeded_with(SUCCEEDED, 409, got.data, "AlreadyExists", "created by an earlier attempt")
         return Effect(FAILED, 409, "AlreadyExists", f"{status.message}, and it is not ours "
-                                                    f"({IDEMPOTENCY_ANNOTATION}={key!r})")
+                                                    f"({IDEMPOTENCY_ANNOTATION}={key!r})", api_message=status.message)
     if reply.status == 403 and has_cause(status, NAMESPACE_TERMINATING):
-        return Effect(FAILED, 403, NAMESPACE_TERMINATING, status.message)
+        return Effect(FAILED, 403, NAMESPACE_TERMINATING, status.message, api_message=status.message)
     return failed(status)
 

@@ -4,7 +4,7 @@ An `Effect` is the outcome of one effect on the cluster (one pod of a CreatePods
 single-effect action); `Delivery.emit` turns it into the `ActionResult` that is published. A
 handler either returns (everything reported) or raises `RetryLater` or `Interrupted`: the action
 is unfinished, the effects reported so far are final, and a redelivery re-runs the rest
-idempotently.
+idempotently. Each result names its `subject`, the object the effect was on.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -20,6 +21,9 @@ from executor.kubeapi import KubeApi
 from kube.meta import ObjectMeta, Status
 from kube.times import format_micro_time
 from messages.actions import FAILED, Action, ActionResult
+
+if TYPE_CHECKING:
+    from executor.events import EventRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,13 @@ class Effect:
     message: str = ""
     object_uid: str = ""
     resource_version: str = ""
+    # the API's own message when `message` adds to it (as client-go's error prints it): for events
+    api_message: str = ""
+
+    @property
+    def error(self) -> str:
+        """What upstream's `%v` of the error would print: the API's message."""
+        return self.api_message or self.message
 
 
 class RetryLater(Exception):
@@ -42,12 +53,13 @@ class RetryLater(Exception):
 
 def failed(status: Status) -> Effect:
     """A permanent failure, carrying the API's Status as client-go's errors do."""
-    return Effect(FAILED, status.code, status.reason, status.message)
+    return Effect(FAILED, status.code, status.reason, status.message, api_message=status.message)
 
 
 def gave_up(error: TransientError) -> Effect:
     """A transient failure on the last delivery: reported as failed, with the last answer."""
-    return Effect(FAILED, error.code, error.reason or "Timeout", f"gave up after the last delivery: {error.message}")
+    return Effect(FAILED, error.code, error.reason or "Timeout", f"gave up after the last delivery: {error.message}",
+                  api_message=error.message)
 
 
 class _Object(msgspec.Struct):
@@ -65,6 +77,11 @@ def metadata_of(data: bytes) -> ObjectMeta:
         return _object.decode(data).metadata
     except msgspec.DecodeError:
         return ObjectMeta()
+
+
+def object_subject(namespace: str, name: str) -> str:
+    """An ActionResult's subject: "namespace/name", or "name" for a cluster-scoped object."""
+    return f"{namespace}/{name}" if namespace else name
 
 
 def succeeded_with(outcome: str, code: int, data: bytes, reason: str = "", message: str = "") -> Effect:
@@ -86,15 +103,17 @@ class Delivery:
     executor: str
     report: Report
     now: Callable[[], datetime]
+    events: EventRecorder  # the process's one recorder: its spam filter is shared by every delivery
 
     @property
     def tag(self) -> str:
         return str(type(self.action).__struct_config__.tag)
 
-    async def emit(self, key: str, effect: Effect) -> None:
+    async def emit(self, key: str, effect: Effect, subject: str) -> None:
         action = self.action
         await self.report(ActionResult(
             key=key, action_key=action.key, action=self.tag, decision_id=action.decision_id,
             controller=action.controller, outcome=effect.outcome, code=effect.code, reason=effect.reason,
             message=effect.message, object_uid=effect.object_uid, resource_version=effect.resource_version,
-            executor=self.executor, attempts=self.number, finished_at=format_micro_time(self.now())))
+            executor=self.executor, attempts=self.number, finished_at=format_micro_time(self.now()),
+            subject=subject))

@@ -2,7 +2,8 @@
 
 Names follow controller-runtime and client-go: `kubus_executor_results_total{action,outcome}`,
 `kubus_executor_deliveries_total{disposition}` (acked, redelivered, dead-lettered, abandoned),
-`rest_client_requests_total{method,code}` and `kubus_executor_actions_in_flight`.
+`rest_client_requests_total{method,code}`, `kubus_executor_events_total{outcome}` (events recorded,
+duplicate, dropped by the spam filter, failed) and `kubus_executor_actions_in_flight`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ REDELIVERED = "redelivered"  # NAKed: a transient failure outlasted this deliver
 INTERRUPTED = "interrupted"  # NAKed at shutdown, for another executor to take at once
 DEAD_LETTERED = "dead_lettered"
 
+EVENT_RECORDED = "recorded"
+EVENT_DUPLICATE = "duplicate"  # AlreadyExists: an earlier delivery recorded it
+EVENT_DROPPED = "dropped"  # by the spam filter
+EVENT_FAILED = "failed"  # refused by the API, or it did not answer
+
 
 @dataclass
 class ExecutorMetrics:
     results: Counter[tuple[str, str]] = field(default_factory=Counter)  # (action tag, outcome)
     deliveries: Counter[str] = field(default_factory=Counter)  # disposition
     api_requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (HTTP method, code or "<error>")
+    events: Counter[str] = field(default_factory=Counter)  # outcome
     in_flight: int = 0
 
     def result(self, action: str, outcome: str) -> None:
@@ -33,6 +40,9 @@ class ExecutorMetrics:
     def api_request(self, method: str, code: int) -> None:
         self.api_requests[(method, str(code) if code else "<error>")] += 1
 
+    def event(self, outcome: str) -> None:
+        self.events[outcome] += 1
+
     def snapshot(self) -> dict[str, Any]:
         """Every counter as nested plain dicts, e.g. ``{"results": {"create_pods": {"succeeded": 50}}}``."""
         results: dict[str, dict[str, int]] = {}
@@ -42,4 +52,4 @@ class ExecutorMetrics:
         for (method, code), count in sorted(self.api_requests.items()):
             requests.setdefault(method, {})[code] = count
         return {"results": results, "deliveries": dict(sorted(self.deliveries.items())),
-                "api_requests": requests, "in_flight": self.in_flight}
+                "api_requests": requests, "events": dict(sorted(self.events.items())), "in_flight": self.in_flight}

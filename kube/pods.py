@@ -33,8 +33,10 @@ def get_pod_ready_condition(pod: Pod) -> PodCondition | None:
 
 def is_pod_ready(pod: Pod) -> bool:
     """The Ready condition is present and True."""
-    condition = get_pod_ready_condition(pod)
-    return condition is not None and condition.status == CONDITION_TRUE
+    for condition in pod.status.conditions:  # the loop itself: called for every pod of every sync
+        if condition.type == POD_READY:
+            return condition.status == CONDITION_TRUE
+    return False
 
 
 def is_pod_available(pod: Pod, min_ready_seconds: int, now: datetime) -> bool:

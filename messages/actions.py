@@ -7,7 +7,7 @@ pod; deletes carry the pod's uid as a precondition, so a re-created pod of the s
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeAlias
 
 import msgspec
 
@@ -24,6 +24,19 @@ class _Action(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg"):
     issued_at: str
 
 
+class OwnerCheck(msgspec.Struct, kw_only=True, frozen=True):
+    """The controller a PatchPod adopts for: re-read fresh before the patch (upstream's canAdopt)."""
+
+    kind: str  # "ReplicaSet" | "DaemonSet"
+    name: str  # in the action's namespace
+    uid: str
+
+
+# `msgspec.Raw | None` cannot be used: msgspec 0.22 decodes only `null` into it and rejects any object
+# (msgspec issue #659), so an absent owner is UNSET instead of None, and is left out of the JSON.
+OptionalRaw: TypeAlias = msgspec.Raw | msgspec.UnsetType
+
+
 class PodToCreate(msgspec.Struct, kw_only=True, frozen=True):
     key: str
     pod: msgspec.Raw  # the full Pod body, name included
@@ -34,12 +47,18 @@ class CreatePods(_Action, frozen=True, tag="create_pods"):
 
     namespace: str
     pods: list[PodToCreate]
+    # the controller's ObjectReference (kind, namespace, name, uid, apiVersion, resourceVersion): when
+    # set, each pod's final outcome is recorded as an Event on it, as upstream's RealPodControl does
+    owner: OptionalRaw = msgspec.UNSET
+    component: str = ""  # the events' source component, e.g. "replicaset-controller"
 
 
 class DeletePod(_Action, frozen=True, tag="delete_pod"):
     namespace: str
     name: str
     uid: str
+    owner: OptionalRaw = msgspec.UNSET  # as CreatePods: SuccessfulDelete / FailedDelete events on it
+    component: str = ""
 
 
 class PatchPod(_Action, frozen=True, tag="patch_pod"):
@@ -48,6 +67,8 @@ class PatchPod(_Action, frozen=True, tag="patch_pod"):
     uid: str
     patch_type: str  # "strategic" | "merge" | "json"
     patch: msgspec.Raw
+    # an adoption: the owner is read fresh first, and the patch refused if it is gone or being deleted
+    owner_check: OwnerCheck | None = None
 
 
 class CreateControllerRevision(_Action, frozen=True, tag="create_controller_revision"):
@@ -102,7 +123,7 @@ Action = (CreatePods | DeletePod | PatchPod | CreateControllerRevision | PatchCo
 
 SUCCEEDED: Final = "succeeded"
 FAILED: Final = "failed"
-SKIPPED: Final = "skipped"  # not attempted: slow start stopped after a failed batch
+SKIPPED: Final = "skipped"  # not attempted: slow start stopped after a failed batch, or an event spam-filtered
 
 
 class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", tag="result"):
@@ -121,3 +142,4 @@ class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", t
     executor: str = ""
     attempts: int = 1
     finished_at: str
+    subject: str = ""  # "namespace/name" of the object the effect was on ("name" when cluster-scoped)

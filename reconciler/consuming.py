@@ -4,12 +4,17 @@ Progress lives in SQL, not in NATS: each batch of events commits its decisions, 
 outbox rows and the stream position together, so after a crash the reconciler resumes exactly
 after the last committed event (eventsourcing's "tracking position in the same transaction").
 On start it rebuilds its cache from the compacted KUBUS_STATE stream, then replays KUBUS_EVENTS
-from the lowest committed position; the cache ignores events older than what it holds.
+from the lowest committed position; the cache ignores events older than what it holds, but the
+controllers' expectations still observe them. Once it has caught up, every controller is synced
+(an informer's initial list), and from then on each batch of events is followed by the syncs due.
+The executors' results come in through `record_results`, under the same lock, so expectations
+have one writer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,14 +29,17 @@ from kube.times import format_micro_time
 from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
+from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
+from reconciler.controllers import Controllers, Outcome
 from reconciler.core.expectations import Expectations
-from reconciler.deciding import affected, decide
 from store import decisions as decision_rows
 from store import events as event_rows
 from store import expectations as expectation_rows
+from store import results as result_rows
 from store.outbox import OutboxRow
+from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -63,9 +71,11 @@ class Reconciler:
         self.store = store
         self.clock = clock
         self.cache = Cache()
+        self.controllers = Controllers(self.cache)
         self.caught_up = False
         self.relay_wakeup = asyncio.Event()
-        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
+        self._lock = asyncio.Lock()
 
     # --- bootstrap ---------------------------------------------------------------------------------
     async def bootstrap(self) -> int:
@@ -80,7 +90,8 @@ class Reconciler:
             nonlocal loaded
             try:
                 event = codec.decode_observed(msg.data)
-                if self.cache.apply(event, source_seq(msg)) is not None:
+                change = self.cache.apply(event, source_seq(msg))
+                if change is not None and not change.replayed:
                     loaded += 1
             except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
                 log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
@@ -99,8 +110,12 @@ class Reconciler:
         loaded = await self.bootstrap()
         async with self.store.transaction() as tx:
             positions: dict[int, int] = await tx.positions(CONSUMER)
+            stored = await tx.all_expectations()
+        self.controllers.expectations = {
+            k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in stored.items()}
         start = min(positions.values(), default=0) + 1
-        log.info("cache bootstrapped with %d objects; replaying events from sequence %d", loaded, start)
+        log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
+                 loaded, len(stored), start)
         info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
         target = info.state.last_seq
 
@@ -112,20 +127,51 @@ class Reconciler:
             ordered_consumer=True,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
         if target < start:
-            self.caught_up = True
+            self._caught_up()
         try:
             while True:
-                msgs = [await self._queue.get()]
-                while len(msgs) < BATCH and not self._queue.empty():
-                    msgs.append(self._queue.get_nowait())
-                last = await self._process(msgs, positions)
+                msgs = await self._next_batch()
+                async with self._lock:
+                    last = await self._process(msgs, positions)
                 serving.WORKQUEUE_DEPTH.labels(name="reconciler").set(self._queue.qsize())
-                serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
+                if msgs:
+                    serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
                 if not self.caught_up and last >= target:
-                    self.caught_up = True
+                    self._caught_up()
                     log.info("caught up with the event history at sequence %d", last)
         finally:
             await sub.unsubscribe()
+
+    def _caught_up(self) -> None:
+        self.caught_up = True
+        self.controllers.resync_all()
+        self.kick()
+
+    def kick(self) -> None:
+        """Wakes the loop for syncs that need no new event (results, delayed requeues)."""
+        self._queue.put_nowait(None)
+
+    async def _next_batch(self) -> list[Msg]:
+        """The next events, waiting no longer than until the next sync is due."""
+        timeout: float | None = None
+        if self.caught_up:
+            ready_at = self.controllers.queue.next_ready_at()
+            if len(self.controllers.queue):
+                timeout = 0.0
+            elif ready_at is not None:
+                timeout = max(0.0, (ready_at - self.clock()).total_seconds())
+        first: Msg | None = None
+        if timeout == 0.0:
+            first = None if self._queue.empty() else self._queue.get_nowait()
+        else:
+            with contextlib.suppress(TimeoutError):
+                first = await asyncio.wait_for(self._queue.get(), timeout)
+        msgs = [first] if first is not None else []
+        while len(msgs) < BATCH and not self._queue.empty():
+            msg = self._queue.get_nowait()
+            if msg is not None:
+                msgs.append(msg)
+        return msgs
 
     def _decode(self, msgs: list[Msg], positions: dict[int, int]) -> Batch:
         events: list[tuple[ObservedEvent, int]] = []
@@ -156,12 +202,14 @@ class Reconciler:
             if change is not None:
                 changes.append((change, seq, event.msg_id))
         now = self.clock()
-        async with self.store.transaction() as tx:
-            keys = set(affected(changes))
-            loaded = await tx.load_expectations(keys)
-            expectations = {k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in loaded.items()}
-            outcome = decide(self.cache, changes, expectations, now, format_micro_time(now))
-            await self._commit(tx, batch, outcome, now)
+        self.controllers.observe(changes, now)
+        if self.caught_up:
+            outcome = self.controllers.sync_ready(now, format_micro_time(now))
+        else:
+            outcome = self.controllers.take_changes(Outcome())
+        if batch.events or batch.last_seq or outcome.decisions or outcome.expectations or outcome.expectations_deleted:
+            async with self.store.transaction() as tx:
+                await self._commit(tx, batch, outcome, now)
         if any(d.actions for d in outcome.decisions):
             failpoints.hit("reconciler.after-commit")
         for partition, seq in batch.last_seq.items():
@@ -170,18 +218,14 @@ class Reconciler:
             self.relay_wakeup.set()
         return max(batch.last_seq.values(), default=0)
 
-    async def _commit(self, tx: Any, batch: Batch, outcome: Any, now: datetime) -> None:
+    async def _commit(self, tx: Any, batch: Batch, outcome: Outcome, now: datetime) -> None:
         await tx.record_events([
             event_rows.ObservedEvent(stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type,
                                      namespace=e.namespace, name=e.name, uid=e.uid,
                                      resource_version=e.resource_version,
                                      observed_at=datetime.fromisoformat(e.observed_at.replace("Z", "+00:00")))
             for e, seq in batch.events])
-        if outcome.expectations:
-            await tx.save_expectations([
-                expectation_rows.Expectations(controller_key=k, adds=v.adds, dels=v.dels,
-                                              deletion_keys=frozenset(v.deletion_keys), set_at=v.set_at or now)
-                for k, v in outcome.expectations.items()])
+        await _save_expectations(tx, outcome, now)
         if outcome.decisions:
             ids = await tx.insert_decisions([
                 decision_rows.Decision(
@@ -204,3 +248,24 @@ class Reconciler:
                 await tx.enqueue(rows)
         for partition, seq in batch.last_seq.items():
             await tx.advance(CONSUMER, partition, seq)
+
+    # --- results ------------------------------------------------------------------------------------
+    async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
+        """Stores the executors' results; the ones seen for the first time reach the controllers."""
+        async with self._lock:
+            now = self.clock()
+            async with self.store.transaction() as tx:
+                fresh = set(await result_rows.record(tx.conn, rows, at=now))
+                outcome = self.controllers.results([r for r in results if r.key in fresh], now)
+                await _save_expectations(tx, outcome, now)
+        self.kick()
+
+
+async def _save_expectations(tx: Any, outcome: Outcome, now: datetime) -> None:
+    if outcome.expectations:
+        await tx.save_expectations([
+            expectation_rows.Expectations(controller_key=k, adds=v.adds, dels=v.dels,
+                                          deletion_keys=frozenset(v.deletion_keys), set_at=v.set_at or now)
+            for k, v in outcome.expectations.items()])
+    if outcome.expectations_deleted:
+        await tx.delete_expectations(sorted(outcome.expectations_deleted))

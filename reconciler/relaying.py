@@ -5,9 +5,10 @@ marks them sent only after JetStream acknowledged them. A crash between the publ
 mark republishes the row, and JetStream's de-duplication drops the copy; a crash before the
 publish leaves the row pending for the next scan. Nothing is lost and nothing is doubled.
 
-The recorder stores the executors' results (idempotent on the result key) and acknowledges
-them only after the commit; failed or skipped pod creations lower the controller's
-expectations, as upstream does for creations that will never be observed.
+The recorder hands the executors' results to the reconciler, which stores them (idempotent on
+the result key) and lets its controllers react (failed or skipped creations lower expectations,
+as upstream does for creations that will never be observed); they are acknowledged only after
+that commit.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -25,9 +24,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
-from messages.actions import FAILED, SKIPPED
-from store import expectations as expectation_rows
-from store import results as result_rows
+from messages.actions import ActionResult
 from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.relay")
@@ -61,8 +58,9 @@ async def relay_once(bus: Bus, store: Any) -> int:
     return len(rows)
 
 
-async def record_results(bus: Bus, store: Any,
-                         clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+async def record_results(bus: Bus, recorder: Any) -> None:
+    """Feeds the executors' results to `recorder.record_results` (the reconciler), acking after it
+    committed them."""
     stream = bus.stream(subjects.RESULTS_STREAM)
     sub = await bus.js.pull_subscribe(f"{bus.prefix}.results.>", durable=RESULTS_CONSUMER, stream=stream,
                                       config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000))
@@ -75,8 +73,8 @@ async def record_results(bus: Bus, store: Any,
             log.warning("results consumer paused: %s", exc)
             await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
             continue
+        results: list[ActionResult] = []
         rows: list[ResultRow] = []
-        never_observed: dict[str, str] = {}  # result key -> controller, for creations that did not happen
         for msg in msgs:
             try:
                 result = codec.decode_result(msg.data)
@@ -86,29 +84,14 @@ async def record_results(bus: Bus, store: Any,
                                      headers={"Kubus-Reason": str(exc), "Kubus-Subject": msg.subject})
                 continue
             serving.ACTIONS.labels(action=result.action, outcome=result.outcome).inc()
+            results.append(result)
             rows.append(ResultRow(
                 key=result.key, action_key=result.action_key, decision_id=result.decision_id or None,
                 action=result.action, outcome=result.outcome, code=result.code or None, reason=result.reason,
                 message=result.message, object_uid=result.object_uid or None, executor=result.executor,
                 attempts=result.attempts,
                 finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00"))))
-            if result.action == "create_pods" and result.outcome in (FAILED, SKIPPED):
-                never_observed[result.key] = result.controller
         if rows:
-            async with store.transaction() as tx:
-                await _record(tx, rows, never_observed, clock())
+            await recorder.record_results(results, rows)
         for msg in msgs:
             await msg.ack()
-
-
-async def _record(tx: Any, rows: list[ResultRow], never_observed: dict[str, str], now: datetime) -> None:
-    fresh = await result_rows.record(tx.conn, rows, at=now)
-    # only results seen for the first time lower expectations: a redelivered one must not twice
-    counts = Counter(never_observed[key] for key in fresh if key in never_observed)
-    if not counts:
-        return
-    current = await tx.load_expectations(counts)
-    await tx.save_expectations([
-        expectation_rows.Expectations(controller_key=k, adds=current[k].adds - n, dels=current[k].dels,
-                                      deletion_keys=current[k].deletion_keys, set_at=current[k].set_at)
-        for k, n in counts.items() if k in current])

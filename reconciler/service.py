@@ -20,7 +20,7 @@ async def run_reconciler(bus: Bus, store: Any, health: Health) -> None:
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
              asyncio.create_task(relay(bus, store, reconciler.relay_wakeup), name="outbox-relay"),
-             asyncio.create_task(record_results(bus, store), name="results-recorder")]
+             asyncio.create_task(record_results(bus, reconciler), name="results-recorder")]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:

@@ -52,3 +52,13 @@ async def load(conn: AsyncConnection, keys: Iterable[str]) -> dict[str, Expectat
                                        deletion_keys=frozenset(r.deletion_keys), set_at=r.set_at)
         for r in rows
     }
+
+
+async def load_all(conn: AsyncConnection) -> dict[str, Expectations]:
+    """Every controller's expectations: what a starting reconciler holds in memory."""
+    rows = await conn.execute(sa.select(t))
+    return {
+        r.controller_key: Expectations(controller_key=r.controller_key, adds=r.adds, dels=r.dels,
+                                       deletion_keys=frozenset(r.deletion_keys), set_at=r.set_at)
+        for r in rows
+    }

@@ -55,6 +55,9 @@ class Transaction:
     async def load_expectations(self, keys: Iterable[str]) -> dict[str, Expectations]:
         return await expectations.load(self.conn, keys)
 
+    async def all_expectations(self) -> dict[str, Expectations]:
+        return await expectations.load_all(self.conn)
+
     async def save_expectations(self, rows: Iterable[Expectations]) -> None:
         await expectations.save(self.conn, rows)
 

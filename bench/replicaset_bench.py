@@ -1,0 +1,205 @@
+"""The ReplicaSet controller: the cost of one sync, and a 0 -> 10,000 -> 0 scale end to end.
+
+    .venv/bin/python -m bench.replicaset_bench sync            # one syncReplicaSet over 1,000 / 10,000 pods
+    .venv/bin/python -m bench.replicaset_bench scale           # 0 -> 10,000 -> 0 through the pipeline
+    .venv/bin/python -m bench.replicaset_bench scale --pods 2000
+
+sync: a cache holding one ReplicaSet and N of its Running, Ready pods spread over 100 nodes. Timed:
+the steady state (nothing to do, status unchanged), a scale-down to N/2 that ranks all N pods with
+upstream's ActivePodsWithRanks, and a scale-up from N/2 to N (N/2 creates capped at burst 500,
+pod bodies built from the template). Median of repeated runs, in this process.
+
+scale: a `kubus sim` (100 nodes of 110 pods, kubelet delay 0), an embedded nats-server, and
+`kubus ingest`, `kubus reconcile` and `kubus execute` as processes (SQLite store, client rate
+limiter off: --qps 0). A ReplicaSet with 0 replicas is created, scaled to N through /scale, and
+the time until its status shows N available is measured; then back to 0, until status shows 0
+replicas. The baseline is the event-pipeline benchmark's bare client (aiohttp, 16 requests in
+flight, pre-encoded bodies) creating N pods in a fresh sim of the same kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from bench.loadgen import machine, pod_body, post_all, start_sim
+from kube import codec
+from kube.testing import pod, replicaset
+from kubus.natsserver import EmbeddedNats
+from messages.observed import ADDED, ObservedEvent
+from reconciler.cache import Cache
+from reconciler.controllers import Controllers
+from reconciler.core.replicaset.sync import sync_replicaset
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+SIM_FLAGS = ("--nodes", "100", "--kubelet-delay", "0")
+
+
+# --- sync ---------------------------------------------------------------------------------------
+def _event(obj: Any, kind: str, seq: int) -> ObservedEvent:
+    return ObservedEvent(kind=kind, type=ADDED, namespace=obj.metadata.namespace, name=obj.metadata.name,
+                         uid=obj.metadata.uid, resource_version=str(seq), observed_at="2026-11-22T12:00:00.000000Z",
+                         ingest="bench", object=msgspec.Raw(codec.encode(obj)))
+
+
+def cache_with(pods: int, replicas: int) -> Cache:
+    cache = Cache()
+    rs = replicaset("web").ns("bench").selector(app="web").template_labels(app="web").build()
+    rs = msgspec.structs.replace(rs, spec=msgspec.structs.replace(rs.spec, replicas=replicas))
+    cache.apply(_event(rs, "ReplicaSet", 1), 1)
+    for i in range(pods):
+        p = (pod(f"web-{i:05d}").ns("bench").labels(app="web").owned_by(rs).on_node(f"node-{i % 100}")
+             .phase("Running").ready(NOW - timedelta(seconds=30 + i)).created(NOW - timedelta(seconds=60 + i))
+             .build())
+        cache.apply(_event(p, "Pod", i + 2), i + 2)
+    return cache
+
+
+def timed(fn: Callable[[], Any], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def bench_sync(sizes: list[int], runs: int) -> None:
+    print(f"machine: {machine()}")
+    for n in sizes:
+        steady = cache_with(n, n)
+        rs = steady.named("ReplicaSet", "bench", "web")
+        # the steady state with the status already right, as after convergence
+        plan = sync_replicaset("ReplicaSet/bench/web", steady, None, None, NOW, "k")
+        assert plan.status is not None
+        steady.objects["ReplicaSet"][rs.metadata.uid] = msgspec.structs.replace(rs, status=plan.status)
+        t_steady = timed(lambda c=steady: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+        down = cache_with(n, n // 2)
+        check = sync_replicaset("ReplicaSet/bench/web", down, None, None, NOW, "k")
+        assert len(check.deletes) == min(n // 2, 500), len(check.deletes)
+        t_down = timed(lambda c=down: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+        up = cache_with(n // 2, n)
+        t_up = timed(lambda c=up: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+
+        def engine(c: Cache = down) -> None:
+            controllers = Controllers(c)
+            controllers.queue.add("ReplicaSet/bench/web")
+            controllers.sync_ready(NOW, "2026-11-22T12:00:00.000000Z")
+
+        t_engine = timed(engine, runs)
+        target = 5.0 if n <= 1000 else 50.0
+        print(f"{n:>6,} pods: steady {t_steady:6.2f} ms | scale-down ranking all {n:,} pods {t_down:6.2f} ms "
+              f"(target < {target:.0f} ms, ratio {t_down / target:.2f}) | scale-up {t_up:6.2f} ms | "
+              f"scale-down with actions built {t_engine:6.2f} ms  (median of {runs})")
+
+
+# --- scale --------------------------------------------------------------------------------------
+async def _json(session: aiohttp.ClientSession, method: str, url: str, body: Any = None,
+                content_type: str = "application/json") -> Any:
+    data = None if body is None else msgspec.json.encode(body)
+    async with session.request(method, url, data=data, headers={"Content-Type": content_type}) as resp:
+        payload = await resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {url}: {resp.status} {payload[:300]!r}")
+        return msgspec.json.decode(payload)
+
+
+async def _wait_status(session: aiohttp.ClientSession, url: str, done: Callable[[dict[str, Any]], bool],
+                       procs: list[subprocess.Popen[bytes]], timeout: float) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        status = (await _json(session, "GET", url)).get("status", {})
+        if done(status):
+            return time.perf_counter() - start
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a kubus service exited during the benchmark")
+        await asyncio.sleep(0.05)  # polling the API for the figure; the services run meanwhile
+    raise RuntimeError(f"no convergence within {timeout} s; last status {status}")
+
+
+async def bench_scale(pods: int) -> None:
+    print(f"machine: {machine()}")
+    sim = start_sim(*SIM_FLAGS)
+    workdir = Path(tempfile.mkdtemp(prefix="kubus-bench-rs-"))
+    server = EmbeddedNats(workdir / "nats")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        nats_url = await server.start()
+        for service in ("ingest", "reconcile", "execute"):
+            log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
+                 "--data-dir", str(workdir / "data"), "--kubeconfig", str(sim.kubeconfig), "--metrics-port", "0",
+                 "--qps", "0", "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ}))
+        base = f"{sim.url}/apis/apps/v1/namespaces/default/replicasets"
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+              "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}}
+        async with aiohttp.ClientSession() as session:
+            await _json(session, "POST", base, rs)
+            await _wait_status(session, f"{base}/web", lambda s: s.get("observedGeneration", 0) >= 1, procs, 120)
+            scale = {"spec": {"replicas": pods}}
+            await _json(session, "PATCH", f"{base}/web/scale", scale, "application/merge-patch+json")
+            up = await _wait_status(session, f"{base}/web", lambda s: s.get("availableReplicas", 0) == pods,
+                                    procs, 600)
+            await _json(session, "PATCH", f"{base}/web/scale", {"spec": {"replicas": 0}},
+                        "application/merge-patch+json")
+            down = await _wait_status(session, f"{base}/web", lambda s: s.get("replicas", -1) == 0, procs, 600)
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+        procs.clear()
+    finally:
+        for p in procs:
+            p.kill()
+        await server.stop()
+        sim.stop()
+    bare = start_sim(*SIM_FLAGS)
+    try:
+        bodies = [pod_body(f"bare-{i:06d}") for i in range(pods)]
+        bare_seconds, failures = await post_all(bare.url, "/api/v1/namespaces/default/pods", bodies)
+        assert failures == 0, failures
+    finally:
+        bare.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    print(f"kubus: 0 -> {pods:,} available in {up:.1f} s ({pods / up:,.0f} pods/s; target <= 30 s, ratio "
+          f"{up / 30:.2f}); {pods:,} -> 0 in {down:.1f} s")
+    print(f"bare client creating {pods:,} pods (16 in flight): {bare_seconds:.1f} s ({pods / bare_seconds:,.0f} "
+          f"pods/s); kubus / bare throughput {bare_seconds / up:.2f} (target >= 0.5)")
+    print("kube-controller-manager at its default 20 requests/s would need "
+          f">= {pods / 20:,.0f} s for the creates alone")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", choices=("sync", "scale"))
+    parser.add_argument("--pods", type=int, default=10_000, help="scale: the replica count to reach")
+    parser.add_argument("--runs", type=int, default=20, help="sync: runs per figure")
+    args = parser.parse_args()
+    if args.part == "sync":
+        bench_sync([1_000, 10_000], args.runs)
+    else:
+        import uvloop
+
+        uvloop.run(bench_scale(args.pods))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""The controllers inside the reconciler: event handlers -> work queue -> syncs -> decisions.
+
+`Controllers` is synchronous and does no I/O: the reconciler's shell feeds it the cache changes
+of each batch and the executors' results, asks it for the syncs that are due, and commits what
+it returns (decisions with their actions, expectations) in one transaction. It keeps what
+upstream keeps in memory (the work queue with its backoff, the last API error per controller,
+the status write in flight); expectations are also persisted, so a restart never acts twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from kube.apps import ReplicaSet, ReplicaSetStatus
+from messages.actions import FAILED, SKIPPED, SUCCEEDED, Action, ActionResult, CreatePods, PodToCreate
+from reconciler.cache import Cache, Change, Namespace
+from reconciler.core import standin
+from reconciler.core.expectations import Expectations
+from reconciler.core.replicaset import handlers as rs_handlers
+from reconciler.core.replicaset.sync import sync_replicaset
+from reconciler.core.view import Wakeups
+from reconciler.core.workqueue import WorkQueue
+from reconciler.replicaset_actions import plan_actions
+
+log = logging.getLogger("kubus.reconciler")
+
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+IGNORED_RELEASE_CODES = (404, 422)  # the pod is gone, or no longer has our reference: nothing to do
+
+
+@dataclass
+class Decided:
+    controller_key: str
+    controller_kind: str
+    namespace: str
+    correlation_id: str
+    stream_seq: int
+    trigger: str | None
+    summary: dict[str, Any]
+    duration_ms: float
+    actions: list[Action] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    decisions: list[Decided] = field(default_factory=list)
+    expectations: dict[str, Expectations] = field(default_factory=dict)  # changed ones, to save
+    expectations_deleted: set[str] = field(default_factory=set)
+
+
+class _StatusOverlay:
+    """The cache, with a ReplicaSet's status replaced by the one last written when the watch has
+    not shown that write yet (so a sync does not write the same status twice)."""
+
+    def __init__(self, cache: Cache, written: dict[str, tuple[int, ReplicaSetStatus]]):
+        self._cache = cache
+        self._written = written
+
+    def named(self, kind: str, namespace: str, name: str) -> Any:
+        obj = self._cache.named(kind, namespace, name)
+        if isinstance(obj, ReplicaSet):
+            written = self._written.get(rs_handlers.controller_key(namespace, name))
+            if written is not None and _rv(obj.metadata.resource_version) < written[0]:
+                return msgspec.structs.replace(obj, status=written[1])
+        return obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
+
+
+def _rv(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+class Controllers:
+    def __init__(self, cache: Cache, expectations: dict[str, Expectations] | None = None) -> None:
+        self.cache = cache
+        self.expectations: dict[str, Expectations] = dict(expectations or {})
+        self.queue = WorkQueue()
+        self.errors: dict[str, str] = {}  # the last API error of a controller's actions, for its next sync
+        self.status_in_flight: dict[str, tuple[str, ReplicaSetStatus]] = {}  # key -> (action key, status)
+        self.written: dict[str, tuple[int, ReplicaSetStatus]] = {}  # key -> (resourceVersion, status)
+        self.triggers: dict[str, str] = {}  # key -> the event that last enqueued it
+        self.last_seq = 0
+        self._changed: set[str] = set()
+        self._deleted: set[str] = set()
+
+    # --- handlers -----------------------------------------------------------------------------------
+    def observe(self, changes: list[tuple[Change, int, str]], now: datetime) -> None:
+        for change, seq, msg_id in changes:
+            self.last_seq = max(self.last_seq, seq)
+            wakeups = Wakeups()
+            if change.kind == "ReplicaSet":
+                rs_handlers.on_replicaset(change, wakeups)
+            elif change.kind == "Pod":
+                rs_handlers.on_pod(change, self.cache, wakeups)
+                _standin_pod(change, wakeups)
+            elif change.kind == "Namespace" and not change.replayed:
+                wakeups.enqueue.append(standin.controller_key(change.name))
+            self._wake(wakeups, msg_id, now)
+
+    def _wake(self, wakeups: Wakeups, trigger: str, now: datetime) -> None:
+        for key in wakeups.creations_observed:
+            if (current := self.expectations.get(key)) is not None:
+                self._set(key, current.creation_observed())
+        for key, pod_key in wakeups.deletions_observed:
+            if (current := self.expectations.get(key)) is not None:
+                self._set(key, current.deletion_observed(pod_key))
+        for key in wakeups.expectations_deleted:
+            self._drop(key)
+        for key in wakeups.enqueue:
+            self.queue.add(key)
+            self.triggers[key] = trigger
+        for key, delay in wakeups.enqueue_after:
+            self.queue.add_after(key, delay, now)
+            self.triggers[key] = trigger
+
+    def resync_all(self) -> None:
+        """What an informer's initial list does: every controller is synced once."""
+        for rs in sorted(self.cache.all("ReplicaSet"), key=lambda r: (r.metadata.namespace, r.metadata.name)):
+            self.queue.add(rs_handlers.controller_key(rs.metadata.namespace, rs.metadata.name))
+        for ns in self.cache.all("Namespace"):
+            if isinstance(ns, Namespace) and standin.ANNOTATION in ns.annotations:
+                self.queue.add(standin.controller_key(ns.name))
+
+    def _set(self, key: str, value: Expectations) -> None:
+        self.expectations[key] = value
+        self._changed.add(key)
+        self._deleted.discard(key)
+
+    def _drop(self, key: str) -> None:
+        if self.expectations.pop(key, None) is not None:
+            self._deleted.add(key)
+        self._changed.discard(key)
+
+    def take_changes(self, outcome: Outcome) -> Outcome:
+        outcome.expectations = {k: self.expectations[k] for k in sorted(self._changed)}
+        outcome.expectations_deleted = set(self._deleted)
+        self._changed.clear()
+        self._deleted.clear()
+        return outcome
+
+    # --- syncs --------------------------------------------------------------------------------------
+    def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
+        outcome = Outcome()
+        for key in self.queue.pop_ready(now):
+            started = time.perf_counter()
+            correlation = f"{key}@{self.last_seq}~{int(now.timestamp() * 1_000_000)}"
+            decided: Decided | None
+            if key.startswith(rs_handlers.PREFIX):
+                decided = self._sync_replicaset(key, correlation, now, now_iso)
+            else:
+                decided = self._sync_standin(key, correlation, now, now_iso)
+            if decided is not None:
+                decided.duration_ms = (time.perf_counter() - started) * 1000
+                outcome.decisions.append(decided)
+        return self.take_changes(outcome)
+
+    def _sync_replicaset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
+        error = self.errors.pop(key, None)
+        plan = sync_replicaset(key, _StatusOverlay(self.cache, self.written), self.expectations.get(key), error,
+                               now, correlation)
+        namespace, _ = rs_handlers.split_key(key)
+        decided = Decided(key, rs_handlers.KIND, namespace, correlation, self.last_seq, self.triggers.pop(key, None),
+                          dict(plan.explain), 0.0)
+        if plan.rs is None:
+            self._drop(key)
+            self.errors.pop(key, None)
+            self.status_in_flight.pop(key, None)
+            self.written.pop(key, None)
+            self.queue.forget(key)
+            return decided
+        if plan.expectations is not None:
+            self._set(key, plan.expectations)
+        if error is None:
+            self.queue.forget(key)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after, now)
+        write_status = plan.status is not None and key not in self.status_in_flight
+        if plan.status is not None and not write_status and error is not None:
+            self.errors[key] = error  # the condition it calls for is written with the next status
+        decided.actions = plan_actions(plan, correlation, now_iso, write_status)
+        if write_status and plan.status is not None:
+            self.status_in_flight[key] = (f"{correlation}/status", plan.status)
+        for bad in plan.warnings:
+            log.error("ReplicaSet %s: %s (field %s)", key[len(rs_handlers.PREFIX):], bad.message, bad.field)
+        decided.summary.update({
+            "creates": len(plan.creates), "deletes": [p.metadata.name for p in plan.deletes],
+            "adopt": [p.metadata.name for p in plan.adopt], "release": [p.metadata.name for p in plan.release],
+            "status": None if plan.status is None else msgspec.to_builtins(plan.status),
+            "status_written": write_status, "manage_error": plan.manage_error,
+            "warnings": [{"reason": b.reason, "message": b.message, "field": b.field} for b in plan.warnings],
+        })
+        if plan.warnings:
+            decided.summary["error"] = plan.warnings[0].message
+            decided.summary["field"] = plan.warnings[0].field
+        return decided
+
+    def _sync_standin(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided | None:
+        namespace = key.split("/", 1)[1]
+        ns = next((n for n in self.cache.all("Namespace") if isinstance(n, Namespace) and n.name == namespace), None)
+        if ns is None or ns.deleting or standin.ANNOTATION not in ns.annotations:
+            return None
+        trigger = self.triggers.pop(key, None)
+        try:
+            plan = standin.plan(namespace, ns.annotations, self.cache.in_namespace("Pod", namespace),
+                                self.expectations.get(key, Expectations()), now, correlation)
+        except ValueError as exc:
+            return Decided(key, "StandIn", namespace, correlation, self.last_seq, trigger,
+                           {"error": str(exc), "field": f"metadata.annotations[{standin.ANNOTATION}]"}, 0.0)
+        decided = Decided(key, "StandIn", namespace, correlation, self.last_seq, trigger,
+                          {"desired": plan.desired, "active": plan.active, "reason": plan.reason,
+                           "creates": [k for k, _ in plan.creates]}, 0.0)
+        if plan.creates:
+            decided.actions.append(CreatePods(
+                key=f"{correlation}/create", decision_id=0, controller=key, issued_at=now_iso, namespace=namespace,
+                pods=[PodToCreate(key=k, pod=msgspec.Raw(msgspec.json.encode(body))) for k, body in plan.creates]))
+        if plan.expectations is not None:
+            self._set(key, plan.expectations)
+        return decided
+
+    # --- results ------------------------------------------------------------------------------------
+    def results(self, results: list[ActionResult], now: datetime) -> Outcome:
+        """What the executors report: expectations that will never be met, errors, requeues."""
+        for result in results:
+            key = result.controller
+            if result.action == "create_pods" and result.outcome in (FAILED, SKIPPED):
+                if result.reason == NAMESPACE_TERMINATING:
+                    continue  # upstream counts it a success: the namespace is going away
+                if (current := self.expectations.get(key)) is not None:
+                    self._set(key, current.lowered(adds=1))
+                if result.outcome == FAILED:
+                    self._failed(key, result.message, now)
+            elif result.action == "delete_pod" and result.outcome == FAILED:
+                if (current := self.expectations.get(key)) is not None:
+                    self._set(key, current.deletion_observed(result.subject or None))
+                self._failed(key, f"unable to delete pods: {result.message}", now)
+            elif result.action == "patch_pod" and result.outcome == FAILED:
+                if result.code not in IGNORED_RELEASE_CODES:
+                    self.queue.add_rate_limited(key, now)  # a claim that failed: try again later
+            elif result.action == "update_status":
+                self._status_result(key, result, now)
+        return self.take_changes(Outcome())
+
+    def _failed(self, key: str, message: str, now: datetime) -> None:
+        self.errors.setdefault(key, message)  # the first error, as manageReplicas returns
+        self.queue.add_rate_limited(key, now)
+
+    def _status_result(self, key: str, result: ActionResult, now: datetime) -> None:
+        in_flight = self.status_in_flight.get(key)
+        if in_flight is None or in_flight[0] != result.action_key:
+            return
+        del self.status_in_flight[key]
+        if result.outcome == SUCCEEDED:
+            self.written[key] = (_rv(result.resource_version), in_flight[1])
+            self.queue.add(key)  # anything that changed while the write was in flight
+        else:
+            self.queue.add_rate_limited(key, now)
+
+
+def _standin_pod(change: Change, wakeups: Wakeups) -> None:
+    pod = change.new if change.new is not None else change.old
+    if pod is None or (pod.metadata.labels or {}).get(standin.LABEL) != change.namespace:
+        return
+    key = standin.controller_key(change.namespace)
+    if change.new is not None and change.old is None and change.type in ("ADDED", "RELISTED"):
+        wakeups.creations_observed.append(key)
+    elif change.new is None:
+        wakeups.deletions_observed.append((key, f"{change.namespace}/{change.name}"))
+    if not change.replayed:
+        wakeups.enqueue.append(key)

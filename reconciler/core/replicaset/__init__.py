@@ -1,0 +1,1 @@
+"""The ReplicaSet controller's pure core: event handlers, syncReplicaSet and calculateStatus."""

@@ -1,0 +1,157 @@
+"""syncReplicaSet as a pure function: (cache view, expectations, last error, clock) -> a plan.
+
+The plan holds what upstream would do through the API in the same sync: the adoption and release
+patches of claimPods, the creates (at most burstReplicas, in one action the executor runs in
+slow-start batches) or the deletes chosen by upstream's ranking, the expectations that keep the
+next syncs from acting twice, the status to write if anything changed, and when to sync again.
+
+API errors reach it one sync late: the executor reports a failed create or delete, the reconciler
+keeps the error for the ReplicaSet and requeues it with backoff, and the next sync sets the
+ReplicaFailure condition from that error (upstream does it in the sync that saw the error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import msgspec
+
+from kube.apps import ReplicaSet, ReplicaSetStatus
+from kube.core import Pod
+from kube.labels import SelectorError, selector_from_label_selector
+from kube.ownership import get_controller_of, new_controller_ref
+from kube.pods import is_pod_active, is_pod_terminating, pod_key
+from reconciler.core.claiming import claim_pods, filter_claimed
+from reconciler.core.expectations import Expectations, expect
+from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
+from reconciler.core.ranking import get_pods_to_delete
+from reconciler.core.replicaset.handlers import API_VERSION, KIND, split_key
+from reconciler.core.replicaset.status import calculate_status, min_next_availability_check, needs_write, replicas_of
+from reconciler.core.view import CacheView
+
+BURST_REPLICAS: Final = 500
+COMPONENT: Final = "replicaset-controller"
+
+
+@dataclass
+class BadInput:
+    """A Warning Event for the ReplicaSet and a log line: bad input named by its field."""
+
+    reason: str
+    message: str
+    field: str
+
+
+@dataclass
+class Plan:
+    key: str
+    rs: ReplicaSet | None = None  # None: the ReplicaSet is gone and its expectations go too
+    needs_sync: bool = False
+    diff: int = 0
+    creates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (idempotency key, pod body)
+    deletes: list[Pod] = field(default_factory=list)
+    adopt: list[Pod] = field(default_factory=list)
+    release: list[Pod] = field(default_factory=list)
+    expectations: Expectations | None = None  # new expectations to save, when they change
+    status: ReplicaSetStatus | None = None  # to write, observedGeneration set
+    manage_error: str | None = None  # the error the status reports (ReplicaFailure)
+    requeue_after: timedelta | None = None
+    warnings: list[BadInput] = field(default_factory=list)
+    explain: dict[str, Any] = field(default_factory=dict)
+
+
+def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None, manage_error: str | None,
+                    now: datetime, key_base: str, burst: int = BURST_REPLICAS,
+                    terminating_replicas: bool = True) -> Plan:
+    """One sync of `key` ("ReplicaSet/namespace/name"); `key_base` makes its idempotency keys unique."""
+    namespace, name = split_key(key)
+    plan = Plan(key)
+    rs = view.named(KIND, namespace, name)
+    if not isinstance(rs, ReplicaSet):
+        plan.explain = {"reason": "deleted: expectations dropped"}
+        return plan
+    plan.rs = rs
+    plan.needs_sync = expectations is None or expectations.satisfied(now)
+    try:
+        selector = selector_from_label_selector(rs.spec.selector)
+    except SelectorError as exc:
+        # upstream logs and gives up on this ReplicaSet until it changes; kubus also says so in an Event
+        plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
+        plan.explain = {"reason": "invalid selector", "error": str(exc)}
+        return plan
+    pods = view.owned_or_orphans("Pod", namespace, rs.metadata.uid)
+    claim = claim_pods(rs.metadata, selector, [p for p in pods if is_pod_active(p)])
+    plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
+    active = claim.claimed
+    terminating = (filter_claimed(rs.metadata, selector, [p for p in pods if is_pod_terminating(p)])
+                   if terminating_replicas else None)
+    replicas = replicas_of(rs)
+    plan.diff = len(active) - replicas
+    if plan.needs_sync and rs.metadata.deletion_timestamp is None:
+        manage_error = _manage(plan, rs, active, view, expectations, manage_error, now, key_base, burst) \
+            or manage_error
+    plan.manage_error = manage_error
+    status = calculate_status(rs, active, terminating, manage_error, now)
+    if needs_write(rs, status):
+        plan.status = msgspec.structs.replace(status, observed_generation=rs.metadata.generation)
+    if manage_error is None and rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
+        # a last line of defence against clock skew: look again when the next pod turns available
+        plan.requeue_after = (min_next_availability_check(active, rs.spec.min_ready_seconds, now)
+                              or timedelta(seconds=rs.spec.min_ready_seconds))
+    plan.explain.update({"replicas": replicas, "active": len(active), "diff": plan.diff,
+                         "needs_sync": plan.needs_sync})
+    return plan
+
+
+def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expectations: Expectations | None,
+            manage_error: str | None, now: datetime, key_base: str, burst: int) -> str | None:
+    """manageReplicas; returns an error known without calling the API (a template without labels)."""
+    if plan.diff < 0:
+        count = min(-plan.diff, burst)
+        if not rs.spec.template.metadata.labels:
+            # createPods refuses before any call: every create is "skipped", so nothing is expected
+            plan.expectations = expect(0, 0, now)
+            plan.explain["reason"] = f"cannot create {count} pods: {NO_LABELS_ERROR}"
+            return NO_LABELS_ERROR
+        factory = PodFactory(rs.spec.template, rs.metadata.name, new_controller_ref(rs.metadata, API_VERSION, KIND),
+                             rs.metadata.namespace)
+        plan.creates = [(k, factory.body(k)) for k in (f"{key_base}/create/{i}" for i in range(count))]
+        plan.expectations = expect(count, 0, now)
+        plan.explain["reason"] = f"too few replicas: creating {count}"
+    elif plan.diff > 0:
+        count = min(plan.diff, burst)
+        related = indirectly_related_pods(rs, view)
+        # by name first: pods the ranking deems equal keep this order, the same in every replay
+        plan.deletes = get_pods_to_delete(sorted(active, key=_name), related, count, now)
+        plan.expectations = expect(0, len(plan.deletes), now, frozenset(pod_key(p) for p in plan.deletes))
+        plan.explain["reason"] = f"too many replicas: deleting {count}"
+        plan.explain["deleting"] = [p.metadata.name for p in plan.deletes]
+    else:
+        plan.explain["reason"] = "replicas match"
+    return None
+
+
+def _name(pod: Pod) -> str:
+    return pod.metadata.name
+
+
+def indirectly_related_pods(rs: ReplicaSet, view: CacheView) -> list[Pod]:
+    """getIndirectlyRelatedPods: pods of every ReplicaSet sharing this one's controller (none if unowned)."""
+    ref = get_controller_of(rs.metadata)
+    if ref is None:
+        return []
+    seen: set[str] = set()
+    related: list[Pod] = []
+    siblings = sorted(view.controlled_by(KIND, ref.uid), key=lambda r: r.metadata.name)
+    for sibling in siblings:
+        try:
+            selector = selector_from_label_selector(sibling.spec.selector)
+        except SelectorError:
+            continue
+        for pod in sorted(view.in_namespace("Pod", sibling.metadata.namespace), key=lambda p: p.metadata.name):
+            if pod.metadata.uid not in seen and selector.matches(pod.metadata.labels):
+                seen.add(pod.metadata.uid)
+                related.append(pod)
+    return related

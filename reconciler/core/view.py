@@ -1,0 +1,32 @@
+"""What the controllers' pure core may read from the reconciler's cache, and the work it hands back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+
+class CacheView(Protocol):
+    """Read-only lookups over the informer-like cache (reconciler.cache.Cache implements it)."""
+
+    def named(self, kind: str, namespace: str, name: str) -> Any: ...
+
+    def in_namespace(self, kind: str, namespace: str) -> list[Any]: ...
+
+    def controlled_by(self, kind: str, controller_uid: str) -> list[Any]: ...
+
+    def owned_or_orphans(self, kind: str, namespace: str, controller_uid: str) -> list[Any]: ...
+
+    def all(self, kind: str) -> list[Any]: ...
+
+
+@dataclass
+class Wakeups:
+    """What event handlers ask for: keys to sync now or later, and expectations to lower."""
+
+    enqueue: list[str] = field(default_factory=list)
+    enqueue_after: list[tuple[str, timedelta]] = field(default_factory=list)
+    creations_observed: list[str] = field(default_factory=list)  # one entry per observed creation
+    deletions_observed: list[tuple[str, str]] = field(default_factory=list)  # (key, "ns/name" of the pod)
+    expectations_deleted: list[str] = field(default_factory=list)

@@ -1,0 +1,176 @@
+"""PatchPod with an owner_check against the sim: upstream's canAdopt (RecheckDeletionTimestamp) before adopting."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import pytest
+
+from kubus.jetstream import Bus
+from messages.actions import FAILED, SUCCEEDED, OwnerCheck, PatchPod
+from tests.executor.builders import envelope, pod, raw
+from tests.executor.conftest import Running, publish, results_for
+from tests.simulation import SimProcess
+
+Start = Callable[..., AbstractAsyncContextManager[Running]]
+
+PLURALS = {"ReplicaSet": "replicasets", "DaemonSet": "daemonsets"}
+
+
+async def _call(sim: SimProcess, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> Any:
+    code, got = await asyncio.to_thread(sim.request, method, path, body, content_type)
+    assert 200 <= code < 300, (code, got)
+    return got
+
+
+async def _owner(sim: SimProcess, namespace: str, kind: str, name: str = "web",
+                 finalizers: list[str] | None = None) -> dict[str, Any]:
+    labels = {"app": name}
+    spec: dict[str, Any] = {"selector": {"matchLabels": labels},
+                            "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                                {"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}
+    if kind == "ReplicaSet":
+        spec["replicas"] = 0
+    meta: dict[str, Any] = {"name": name}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    created: dict[str, Any] = await _call(sim, "POST", f"/apis/apps/v1/namespaces/{namespace}/{PLURALS[kind]}",
+                                          {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec})
+    return created
+
+
+def _adopt(namespace: str, target: dict[str, Any], kind: str, name: str, uid: str, key: str = "adopt-1",
+           **overrides: Any) -> PatchPod:
+    """The patch upstream's ControllerRefManager sends (ownerRefControllerPatch), with the owner to recheck."""
+    pod_uid = target["metadata"]["uid"]
+    patch = {"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+                                               "controller": True, "blockOwnerDeletion": True}],
+                          "uid": pod_uid}}
+    fields: dict[str, Any] = {"namespace": namespace, "name": target["metadata"]["name"], "uid": pod_uid,
+                              "patch_type": "strategic", "patch": raw(patch),
+                              "owner_check": OwnerCheck(kind=kind, name=name, uid=uid)}
+    return PatchPod(**envelope(key), **{**fields, **overrides})
+
+
+async def _owner_references(sim: SimProcess, namespace: str, name: str) -> list[dict[str, Any]]:
+    got = await _call(sim, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    refs: list[dict[str, Any]] = got["metadata"].get("ownerReferences", [])
+    return refs
+
+
+@pytest.mark.parametrize("kind", ["ReplicaSet", "DaemonSet"])
+async def test_a_live_owner_adopts(bus: Bus, sim: SimProcess, namespace: str, executor: Start, kind: str) -> None:
+    """A fresh GET finds the same, undeleted owner: the patch is applied."""
+    owner = await _owner(sim, namespace, kind)
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    async with executor() as running:
+        await publish(bus, _adopt(namespace, target, kind, "web", owner["metadata"]["uid"]))
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.code, result.subject) == (SUCCEEDED, 200, f"{namespace}/web-0")
+    assert result.object_uid == target["metadata"]["uid"]
+    assert requests == {"GET": {"200": 1}, "PATCH": {"200": 1}}
+    [ref] = await _owner_references(sim, namespace, "web-0")
+    assert (ref["kind"], ref["uid"], ref["controller"]) == (kind, owner["metadata"]["uid"], True)
+
+
+async def test_a_replaced_owner_does_not_adopt(bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    """The name now belongs to another ReplicaSet: refused with upstream's message, and no PATCH is sent."""
+    owner = await _owner(sim, namespace, "ReplicaSet")
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    async with executor() as running:
+        await publish(bus, _adopt(namespace, target, "ReplicaSet", "web", "an-older-uid"))
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.reason, result.subject) == (FAILED, "Gone", f"{namespace}/web-0")
+    assert result.message == (f"original ReplicaSet {namespace}/web is gone: "
+                              f"got uid {owner['metadata']['uid']}, wanted an-older-uid")
+    assert requests == {"GET": {"200": 1}}
+    assert await _owner_references(sim, namespace, "web-0") == []
+
+
+async def test_an_owner_being_deleted_does_not_adopt(bus: Bus, sim: SimProcess, namespace: str,
+                                                     executor: Start) -> None:
+    """A ReplicaSet held by a finalizer after its delete has a deletionTimestamp: refused, as upstream."""
+    owner = await _owner(sim, namespace, "ReplicaSet", finalizers=["kubus.io/test-hold"])
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets/web"
+    try:
+        await _call(sim, "DELETE", path)
+        deleting = await _call(sim, "GET", path)
+        stamp = deleting["metadata"]["deletionTimestamp"]
+        target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+        async with executor() as running:
+            await publish(bus, _adopt(namespace, target, "ReplicaSet", "web", owner["metadata"]["uid"]))
+            [result] = await results_for(bus, 1, (running,))
+        assert (result.outcome, result.reason) == (FAILED, "Deleting")
+        assert result.message == f"{namespace}/web has just been deleted at {stamp}"
+        assert await _owner_references(sim, namespace, "web-0") == []
+    finally:
+        await asyncio.to_thread(sim.request, "PATCH", path, {"metadata": {"finalizers": None}},
+                                "application/merge-patch+json")
+
+
+async def test_a_missing_owner_does_not_adopt(bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    """The GET's 404 is the failure, with the API's Status."""
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    async with executor() as running:
+        await publish(bus, _adopt(namespace, target, "DaemonSet", "web", "ds-uid"))
+        [result] = await results_for(bus, 1, (running,))
+    assert (result.outcome, result.code, result.reason) == (FAILED, 404, "NotFound")
+    assert "web" in result.message
+    assert await _owner_references(sim, namespace, "web-0") == []
+
+
+async def test_a_transient_failure_of_the_recheck_is_redelivered_then_given_up(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
+    """500s on the owner's GET: redelivered, then reported failed on the last delivery; the pod is never patched."""
+    owner = await _owner(sim, namespace, "ReplicaSet")
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    faults("replicasets:get:1.0:500")
+    async with executor(max_deliveries=2, api_attempts=1) as running:
+        await publish(bus, _adopt(namespace, target, "ReplicaSet", "web", owner["metadata"]["uid"]))
+        [result] = await results_for(bus, 1, (running,))
+        snapshot = running.metrics.snapshot()
+    assert (result.outcome, result.code, result.attempts) == (FAILED, 500, 2)
+    assert result.message.startswith("gave up after the last delivery: ")
+    assert snapshot["api_requests"] == {"GET": {"500": 2}}
+    assert snapshot["deliveries"] == {"redelivered": 1, "acked": 1}
+    assert await _owner_references(sim, namespace, "web-0") == []
+
+
+async def test_patch_failures_after_the_recheck_are_reported_with_their_code(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    """404 (the pod is gone) and 422 (the API refuses the patch) are failed results: the reconciler
+    decides to ignore them, as upstream's release does."""
+    owner = await _owner(sim, namespace, "ReplicaSet")
+    uid = owner["metadata"]["uid"]
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    missing = {"metadata": {"name": "nobody", "uid": "pod-uid"}}
+    actions = [
+        _adopt(namespace, missing, "ReplicaSet", "web", uid, key="adopt-missing"),
+        _adopt(namespace, target, "ReplicaSet", "web", uid, key="adopt-invalid", patch_type="merge",
+               patch=raw({"spec": {"activeDeadlineSeconds": -1}})),
+    ]
+    async with executor() as running:
+        for action in actions:
+            await publish(bus, action)
+        by_key = {r.key: r for r in await results_for(bus, 2, (running,))}
+    assert [(by_key[a.key].outcome, by_key[a.key].code, by_key[a.key].reason, by_key[a.key].subject)
+            for a in actions] == [(FAILED, 404, "NotFound", f"{namespace}/nobody"),
+                                  (FAILED, 422, "Invalid", f"{namespace}/web-0")]
+
+
+async def test_an_owner_check_of_another_kind_is_a_bad_action(bus: Bus, sim: SimProcess, namespace: str,
+                                                              executor: Start) -> None:
+    """Only ReplicaSets and DaemonSets adopt pods: nothing is called for any other kind."""
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
+    async with executor() as running:
+        await publish(bus, _adopt(namespace, target, "StatefulSet", "web", "uid"))
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.code, result.reason) == (FAILED, 0, "BadAction")
+    assert requests == {}
