@@ -131,6 +131,15 @@ async def _wait_status(session: aiohttp.ClientSession, url: str, done: Callable[
     raise RuntimeError(f"no convergence within {timeout} s; last status {status}")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def bench_scale(pods: int) -> None:
     print(f"machine: {machine()}")
     sim = start_sim(*SIM_FLAGS)
@@ -141,11 +150,12 @@ async def bench_scale(pods: int) -> None:
         nats_url = await server.start()
         for service in ("ingest", "reconcile", "execute"):
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
+            # BENCH_PROFILE=1 writes a cProfile of each service to /tmp/<service>.prof
+            profile = ["-m", "cProfile", "-o", f"/tmp/{service}.prof"] if os.environ.get("BENCH_PROFILE") else []
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
+                [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
                  "--data-dir", str(workdir / "data"), "--kubeconfig", str(sim.kubeconfig), "--metrics-port", "0",
-                 "--qps", "0", "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ}))
+                 *(["--qps", "0"] if service == "execute" else [])], stdout=log, stderr=subprocess.STDOUT))
         base = f"{sim.url}/apis/apps/v1/namespaces/default/replicasets"
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
@@ -161,10 +171,16 @@ async def bench_scale(pods: int) -> None:
             await _json(session, "PATCH", f"{base}/web/scale", {"spec": {"replicas": 0}},
                         "application/merge-patch+json")
             down = await _wait_status(session, f"{base}/web", lambda s: s.get("replicas", -1) == 0, procs, 600)
+        pids = {"sim": sim.proc.pid, "nats-server": server._proc.pid if server._proc else 0,
+                **{name: p.pid for name, p in zip(("ingest", "reconcile", "execute"), procs, strict=True)}}
+        cpu = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         for p in procs:
             p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+        for p, name in zip(procs, ("ingest", "reconcile", "execute"), strict=True):
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"{name} did not stop within 60 s of SIGTERM; see {workdir}/{name}.log") from None
         procs.clear()
     finally:
         for p in procs:
@@ -178,11 +194,12 @@ async def bench_scale(pods: int) -> None:
         assert failures == 0, failures
     finally:
         bare.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # kept when something failed above, for its logs
     print(f"kubus: 0 -> {pods:,} available in {up:.1f} s ({pods / up:,.0f} pods/s; target <= 30 s, ratio "
           f"{up / 30:.2f}); {pods:,} -> 0 in {down:.1f} s")
     print(f"bare client creating {pods:,} pods (16 in flight): {bare_seconds:.1f} s ({pods / bare_seconds:,.0f} "
           f"pods/s); kubus / bare throughput {bare_seconds / up:.2f} (target >= 0.5)")
+    print("CPU seconds over both scales: " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
     print("kube-controller-manager at its default 20 requests/s would need "
           f">= {pods / 20:,.0f} s for the creates alone")
 

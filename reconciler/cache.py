@@ -86,10 +86,15 @@ class Cache:
         return [table[uid] for uid in self.by_controller.get((kind, controller_uid), ())]
 
     def owned_or_orphans(self, kind: str, namespace: str, controller_uid: str) -> list[Any]:
-        """FilterPodsByOwner(includeOrphans=true): controlled by the uid, or by nothing at all."""
+        """FilterPodsByOwner(includeOrphans=true): controlled by the uid, or by nothing at all, in `namespace`.
+
+        The controller index spans namespaces; upstream's lookup does not (the pod lister of the owner's
+        namespace, or an index keyed by it), so an object elsewhere naming the uid as controller is not
+        returned: owner references never cross namespaces."""
         table = self.objects[kind]
-        return [table[uid] for uid in (*self.by_controller.get((kind, controller_uid), ()),
-                                       *self.orphans.get((kind, namespace), ()))]
+        owned = [obj for uid in self.by_controller.get((kind, controller_uid), ())
+                 if (obj := table[uid]).metadata.namespace == namespace]
+        return [*owned, *(table[uid] for uid in self.orphans.get((kind, namespace), ()))]
 
     def all(self, kind: str) -> list[Any]:
         return list(self.objects[kind].values())

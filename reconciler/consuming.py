@@ -7,8 +7,9 @@ On start it rebuilds its cache from the compacted KUBUS_STATE stream, then repla
 from the lowest committed position; the cache ignores events older than what it holds, but the
 controllers' expectations still observe them. Once it has caught up, every controller is synced
 (an informer's initial list), and from then on each batch of events is followed by the syncs due.
-The executors' results come in through `record_results`, under the same lock, so expectations
-have one writer.
+The executors' results come in through `record_results` and are committed by the same loop, in
+the same transaction as the next batch, so expectations have one writer and a burst of events
+and results costs one commit.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ log = logging.getLogger("kubus.reconciler")
 CONSUMER = "reconciler"
 CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
 BATCH = 500
+BATCH_WINDOW = 0.025  # seconds a batch may wait for more events once one arrived
 
 
 def partition_number(partition: str) -> int:
@@ -76,6 +78,8 @@ class Reconciler:
         self.relay_wakeup = asyncio.Event()
         self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
         self._lock = asyncio.Lock()
+        self._results: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]] = []
+        self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
 
     # --- bootstrap ---------------------------------------------------------------------------------
     async def bootstrap(self) -> int:
@@ -167,8 +171,19 @@ class Reconciler:
             with contextlib.suppress(TimeoutError):
                 first = await asyncio.wait_for(self._queue.get(), timeout)
         msgs = [first] if first is not None else []
-        while len(msgs) < BATCH and not self._queue.empty():
-            msg = self._queue.get_nowait()
+        # a short window to let a burst gather: one sync per burst instead of one per few events
+        deadline = asyncio.get_running_loop().time() + BATCH_WINDOW if msgs else 0.0
+        while len(msgs) < BATCH:
+            if self._queue.empty():
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                try:
+                    msg = await asyncio.wait_for(self._queue.get(), remaining)
+                except TimeoutError:
+                    break
+            else:
+                msg = self._queue.get_nowait()
             if msg is not None:
                 msgs.append(msg)
         return msgs
@@ -192,7 +207,11 @@ class Reconciler:
         batch = self._decode(msgs, positions)
         changes: list[tuple[Change, int, str]] = []
         for event, seq in batch.events:
-            serving.EVENTS_CONSUMED.labels(kind=event.kind, type=event.type).inc()
+            counter = self._consumed.get((event.kind, event.type))
+            if counter is None:
+                counter = self._consumed[(event.kind, event.type)] = serving.EVENTS_CONSUMED.labels(
+                    kind=event.kind, type=event.type)
+            counter.inc()
             try:
                 change = self.cache.apply(event, seq)
             except (msgspec.DecodeError, ValueError) as exc:
@@ -202,14 +221,26 @@ class Reconciler:
             if change is not None:
                 changes.append((change, seq, event.msg_id))
         now = self.clock()
-        self.controllers.observe(changes, now)
-        if self.caught_up:
-            outcome = self.controllers.sync_ready(now, format_micro_time(now))
-        else:
-            outcome = self.controllers.take_changes(Outcome())
-        if batch.events or batch.last_seq or outcome.decisions or outcome.expectations or outcome.expectations_deleted:
-            async with self.store.transaction() as tx:
+        pending, self._results = self._results, []
+        async with contextlib.AsyncExitStack() as stack:
+            tx = None
+            if pending:  # results first: the syncs below see the expectations they lowered
+                tx = await stack.enter_async_context(self.store.transaction())
+                rows = [row for _, batch_rows, _ in pending for row in batch_rows]
+                fresh = set(await result_rows.record(tx.conn, rows, at=now))
+                self.controllers.results([r for results, _, _ in pending for r in results if r.key in fresh], now)
+            self.controllers.observe(changes, now)
+            if self.caught_up:
+                outcome = self.controllers.sync_ready(now, format_micro_time(now))
+            else:
+                outcome = self.controllers.take_changes(Outcome())
+            if tx is None and (batch.events or batch.last_seq or outcome.decisions or outcome.expectations
+                               or outcome.expectations_deleted):
+                tx = await stack.enter_async_context(self.store.transaction())
+            if tx is not None:
                 await self._commit(tx, batch, outcome, now)
+        for _, _, done in pending:
+            done.set_result(None)
         if any(d.actions for d in outcome.decisions):
             failpoints.hit("reconciler.after-commit")
         for partition, seq in batch.last_seq.items():
@@ -251,14 +282,12 @@ class Reconciler:
 
     # --- results ------------------------------------------------------------------------------------
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
-        """Stores the executors' results; the ones seen for the first time reach the controllers."""
-        async with self._lock:
-            now = self.clock()
-            async with self.store.transaction() as tx:
-                fresh = set(await result_rows.record(tx.conn, rows, at=now))
-                outcome = self.controllers.results([r for r in results if r.key in fresh], now)
-                await _save_expectations(tx, outcome, now)
+        """Hands the executors' results to the loop; returns once they are committed (the results
+        recorder acknowledges them only then). The ones seen for the first time reach the controllers."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._results.append((results, rows, done))
         self.kick()
+        await done
 
 
 async def _save_expectations(tx: Any, outcome: Outcome, now: datetime) -> None:

@@ -100,7 +100,7 @@ class Controllers:
             self.last_seq = max(self.last_seq, seq)
             wakeups = Wakeups()
             if change.kind == "ReplicaSet":
-                rs_handlers.on_replicaset(change, wakeups)
+                rs_handlers.on_replicaset(change, wakeups, self.cache)
             elif change.kind == "Pod":
                 rs_handlers.on_pod(change, self.cache, wakeups)
                 _standin_pod(change, wakeups)
@@ -240,10 +240,13 @@ class Controllers:
                     self._set(key, current.lowered(adds=1))
                 if result.outcome == FAILED:
                     self._failed(key, result.message, now)
-            elif result.action == "delete_pod" and result.outcome == FAILED:
+            elif result.action == "delete_pod" and (result.outcome == FAILED or result.code == 404):
+                # manageReplicas: any DeletePod error lowers the expectation (DeletionObserved); NotFound
+                # (which the executor reports as a success) is no error for the status or the backoff
                 if (current := self.expectations.get(key)) is not None:
                     self._set(key, current.deletion_observed(result.subject or None))
-                self._failed(key, f"unable to delete pods: {result.message}", now)
+                if result.outcome == FAILED:
+                    self._failed(key, f"unable to delete pods: {result.message}", now)
             elif result.action == "patch_pod" and result.outcome == FAILED:
                 if result.code not in IGNORED_RELEASE_CODES:
                     self.queue.add_rate_limited(key, now)  # a claim that failed: try again later

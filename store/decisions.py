@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ async def insert(conn: AsyncConnection, rows: Sequence[Decision]) -> list[int]:
     """
     if not rows:
         return []
-    values = [{k: v for k, v in asdict(d).items() if k != "id"} for d in rows]
+    values = [{k: v for k, v in sql.values_of(d).items() if k != "id"} for d in rows]
     # Matched back by correlation_id rather than RETURNING order: SQLite cannot promise the order
     # of a multi-row insert, and SQLAlchemy would fall back to one statement per row there.
     stmt = sql.insert(conn, t).returning(t.c.correlation_id, t.c.id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -27,5 +27,5 @@ class ObservedEvent:
 
 async def record(conn: AsyncConnection, rows: Iterable[ObservedEvent], *, at: datetime) -> int:
     """Record the events not recorded yet (by stream_seq); how many were new."""
-    values = [{**asdict(e), "recorded_at": at} for e in rows]
+    values = [{**sql.values_of(e), "recorded_at": at} for e in rows]
     return len(await sql.insert_or_ignore(conn, t, values, returning=t.c.stream_seq))

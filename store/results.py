@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -32,7 +32,7 @@ class ActionResult:
 
 async def record(conn: AsyncConnection, rows: Iterable[ActionResult], *, at: datetime) -> list[str]:
     """Record the results not recorded yet; the keys of those that were new."""
-    values = [{**asdict(r), "recorded_at": at} for r in rows]
+    values = [{**sql.values_of(r), "recorded_at": at} for r in rows]
     return [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
 
 

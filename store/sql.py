@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 Insert = sqlite.Insert | postgresql.Insert
+
+
+def values_of(row: Any) -> dict[str, Any]:
+    """A row dataclass as column values: dataclasses.asdict without its deep copies (the values are
+    immutable: str, int, datetime, frozenset), which cost more than the insert itself."""
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:

@@ -187,9 +187,12 @@ def pods_to_delete_order(pods: list[Pod], ranks: list[int], now: datetime) -> li
         raise ValueError(f"{len(pods)} pods but {len(ranks)} ranks")
 
     keys = _sort_keys(pods, ranks, now)
-    if keys is not None:
-        order = sorted(range(len(pods)), key=keys.__getitem__)
-        return [pods[i] for i in order]
+    order = sorted(range(len(pods)), key=keys.__getitem__)
+    return [pods[i] for i in order]
+
+
+def _by_comparator(pods: list[Pod], ranks: list[int], now: datetime) -> list[Pod]:
+    """The same order by calling `_less` itself: the reference the keys are tested against."""
 
     def compare(a: _Ranked, b: _Ranked) -> int:
         if _less(a, b, now):
@@ -200,17 +203,17 @@ def pods_to_delete_order(pods: list[Pod], ranks: list[int], now: datetime) -> li
     return [r.pod for r in sorted(ranked, key=cmp_to_key(compare))]
 
 
-def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[Any, ...]] | None:
-    """One tuple per pod whose order is exactly `_less`'s, or None where no tuple can be.
+def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[Any, ...]]:
+    """One tuple per pod, sorting as `_less` does (and many times faster than calling it n log n times).
 
-    Sorting by key is many times faster than calling `_less` n log n times. The rules map onto
-    tuple fields one by one, except where two Ready pods share the exact Ready time: `_less` then
-    skips to restarts and creation time, while two pods of the same log2 bucket but different
-    Ready times compare by UID. A tuple can say both only when such pods also agree on restarts and
-    the creation bucket; when some do not, the comparator sorts instead.
+    The rules map onto tuple fields one by one, except for Ready pods in one log2 bucket of Ready
+    time: `_less` orders two of them by UID when their Ready times differ, but by restarts and
+    creation time when the times are equal. Where a bucket holds a single Ready time the tuple
+    says the latter; where it holds several, UID comes first. That is `_less` exactly unless some
+    pods of the bucket share a Ready time and differ in restarts or creation bucket, and then
+    `_less` is not a consistent order at all (A < C and C < B by UID, B < A by restarts): upstream's
+    result depends on its informer's map order, and kubus's on UIDs.
     """
-    keys: list[tuple[Any, ...]] = []
-    same_ready_time: dict[tuple[Any, ...], tuple[int, int, int]] = {}
     buckets: dict[datetime, int] = {}  # pods share timestamps: they come and turn Ready in bursts
 
     def bucket(moment: datetime) -> int:
@@ -220,6 +223,9 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
         return found
 
     parse = _time
+    heads: list[tuple[Any, ...]] = []
+    tails: list[tuple[int, int, int, str]] = []
+    ready_times: dict[tuple[Any, ...], set[datetime | None]] = {}
     for pod, rank in zip(pods, ranks, strict=True):
         # the fields of _Ranked.of, read without building one: this loop runs over every pod
         status, meta = pod.status, pod.metadata
@@ -234,24 +240,17 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
             if container.restart_count > restarts:
                 restarts = container.restart_count
         created_at = parse(meta.creation_timestamp)
-        created_zero, created_bucket = (0, 0) if created_at is None else (1, bucket(created_at))
-        assigned = 1 if pod.spec.node_name else 0
-        phase = _PHASE_ORDINAL.get(status.phase, 0)
-        cost = deletion_cost(meta.annotations) if meta.annotations else 0
-        uid = meta.uid
+        head: tuple[Any, ...] = (1 if pod.spec.node_name else 0, _PHASE_ORDINAL.get(status.phase, 0), ready,
+                                 deletion_cost(meta.annotations) if meta.annotations else 0, -rank)
         if ready:
-            group = (assigned, phase, cost, rank, ready_time)
-            tail = (restarts, created_zero, created_bucket)
-            if same_ready_time.setdefault(group, tail) != tail:
-                return None
-            if ready_time is None:
-                keys.append((assigned, phase, True, cost, -rank, 0, 0, uid, -restarts, created_zero, created_bucket,
-                             uid))
-            else:
-                keys.append((assigned, phase, True, cost, -rank, 1, bucket(ready_time), uid, -restarts, created_zero,
-                             created_bucket, uid))
-        else:
-            keys.append((assigned, phase, False, cost, -rank, 0, 0, "", -restarts, created_zero, created_bucket, uid))
+            head = (*head, *((0, 0) if ready_time is None else (1, bucket(ready_time))))
+            ready_times.setdefault(head, set()).add(ready_time)
+        heads.append(head)
+        tails.append((-restarts, *((0, 0) if created_at is None else (1, bucket(created_at))), meta.uid))
+    keys = []
+    for head, tail in zip(heads, tails, strict=True):
+        times = ready_times.get(head)
+        keys.append((*head, tail[3], *tail) if times is not None and len(times) > 1 else (*head, "", *tail))
     return keys
 
 

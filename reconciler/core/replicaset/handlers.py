@@ -35,12 +35,24 @@ def split_key(key: str) -> tuple[str, str]:
     return namespace, name
 
 
-def on_replicaset(change: Change, wakeups: Wakeups) -> None:
+def on_replicaset(change: Change, wakeups: Wakeups, view: CacheView | None = None) -> None:
+    """addRS/updateRS/deleteRS. With `view` (the cache, the change applied), a re-creation under the same
+    name is handled as upstream's updateRS with a changed UID, whatever order the two objects' events
+    come in (a relist publishes the new ReplicaSet before the old one's tombstone)."""
     if change.replayed:
         return
     key = controller_key(change.namespace, change.name)
     if change.new is None:
-        wakeups.expectations_deleted.append(key)  # deleteRS: DeleteExpectations, then sync (a no-op)
+        # deleteRS: DeleteExpectations, then sync (a no-op); unless the name already belongs to a newer
+        # ReplicaSet, whose expectations these now are
+        current = view.named(KIND, change.namespace, change.name) if view is not None else None
+        if not (isinstance(current, ReplicaSet) and current.metadata.uid != change.uid):
+            wakeups.expectations_deleted.append(key)
+    elif change.old is None and view is not None and any(
+            rs.metadata.name == change.name and rs.metadata.uid != change.uid
+            for rs in view.in_namespace(KIND, change.namespace)):
+        # updateRS saw the UID change: deleteRS(old) drops the old ReplicaSet's expectations now
+        wakeups.expectations_deleted.append(key)
     wakeups.enqueue.append(key)  # updateRS syncs on every update, resyncs included
 
 

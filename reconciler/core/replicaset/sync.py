@@ -96,8 +96,11 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
     status = calculate_status(rs, active, terminating, manage_error, now)
     if needs_write(rs, status):
         plan.status = msgspec.structs.replace(status, observed_generation=rs.metadata.generation)
-    if manage_error is None and rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
-        # a last line of defence against clock skew: look again when the next pod turns available
+    if rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
+        # a last line of defence against clock skew and queue preemption: look again when the next pod turns
+        # available. Current upstream plans it whatever manageReplicas returned (the older guard
+        # `manageReplicasErr == nil` went with FindMinNextPodAvailabilityCheck); here it matters more, as the
+        # error's rate-limited requeue came before this sync, not after it.
         plan.requeue_after = (min_next_availability_check(active, rs.spec.min_ready_seconds, now)
                               or timedelta(seconds=rs.spec.min_ready_seconds))
     plan.explain.update({"replicas": replicas, "active": len(active), "diff": plan.diff,

@@ -1,0 +1,60 @@
+"""The key-based scale-down order against upstream's comparator itself, on random pods.
+
+`pods_to_delete_order` sorts by tuples; `_less` is ActivePodsWithRanks.Less rule by rule. Wherever
+`_less` is a consistent order the two must agree: no pod may come after one `_less` puts behind it.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from kube.core import POD_PENDING, POD_RUNNING, POD_UNKNOWN, Pod
+from kube.testing import pod
+from reconciler.core.ranking import POD_DELETION_COST, _less, _Ranked, pods_to_delete_order
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def random_pod(rng: random.Random, i: int, ready_times: list[datetime | None]) -> Pod:
+    b = pod(f"p{i:03d}").uid(f"uid-{rng.randrange(10**6):06d}-{i}").phase(
+        rng.choice([POD_PENDING, POD_UNKNOWN, POD_RUNNING, POD_RUNNING]))
+    if rng.random() < 0.8:
+        b = b.on_node(rng.choice(["n1", "n2", "n3"]))
+    if rng.random() < 0.7:
+        b = b.ready(ready_times.pop() if len(ready_times) > 1 else ready_times[0])
+    if rng.random() < 0.3:
+        b = b.restarts(rng.randrange(3))
+    if rng.random() < 0.9:
+        b = b.created(NOW - timedelta(seconds=rng.choice([1, 2, 3, 70, 4000, 90000])))
+    if rng.random() < 0.2:
+        b = b.annotations({POD_DELETION_COST: str(rng.choice([-5, 0, 7]))})
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("times", ["distinct", "shared"])
+def test_key_order_never_contradicts_the_comparator(seed: int, times: str) -> None:
+    rng = random.Random(seed)
+    count = 30
+    if times == "distinct":  # every Ready pod its own Ready time: _less is a consistent order
+        ready_times: list[datetime | None] = [NOW - timedelta(seconds=s) for s in rng.sample(range(1, 200_000), 200)]
+    else:  # one Ready time for all: also consistent (restarts and creation decide)
+        ready_times = [NOW - timedelta(seconds=rng.randrange(1, 100_000))]  # never popped: one left
+    pods = [random_pod(rng, i, ready_times) for i in range(count)]
+    if times == "distinct":
+        used: set[object] = set()
+        for p in pods:  # make the Ready times really distinct
+            for c in p.status.conditions:
+                assert c.last_transition_time not in used or c.status != "True"
+                used.add(c.last_transition_time)
+    ranks = [rng.randrange(3) for _ in pods]
+    ordered = pods_to_delete_order(pods, ranks, NOW)
+    rank_of = {p.metadata.name: r for p, r in zip(pods, ranks, strict=True)}
+    ranked = [_Ranked.of(p, rank_of[p.metadata.name]) for p in ordered]
+    for i, earlier in enumerate(ranked):
+        for later in ranked[i + 1:]:
+            assert not _less(later, earlier, NOW), (later.pod.metadata.name, earlier.pod.metadata.name)
+    assert sorted(p.metadata.name for p in ordered) == sorted(p.metadata.name for p in pods)
