@@ -194,7 +194,10 @@ async def bench_scale(pods: int) -> None:
         assert failures == 0, failures
     finally:
         bare.stop()
-    shutil.rmtree(workdir, ignore_errors=True)  # kept when something failed above, for its logs
+    if os.environ.get("BENCH_KEEP"):
+        print(f"workdir kept: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)  # kept when something failed above, for its logs
     print(f"kubus: 0 -> {pods:,} available in {up:.1f} s ({pods / up:,.0f} pods/s; target <= 30 s, ratio "
           f"{up / 30:.2f}); {pods:,} -> 0 in {down:.1f} s")
     print(f"bare client creating {pods:,} pods (16 in flight): {bare_seconds:.1f} s ({pods / bare_seconds:,.0f} "

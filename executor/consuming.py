@@ -129,6 +129,8 @@ class Executor:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
             await self._wind_down()
+            with contextlib.suppress(TimeoutError):  # events in flight: best-effort, briefly
+                await asyncio.wait_for(self._events.drain(), self._config.shutdown_grace)
             for helper in (stopped, keepalive):
                 helper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+import msgspec
+
 from executor.effects import (
     Delivery,
     Effect,
@@ -35,6 +37,7 @@ from executor.errors import NAMESPACE_TERMINATING, Interrupted, TransientError, 
 from executor.events import PodEvent, create_event, record_pod_events
 from executor.resources import POD
 from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
+from messages.naming import NAME_ATTEMPTS, generated_name
 
 SLOW_START_INITIAL_BATCH: Final = 1
 
@@ -66,6 +69,7 @@ async def create_pods(delivery: Delivery, action: CreatePods) -> None:
             if isinstance(outcome, TransientError) and delivery.final:
                 outcome = gave_up(outcome)
             if isinstance(outcome, Effect):
+                name = outcome.object_name or name
                 await delivery.emit(pod.key, outcome, object_subject(action.namespace, name))
                 events.append((pod.key, create_event(outcome, name)))
                 stop = stop or (outcome.outcome == FAILED and outcome.reason != NAMESPACE_TERMINATING)
@@ -100,22 +104,33 @@ async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Ef
                       message=f"the pod body must carry metadata.name and the annotation "
                               f"{IDEMPOTENCY_ANNOTATION}={pod.key!r}")
     api = delivery.api
-    reply = await api.call("POST", POD.path(namespace), body=body)
-    if reply.ok:
-        return succeeded_with(SUCCEEDED, reply.status, reply.data)
-    status = api_status(reply)
-    if reply.status == 409 and status.reason == "AlreadyExists":
-        got = await api.call("GET", POD.path(namespace, mine.name))
-        if not got.ok:
-            return Effect(FAILED, 409, "AlreadyExists",
-                          f"{status.message}; reading it back answered {got.status}: {api_status(got).message}",
-                          api_message=status.message)
-        key = metadata_of(got.data).annotations.get(IDEMPOTENCY_ANNOTATION)
-        if key == pod.key:
-            return succeeded_with(SUCCEEDED, 409, got.data, "AlreadyExists", "created by an earlier attempt")
-        return Effect(FAILED, 409, "AlreadyExists", f"{status.message}, and it is not ours "
-                                                    f"({IDEMPOTENCY_ANNOTATION}={key!r})", api_message=status.message)
-    if reply.status == 403 and has_cause(status, NAMESPACE_TERMINATING):
-        return Effect(FAILED, 403, NAMESPACE_TERMINATING, status.message, api_message=status.message)
-    return failed(status)
+    for attempt in range(NAME_ATTEMPTS if mine.generate_name else 1):
+        if attempt:  # the name was someone else's: the key's next name
+            body = _renamed(body, generated_name(mine.generate_name, pod.key, attempt))
+        name = metadata_of(body).name
+        reply = await api.call("POST", POD.path(namespace), body=body)
+        if reply.ok:
+            return succeeded_with(SUCCEEDED, reply.status, reply.data)
+        status = api_status(reply)
+        if reply.status == 409 and status.reason == "AlreadyExists":
+            got = await api.call("GET", POD.path(namespace, name))
+            if not got.ok:
+                return Effect(FAILED, 409, "AlreadyExists",
+                              f"{status.message}; reading it back answered {got.status}: {api_status(got).message}",
+                              api_message=status.message)
+            key = metadata_of(got.data).annotations.get(IDEMPOTENCY_ANNOTATION)
+            if key == pod.key:
+                return succeeded_with(SUCCEEDED, 409, got.data, "AlreadyExists", "created by an earlier attempt")
+            collision = Effect(FAILED, 409, "AlreadyExists", f"{status.message}, and it is not ours "
+                               f"({IDEMPOTENCY_ANNOTATION}={key!r})", api_message=status.message)
+            continue
+        if reply.status == 403 and has_cause(status, NAMESPACE_TERMINATING):
+            return Effect(FAILED, 403, NAMESPACE_TERMINATING, status.message, api_message=status.message)
+        return failed(status)
+    return collision
 
+
+def _renamed(body: bytes, name: str) -> bytes:
+    pod = msgspec.json.decode(body)
+    pod["metadata"]["name"] = name
+    return msgspec.json.encode(pod)

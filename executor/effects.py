@@ -36,6 +36,7 @@ class Effect:
     resource_version: str = ""
     # the API's own message when `message` adds to it (as client-go's error prints it): for events
     api_message: str = ""
+    object_name: str = ""  # the name the API answered with (a create may move to another name)
 
     @property
     def error(self) -> str:
@@ -86,7 +87,7 @@ def object_subject(namespace: str, name: str) -> str:
 
 def succeeded_with(outcome: str, code: int, data: bytes, reason: str = "", message: str = "") -> Effect:
     meta = metadata_of(data)
-    return Effect(outcome, code, reason, message, meta.uid, meta.resource_version)
+    return Effect(outcome, code, reason, message, meta.uid, meta.resource_version, object_name=meta.name)
 
 
 Report = Callable[[ActionResult], Awaitable[None]]

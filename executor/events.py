@@ -21,9 +21,10 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -125,6 +126,19 @@ class EventRecorder:
     def __init__(self, metrics: m.ExecutorMetrics | None = None, spam_filter: SpamFilter | None = None):
         self.metrics = metrics if metrics is not None else m.ExecutorMetrics()
         self.spam_filter = spam_filter if spam_filter is not None else SpamFilter()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def in_background(self, work: Awaitable[Any]) -> None:
+        """Runs `work` without anyone waiting for it: client-go's recorder hands events to a
+        broadcaster goroutine too, so a slow events API never holds up the pods' results."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        """Waits for the events still being recorded (at shutdown, and in tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def post(self, api: KubeApi, event: Event, now: datetime) -> Effect:
         """The event POSTed, or SKIPPED when the spam filter drops it; raises TransientError and
@@ -204,8 +218,9 @@ def delete_event(effect: Effect, pod_name: str) -> PodEvent | None:
 
 async def record_pod_events(delivery: Delivery, owner: OptionalRaw, component: str, namespace: str,
                             events: list[tuple[str, PodEvent | None]]) -> None:
-    """Records, concurrently and best-effort, each (result key, event) against the action's owner;
-    nothing without an owner. The key and reason name the event, so a redelivery re-records none."""
+    """Records, concurrently, best-effort and in the background, each (result key, event) against the
+    action's owner; nothing without an owner. The key and reason name the event, so a redelivery
+    re-records none."""
     todo = [(key, e) for key, e in events if e is not None]
     if not todo:
         return
@@ -213,8 +228,8 @@ async def record_pod_events(delivery: Delivery, owner: OptionalRaw, component: s
     if involved is None:
         return
     now = delivery.now()
-    await asyncio.gather(*(
+    delivery.events.in_background(asyncio.gather(*(
         delivery.events.record(delivery.api, build_event(
             involved, namespace=namespace, type=kind, reason=reason, message=message, component=component,
             key=f"{key}/{reason}", now=now), now)
-        for key, (kind, reason, message) in todo))
+        for key, (kind, reason, message) in todo)))

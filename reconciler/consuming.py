@@ -171,8 +171,10 @@ class Reconciler:
             with contextlib.suppress(TimeoutError):
                 first = await asyncio.wait_for(self._queue.get(), timeout)
         msgs = [first] if first is not None else []
-        # a short window to let a burst gather: one sync per burst instead of one per few events
-        deadline = asyncio.get_running_loop().time() + BATCH_WINDOW if msgs else 0.0
+        # a short window to let a burst of events and results gather: one sync and one commit per
+        # burst instead of one per few events (what a single upstream worker gets from its queue)
+        woken = first is not None or bool(self._results)
+        deadline = asyncio.get_running_loop().time() + BATCH_WINDOW if woken else 0.0
         while len(msgs) < BATCH:
             if self._queue.empty():
                 remaining = deadline - asyncio.get_running_loop().time()

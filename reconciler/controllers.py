@@ -86,7 +86,12 @@ class Controllers:
         self.cache = cache
         self.expectations: dict[str, Expectations] = dict(expectations or {})
         self.queue = WorkQueue()
-        self.errors: dict[str, str] = {}  # the last API error of a controller's actions, for its next sync
+        # A round is the creates or deletes of one sync. Its first API error is upstream's
+        # manageReplicasErr, known once the round's results are in; while a newer round is in flight,
+        # syncs report what the last one they could judge reported (upstream never syncs in between).
+        self.errors: dict[str, str] = {}  # key -> first error of its last completed round
+        self.manage_pending: dict[str, int] = {}  # key -> results of its current round still to come
+        self.reported: dict[str, str | None] = {}  # key -> the error the last judging sync reported
         self.status_in_flight: dict[str, tuple[str, ReplicaSetStatus]] = {}  # key -> (action key, status)
         self.written: dict[str, tuple[int, ReplicaSetStatus]] = {}  # key -> (resourceVersion, status)
         self.triggers: dict[str, str] = {}  # key -> the event that last enqueued it
@@ -166,7 +171,8 @@ class Controllers:
         return self.take_changes(outcome)
 
     def _sync_replicaset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
-        error = self.errors.pop(key, None)
+        in_flight = self.manage_pending.get(key, 0) > 0
+        error = self.reported.get(key) if in_flight else self.errors.get(key)
         plan = sync_replicaset(key, _StatusOverlay(self.cache, self.written), self.expectations.get(key), error,
                                now, correlation)
         namespace, _ = rs_handlers.split_key(key)
@@ -174,20 +180,22 @@ class Controllers:
                           dict(plan.explain), 0.0)
         if plan.rs is None:
             self._drop(key)
-            self.errors.pop(key, None)
-            self.status_in_flight.pop(key, None)
-            self.written.pop(key, None)
+            for table in (self.errors, self.manage_pending, self.reported, self.status_in_flight, self.written):
+                table.pop(key, None)
             self.queue.forget(key)
             return decided
         if plan.expectations is not None:
             self._set(key, plan.expectations)
-        if error is None:
+        if not in_flight:
+            self.reported[key] = plan.manage_error
+        if plan.creates or plan.deletes:  # a new round: its own results will say how it went
+            self.errors.pop(key, None)
+            self.manage_pending[key] = len(plan.creates) + len(plan.deletes)
+        if error is None and not in_flight:
             self.queue.forget(key)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
-        if plan.status is not None and not write_status and error is not None:
-            self.errors[key] = error  # the condition it calls for is written with the next status
         decided.actions = plan_actions(plan, correlation, now_iso, write_status)
         if write_status and plan.status is not None:
             self.status_in_flight[key] = (f"{correlation}/status", plan.status)
@@ -229,10 +237,13 @@ class Controllers:
         return decided
 
     # --- results ------------------------------------------------------------------------------------
-    def results(self, results: list[ActionResult], now: datetime) -> Outcome:
-        """What the executors report: expectations that will never be met, errors, requeues."""
+    def results(self, results: list[ActionResult], now: datetime) -> None:
+        """What the executors report: expectations that will never be met, errors, requeues. The
+        expectations changed are returned by the next `sync_ready` or `take_changes`."""
         for result in results:
             key = result.controller
+            if result.action in ("create_pods", "delete_pod"):
+                self._manage_result(key)
             if result.action == "create_pods" and result.outcome in (FAILED, SKIPPED):
                 if result.reason == NAMESPACE_TERMINATING:
                     continue  # upstream counts it a success: the namespace is going away
@@ -252,7 +263,19 @@ class Controllers:
                     self.queue.add_rate_limited(key, now)  # a claim that failed: try again later
             elif result.action == "update_status":
                 self._status_result(key, result, now)
-        return self.take_changes(Outcome())
+
+    def _manage_result(self, key: str) -> None:
+        """Counts down the results of the last creates/deletes; when the last one is in, the
+        controller syncs (its expectations may be met by results alone), unless a backoff holds it."""
+        left = self.manage_pending.get(key)
+        if left is None:
+            return
+        if left > 1:
+            self.manage_pending[key] = left - 1
+            return
+        del self.manage_pending[key]
+        if not self.queue.waiting(key):
+            self.queue.add(key)
 
     def _failed(self, key: str, message: str, now: datetime) -> None:
         self.errors.setdefault(key, message)  # the first error, as manageReplicas returns

@@ -33,10 +33,15 @@ RELAY_BATCH = 500
 RESULTS_CONSUMER = "reconciler-results"
 
 
+RELAY_WINDOW = 0.02  # seconds the relay lets commits gather before one scan of the outbox
+
+
 async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0) -> None:
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), interval)
+        if wakeup.is_set():
+            await asyncio.sleep(RELAY_WINDOW)  # a window, not synchronisation: fewer, larger scans
         wakeup.clear()
         try:
             while await relay_once(bus, store) == RELAY_BATCH:

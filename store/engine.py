@@ -57,8 +57,9 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # The driver's implicit BEGIN is DEFERRED and issued lazily; take transactions over (below).
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
-                       f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"):
+        # busy_timeout first: switching to WAL takes a lock another process (migrating) may hold
+        for pragma in (f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "journal_mode=WAL", "synchronous=NORMAL",
+                       "foreign_keys=ON"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 

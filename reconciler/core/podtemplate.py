@@ -9,16 +9,17 @@ labels, annotations and finalizers, the controller reference, and the template's
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
 from kube.meta import OwnerReference
 from kube.template import PodTemplateSpec
 from kube.validation import validate_dns1123_subdomain
 from messages.actions import IDEMPOTENCY_ANNOTATION
+from messages.naming import ALPHABET, MAX_GENERATED_NAME_LENGTH, generated_name
 
-ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # utilrand's alphabet (no vowels, no 0/1/3)
-MAX_GENERATED_NAME_LENGTH: Final = 63 - 5  # names.maxGeneratedNameLength
+__all__ = ["ALPHABET", "MAX_GENERATED_NAME_LENGTH", "NO_LABELS_ERROR", "PodFactory", "generated_name",
+           "pod_from_template", "pods_prefix"]
+
 NO_LABELS_ERROR: Final = "unable to create pods, no labels"
 
 
@@ -27,12 +28,6 @@ def pods_prefix(controller_name: str) -> str:
     prefix = f"{controller_name}-"
     masked = prefix[:-1] + "a"  # NameIsDNSSubdomain(prefix=true) masks the trailing dash
     return prefix if not validate_dns1123_subdomain(masked) else controller_name
-
-
-def generated_name(prefix: str, key: str) -> str:
-    """names.SimpleNameGenerator.GenerateName, with the random part taken from `key`."""
-    digest = hashlib.sha256(key.encode()).digest()
-    return prefix[:MAX_GENERATED_NAME_LENGTH] + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:5])
 
 
 def pod_from_template(template: PodTemplateSpec, controller_name: str, controller_ref: OwnerReference | None,

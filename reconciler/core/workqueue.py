@@ -86,6 +86,10 @@ class WorkQueue:
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
 
+    def waiting(self, key: str) -> bool:
+        """The key waits for a delay (a backoff or a delayed re-add) to pass."""
+        return key in self._waiting_until
+
     def failures(self, key: str) -> int:
         return self._failures.get(key, 0)
 

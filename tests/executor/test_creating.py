@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 from kubus.jetstream import Bus
-from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED
-from tests.executor.builders import create_pods, pod
+from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
+from messages.naming import generated_name
+from tests.executor.builders import create_pods, envelope, pod
 from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
 from tests.simulation import SimProcess
 
@@ -149,3 +150,27 @@ async def test_creates_in_a_terminating_namespace_fail_without_stopping_the_batc
 
 async def _acked(running: Running, count: int) -> bool:
     return bool(running.metrics.deliveries["acked"] >= count)
+
+
+async def test_a_generated_name_taken_by_someone_else_moves_to_the_keys_next_name(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    """As kube-apiserver retries generateName collisions: the key's next name, the same on every
+    delivery, so a redelivered create finds the pod its first delivery made."""
+    key = f"{namespace}/gen/0"
+    first, second = generated_name("web-", key), generated_name("web-", key, 1)
+    code, body = await asyncio.to_thread(sim.request, "POST", f"/api/v1/namespaces/{namespace}/pods",
+                                         pod(first, "someone-else"))
+    assert code == 201, body
+    mine = pod(first, key)
+    mine["metadata"]["generateName"] = "web-"
+    action = CreatePods(**envelope(f"{namespace}/gen"), namespace=namespace,
+                        pods=[PodToCreate(key=key, pod=msgspec.Raw(msgspec.json.encode(mine)))])
+    async with executor() as running:
+        await publish(bus, action, msg_id="first")
+        await publish(bus, action, msg_id="second")  # a redelivery: the stream keeps one result per key
+        await eventually(lambda: _acked(running, 2), what="the actions acked", running=(running,))
+        results = await results_for(bus, 1, (running,))
+    assert [(r.outcome, r.subject) for r in results] == [(SUCCEEDED, f"{namespace}/{second}")]
+    assert running.metrics.snapshot()["results"]["create_pods"] == {SUCCEEDED: 2}
+    names = sorted(p["metadata"]["name"] for p in await pods_of(sim, namespace))
+    assert names == sorted([first, second])

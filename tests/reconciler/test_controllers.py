@@ -53,6 +53,11 @@ def engine(*objects: Any) -> tuple[Cluster, Controllers]:
     return cluster, controllers
 
 
+def results_then_changes(controllers: Controllers, results: list[ActionResult], now: datetime) -> Outcome:
+    controllers.results(results, now)
+    return controllers.take_changes(Outcome())
+
+
 def sync(controllers: Controllers, now: datetime = NOW) -> Outcome:
     return controllers.sync_ready(now, format_micro_time(now))
 
@@ -140,7 +145,7 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     create, write = first.actions
     assert isinstance(create, CreatePods) and isinstance(write, UpdateStatus)
     quota = 'pods "web-x" is forbidden: exceeded quota'
-    outcome = controllers.results(create_results(create, [(FAILED, 403, "Forbidden", quota),
+    outcome = results_then_changes(controllers, create_results(create, [(FAILED, 403, "Forbidden", quota),
                                                           (SKIPPED, 0, "SlowStartStopped", ""),
                                                           (SKIPPED, 0, "SlowStartStopped", "")]), NOW)
     assert outcome.expectations == {KEY: Expectations(0, 0, frozenset(), NOW)}
@@ -155,7 +160,8 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     assert {p.key for p in again[0].pods}.isdisjoint({p.key for p in create.pods})
     assert of_type(second.actions, UpdateStatus) == []  # the first write is still in flight
     assert second.summary["manage_error"] == quota
-    assert controllers.errors == {KEY: quota}  # kept for the status the next write carries
+    assert controllers.errors == {}  # a new round: its own results will tell
+    assert controllers.reported == {KEY: quota}  # what syncs report while that round is in flight
     assert controllers.queue.failures(KEY) == 1  # a sync with an error is not forgotten
 
     controllers.results([result(write, SUCCEEDED, rv="2")], later)
@@ -172,19 +178,20 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
 def test_skipped_creates_lower_expectations_without_error() -> None:
     _, controllers = engine(web(2))
     create = of_type(only(sync(controllers)).actions, CreatePods)[0]
-    outcome = controllers.results(create_results(create, [(SUCCEEDED, 201, "", ""),
+    outcome = results_then_changes(controllers, create_results(create, [(SUCCEEDED, 201, "", ""),
                                                           (SKIPPED, 0, "SlowStartStopped", "")]), NOW)
     assert outcome.expectations == {KEY: Expectations(1, 0, frozenset(), NOW)}
     assert controllers.errors == {}
-    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 0
+    # the last result of the deletes is in: a sync now (no backoff: no error)
+    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 1
 
 
 def test_namespace_terminating_counts_as_created() -> None:
     """manageReplicas: a create refused because the namespace terminates is no failure and stays expected."""
     _, controllers = engine(web(1))
     create = of_type(only(sync(controllers)).actions, CreatePods)[0]
-    outcome = controllers.results(create_results(create, [(FAILED, 403, "NamespaceTerminating", "terminating")]),
-                                  NOW)
+    terminating = create_results(create, [(FAILED, 403, "NamespaceTerminating", "terminating")])
+    outcome = results_then_changes(controllers, terminating, NOW)
     assert outcome.expectations == {}
     assert controllers.expectations[KEY] == expect(1, 0, NOW)
     assert controllers.errors == {}
@@ -279,6 +286,24 @@ def test_failed_delete_is_observed_and_reported() -> None:
     assert controllers.queue.next_ready_at() == NOW + 5 * MS
 
 
+def test_the_last_result_of_failed_creates_requeues_a_controller_no_backoff_holds() -> None:
+    """The failed result's backoff may fire before the skipped results of the same action are in
+    (that sync cannot act: creations still expected, and keeps the error); the last result then
+    queues the ReplicaSet, whose expectations the results alone have met."""
+    _, controllers = engine(web(3))
+    create = of_type(only(sync(controllers)).actions, CreatePods)[0]
+    results = create_results(create, [(FAILED, 409, "AlreadyExists", "taken")] + [(SKIPPED, 0, "", "")] * 2)
+    controllers.results(results[:1], NOW)
+    later = NOW + timedelta(seconds=1)
+    waiting = only(sync(controllers, later))  # the backoff fired; two results still to come
+    assert not of_type(waiting.actions, CreatePods)
+    assert controllers.errors == {KEY: "taken"}
+    controllers.results(results[1:], later)
+    retry = only(sync(controllers, later))
+    assert len(of_type(retry.actions, CreatePods)[0].pods) == 3
+    assert retry.summary["manage_error"] == "taken"
+
+
 def test_delete_of_a_pod_already_gone_is_observed_without_error() -> None:
     """manageReplicas: DeletePod answered NotFound lowers the expectation (DeletionObserved) and is no error."""
     _, controllers, _, _ = scaled_down()
@@ -289,7 +314,8 @@ def test_delete_of_a_pod_already_gone_is_observed_without_error() -> None:
     expected = controllers.expectations[KEY]
     assert (expected.dels, expected.deletion_keys) == (1, frozenset({f"default/{ok.name}"}))
     assert controllers.errors == {}
-    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 0
+    # the last result of the deletes is in: a sync now (no backoff: no error)
+    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 1
 
 
 # --- the ReplicaSet's lifecycle ----------------------------------------------------------------------------
@@ -496,7 +522,8 @@ def test_a_clean_sync_forgets_the_backoff() -> None:
     assert errored.summary["manage_error"] == "boom"
     assert controllers.errors == {}
     assert controllers.queue.failures(KEY) == 1
-    controllers.resync_all()
+    retried = of_type(errored.actions, CreatePods)[0]
+    controllers.results(create_results(retried, [(SUCCEEDED, 201, "", "")]), NOW + 6 * MS)  # the round went well
     only(sync(controllers, NOW + 10 * MS))
     assert controllers.queue.failures(KEY) == 0
 

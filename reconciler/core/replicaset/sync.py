@@ -57,6 +57,7 @@ class Plan:
     expectations: Expectations | None = None  # new expectations to save, when they change
     status: ReplicaSetStatus | None = None  # to write, observedGeneration set
     manage_error: str | None = None  # the error the status reports (ReplicaFailure)
+    managed: bool = False  # manageReplicas ran
     requeue_after: timedelta | None = None
     warnings: list[BadInput] = field(default_factory=list)
     explain: dict[str, Any] = field(default_factory=dict)
@@ -65,7 +66,11 @@ class Plan:
 def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None, manage_error: str | None,
                     now: datetime, key_base: str, burst: int = BURST_REPLICAS,
                     terminating_replicas: bool = True) -> Plan:
-    """One sync of `key` ("ReplicaSet/namespace/name"); `key_base` makes its idempotency keys unique."""
+    """One sync of `key` ("ReplicaSet/namespace/name"); `key_base` makes its idempotency keys unique.
+
+    `manage_error` is upstream's manageReplicasErr, which kubus learns one round late: the first
+    error the executors reported for the last completed round of creates or deletes.
+    """
     namespace, name = split_key(key)
     plan = Plan(key)
     rs = view.named(KIND, namespace, name)
@@ -89,7 +94,8 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
                    if terminating_replicas else None)
     replicas = replicas_of(rs)
     plan.diff = len(active) - replicas
-    if plan.needs_sync and rs.metadata.deletion_timestamp is None:
+    plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
+    if plan.managed:
         manage_error = _manage(plan, rs, active, view, expectations, manage_error, now, key_base, burst) \
             or manage_error
     plan.manage_error = manage_error
