@@ -33,7 +33,7 @@ from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
-from reconciler.controllers import Controllers, Outcome
+from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
 from reconciler.core.expectations import Expectations
 from store import decisions as decision_rows
 from store import events as event_rows
@@ -47,7 +47,7 @@ log = logging.getLogger("kubus.reconciler")
 CONSUMER = "reconciler"
 CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
 BATCH = 500
-BATCH_WINDOW = 0.025  # seconds a batch may wait for more events once one arrived
+BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 
 
 def partition_number(partition: str) -> int:
@@ -73,7 +73,7 @@ class Reconciler:
         self.store = store
         self.clock = clock
         self.cache = Cache()
-        self.controllers = Controllers(self.cache)
+        self.controllers = Controllers(self.cache, status_only_interval=STATUS_ONLY_INTERVAL)
         self.caught_up = False
         self.relay_wakeup = asyncio.Event()
         self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()

@@ -562,3 +562,22 @@ def test_recreated_replicaset_seen_before_the_old_ones_tombstone() -> None:
     controllers.observe([cluster.delete(old, "DELETED_FINAL_STATE_UNKNOWN")], later)
     assert controllers.expectations[KEY] == expect(1, 0, later)
     assert of_type(only(sync(controllers, later)).actions, CreatePods) == []
+
+
+def test_syncs_that_can_only_refresh_status_are_spaced_while_a_round_is_observed() -> None:
+    """With a status-only interval, a ReplicaSet waiting for its creates to be observed syncs at most
+    once per interval; the sync that can act again (expectations met) is never held back."""
+    cluster = Cluster()
+    controllers = Controllers(cluster.cache, status_only_interval=timedelta(milliseconds=250))
+    rs = web(2)
+    controllers.observe([cluster.add(rs)], NOW)
+    create = of_type(only(sync(controllers)).actions, CreatePods)[0]
+    bodies = [msgspec.json.decode(p.pod) for p in create.pods]
+    first = owned_pod(bodies[0]["metadata"]["name"], rs).build()
+    controllers.observe([cluster.add(first)], NOW + 10 * MS)
+    assert sync(controllers, NOW + 10 * MS).decisions == []  # one creation still expected: held back
+    assert controllers.queue.next_ready_at() == NOW + 250 * MS
+    second = owned_pod(bodies[1]["metadata"]["name"], rs).build()
+    controllers.observe([cluster.add(second)], NOW + 20 * MS)
+    acted = only(sync(controllers, NOW + 20 * MS))  # expectations met: synced at once
+    assert acted.summary["active"] == 2

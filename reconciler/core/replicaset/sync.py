@@ -132,8 +132,9 @@ def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expe
     elif plan.diff > 0:
         count = min(plan.diff, burst)
         related = indirectly_related_pods(rs, view)
-        # by name first: pods the ranking deems equal keep this order, the same in every replay
-        plan.deletes = get_pods_to_delete(sorted(active, key=_name), related, count, now)
+        plan.deletes = get_pods_to_delete(active, related, count, now)
+        if len(plan.deletes) == len(active):  # all go, unranked: in name order, the same in every replay
+            plan.deletes.sort(key=_name)
         plan.expectations = expect(0, len(plan.deletes), now, frozenset(pod_key(p) for p in plan.deletes))
         plan.explain["reason"] = f"too many replicas: deleting {count}"
         plan.explain["deleting"] = [p.metadata.name for p in plan.deletes]
