@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
-from kube.core import Pod
+from kube.core import POD_FAILED, POD_SUCCEEDED, Pod
 from kube.labels import Selector
 from kube.meta import ObjectMeta
 from kube.ownership import get_controller_of
+
+_TERMINAL: Final = frozenset({POD_SUCCEEDED, POD_FAILED})
 
 
 @dataclass
@@ -60,3 +63,42 @@ def filter_claimed(controller: ObjectMeta, selector: Selector, pods: Sequence[Po
     return [p for p in pods
             if (ref := get_controller_of(p.metadata)) is not None and ref.uid == controller.uid
             and selector.matches(p.metadata.labels)]
+
+
+def claim_active_pods(controller: ObjectMeta, selector: Selector, pods: Sequence[Pod]) -> tuple[Claim, list[Pod]]:
+    """syncReplicaSet's three steps over its pods in one pass: FilterActivePods then ClaimPods on
+    the active ones, and FilterTerminatingPods then FilterClaimedPods on the terminating ones.
+
+    One pass instead of three: at 10,000 pods each pass costs more in memory traffic than in work.
+    """
+    claim = Claim()
+    terminating: list[Pod] = []
+    deleting = controller.deletion_timestamp is not None
+    uid = controller.uid
+    for pod in pods:
+        if pod.status.phase in _TERMINAL:
+            continue  # neither active nor terminating
+        meta = pod.metadata
+        ref = None
+        for owner in meta.owner_references:
+            if owner.controller:
+                ref = owner
+                break
+        if meta.deletion_timestamp is not None:
+            if ref is not None and ref.uid == uid and selector.matches(meta.labels):
+                terminating.append(pod)
+            continue
+        matches = selector.matches(meta.labels)
+        if ref is not None:
+            if ref.uid != uid:
+                continue
+            if matches:
+                claim.claimed.append(pod)
+            elif not deleting:
+                claim.release.append(pod)
+            continue
+        if deleting or not matches or (controller.namespace and controller.namespace != meta.namespace):
+            continue
+        claim.adopt.append(pod)
+        claim.claimed.append(pod)
+    return claim, terminating

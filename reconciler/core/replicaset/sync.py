@@ -22,8 +22,8 @@ from kube.apps import ReplicaSet, ReplicaSetStatus
 from kube.core import Pod
 from kube.labels import SelectorError, selector_from_label_selector
 from kube.ownership import get_controller_of, new_controller_ref
-from kube.pods import is_pod_active, is_pod_terminating, pod_key
-from reconciler.core.claiming import claim_pods, filter_claimed
+from kube.pods import pod_key
+from reconciler.core.claiming import claim_active_pods
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
 from reconciler.core.ranking import get_pods_to_delete
@@ -86,12 +86,11 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
         plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
         plan.explain = {"reason": "invalid selector", "error": str(exc)}
         return plan
-    pods = view.owned_or_orphans("Pod", namespace, rs.metadata.uid)
-    claim = claim_pods(rs.metadata, selector, [p for p in pods if is_pod_active(p)])
+    claim, claimed_terminating = claim_active_pods(rs.metadata, selector,
+                                                   view.owned_or_orphans("Pod", namespace, rs.metadata.uid))
     plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
     active = claim.claimed
-    terminating = (filter_claimed(rs.metadata, selector, [p for p in pods if is_pod_terminating(p)])
-                   if terminating_replicas else None)
+    terminating = claimed_terminating if terminating_replicas else None
     replicas = replicas_of(rs)
     plan.diff = len(active) - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
