@@ -66,7 +66,8 @@ class Cache:
     seqs: dict[str, int] = field(default_factory=dict)  # uid -> stream seq of the event it reflects
     by_namespace: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     by_name: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (kind, ns, name) -> uid
-    by_controller: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    # (kind, namespace, controller uid) -> uids: owner references never cross namespaces
+    by_controller: dict[tuple[str, str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     orphans: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))  # (kind, ns)
     quarantined: int = 0
 
@@ -81,20 +82,18 @@ class Cache:
         table = self.objects[kind]
         return [table[uid] for uid in self.by_namespace.get((kind, namespace), ())]
 
-    def controlled_by(self, kind: str, controller_uid: str) -> list[Any]:
+    def controlled_by(self, kind: str, namespace: str, controller_uid: str) -> list[Any]:
         table = self.objects[kind]
-        return [table[uid] for uid in self.by_controller.get((kind, controller_uid), ())]
+        return [table[uid] for uid in self.by_controller.get((kind, namespace, controller_uid), ())]
 
     def owned_or_orphans(self, kind: str, namespace: str, controller_uid: str) -> list[Any]:
         """FilterPodsByOwner(includeOrphans=true): controlled by the uid, or by nothing at all, in `namespace`.
 
-        The controller index spans namespaces; upstream's lookup does not (the pod lister of the owner's
-        namespace, or an index keyed by it), so an object elsewhere naming the uid as controller is not
-        returned: owner references never cross namespaces."""
+        An object in another namespace naming the uid as its controller is not returned: upstream
+        looks in the owner's namespace only (owner references never cross namespaces)."""
         table = self.objects[kind]
-        owned = [obj for uid in self.by_controller.get((kind, controller_uid), ())
-                 if (obj := table[uid]).metadata.namespace == namespace]
-        return [*owned, *(table[uid] for uid in self.orphans.get((kind, namespace), ()))]
+        return [table[uid] for uid in (*self.by_controller.get((kind, namespace, controller_uid), ()),
+                                       *self.orphans.get((kind, namespace), ()))]
 
     def all(self, kind: str) -> list[Any]:
         return list(self.objects[kind].values())
@@ -134,7 +133,7 @@ class Cache:
         if ref is None:
             self.orphans[(kind, meta.namespace)].add(uid)
         else:
-            self.by_controller[(kind, ref.uid)].add(uid)
+            self.by_controller[(kind, meta.namespace, ref.uid)].add(uid)
 
     def _unindex(self, kind: str, uid: str, obj: Any) -> None:
         if isinstance(obj, Namespace):
@@ -148,11 +147,11 @@ class Cache:
         if ref is None:
             self.orphans[(kind, meta.namespace)].discard(uid)
         else:
-            owned = self.by_controller.get((kind, ref.uid))
+            owned = self.by_controller.get((kind, meta.namespace, ref.uid))
             if owned is not None:
                 owned.discard(uid)
                 if not owned:
-                    del self.by_controller[(kind, ref.uid)]
+                    del self.by_controller[(kind, meta.namespace, ref.uid)]
 
 
 def _decode_final_state(event: ObservedEvent) -> Any:

@@ -153,7 +153,7 @@ def indirectly_related_pods(rs: ReplicaSet, view: CacheView) -> list[Pod]:
         return []
     seen: set[str] = set()
     related: list[Pod] = []
-    siblings = sorted(view.controlled_by(KIND, ref.uid), key=lambda r: r.metadata.name)
+    siblings = sorted(view.controlled_by(KIND, rs.metadata.namespace, ref.uid), key=lambda r: r.metadata.name)
     for sibling in siblings:
         try:
             selector = selector_from_label_selector(sibling.spec.selector)
