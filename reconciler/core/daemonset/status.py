@@ -1,0 +1,188 @@
+"""updateDaemonSetStatus and storeDaemonSetStatus's skip test as pure functions, and the SelectingAll event.
+
+Upstream (pkg/controller/daemon/daemon_controller.go) counts, for every node the node lister knows:
+
+* ``desiredNumberScheduled``: nodes where the daemon should run (NodeShouldRunDaemonPod's shouldRun);
+* ``currentNumberScheduled``: those of them that have at least one daemon pod;
+* ``numberReady`` / ``numberAvailable`` / ``updatedNumberScheduled``: those whose *oldest* daemon pod
+  (podByCreationTimestampAndPhase: scheduled first, then creationTimestamp, then name) is Ready /
+  Available after ``minReadySeconds`` at ``now`` / of the current revision (util.IsPodUpdated);
+* ``numberMisscheduled``: nodes where it should not run (shouldRun false, even if it may keep running)
+  but which have daemon pods;
+* ``numberUnavailable`` = desired - available, never negative since only desired nodes count as
+  available.
+
+Pods on nodes the lister does not know count nowhere. Conditions are never set, and collisionCount is
+kept as it is. The write is skipped when the seven counts are unchanged and ``observedGeneration`` is
+already at least ``metadata.generation``; otherwise the counts are written, and ``observedGeneration`` is
+raised to the generation only when the sync got past the expectations check (``updateObservedGen``).
+
+Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Final, NamedTuple
+
+import msgspec
+
+from kube.apps import DaemonSet, DaemonSetStatus
+from kube.core import EVENT_WARNING, Node, Pod
+from kube.intstr import parse_int64
+from kube.pods import is_pod_available, is_pod_ready, is_pod_terminal
+from kube.times import parse_time
+from reconciler.core.daemonset.placement import Placement, node_should_run_daemon_pod
+
+__all__ = [
+    "SELECTING_ALL_MESSAGE",
+    "SELECTING_ALL_REASON",
+    "DaemonSetEvent",
+    "calculate_status",
+    "needs_write",
+    "oldest_pod",
+    "resync_after",
+    "selecting_all_event",
+]
+
+SELECTING_ALL_REASON: Final = "SelectingAll"
+SELECTING_ALL_MESSAGE: Final = "This daemon set is selecting all pods. A non-empty selector is required."
+
+_UNIQUE_LABEL_KEY: Final = "controller-revision-hash"  # apps.DefaultDaemonSetUniqueLabelKey
+_TEMPLATE_GENERATION_LABEL: Final = "pod-template-generation"  # extensions.DaemonSetTemplateGenerationKey
+_TEMPLATE_GENERATION_ANNOTATION: Final = "deprecated.daemonset.template.generation"  # apps.DeprecatedTemplateGeneration
+_ZERO_TIME: Final = datetime.min.replace(tzinfo=UTC)  # Go's zero time.Time: before every real timestamp
+
+
+class DaemonSetEvent(NamedTuple):
+    """An Event to record on the DaemonSet (source component ``daemonset-controller``)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def selecting_all_event(ds: DaemonSet) -> DaemonSetEvent | None:
+    """syncDaemonSet's guard against an empty selector: the Warning to record, or None to go on syncing.
+
+    Upstream checks this right after listing the nodes (before the deletion check and constructHistory):
+    when ``spec.selector`` equals ``&metav1.LabelSelector{}`` it records this event and returns nil, so
+    the DaemonSet is neither managed nor has its status written, and is not requeued. A missing (nil)
+    selector is not "selecting all" (it selects nothing). Upstream's ``reflect.DeepEqual`` also tells
+    ``{}`` from ``{"matchLabels": {}}`` (an empty but non-nil map); the model decodes both the same way,
+    so both count as empty here. The API server rejects either for apps/v1 DaemonSets anyway.
+    """
+    selector = ds.spec.selector
+    if selector is None or selector.match_labels or selector.match_expressions:
+        return None
+    return DaemonSetEvent(EVENT_WARNING, SELECTING_ALL_REASON, SELECTING_ALL_MESSAGE)
+
+
+def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str, Sequence[Pod]], hash_: str,
+                     now: datetime, *, update_observed_generation: bool,
+                     placements: Mapping[str, Placement] | None = None) -> DaemonSetStatus:
+    """The status updateDaemonSetStatus would store (the new ``ds.status``; ``ds`` is untouched).
+
+    ``pods_by_node`` is getNodesToDaemonPods: the DaemonSet's claimed pods keyed by their target node
+    (``spec.nodeName``, or the DaemonSet's ``metadata.name`` matchField). Pods that are both terminal and
+    being deleted are skipped, as the status pass's ``includeDeletedTerminal=false`` listing does, so the
+    map may include them. ``hash_`` is the current revision's ``controller-revision-hash``.
+    ``placements`` (node name -> NodeShouldRunDaemonPod's answer, for every node of ``nodes``) avoids
+    computing placement twice when the caller has it; without it, placement is computed here.
+    ``update_observed_generation`` is upstream's ``updateObservedGen``: False when the sync stopped at
+    unsatisfied expectations.
+    """
+    generation = _template_generation(ds)
+    min_ready = ds.spec.min_ready_seconds
+    desired = current = misscheduled = ready = available = updated = 0
+    for node in nodes:
+        name = node.metadata.name
+        placement = placements[name] if placements is not None else node_should_run_daemon_pod(node, ds)
+        pods = [p for p in pods_by_node.get(name, ()) if not _deleted_terminal(p)]
+        if not placement.should_run:
+            if pods:
+                misscheduled += 1
+            continue
+        desired += 1
+        if not pods:
+            continue
+        current += 1
+        pod = oldest_pod(pods)
+        if is_pod_ready(pod):
+            ready += 1
+            if is_pod_available(pod, min_ready, now):
+                available += 1
+        if _is_pod_updated(pod, hash_, generation):
+            updated += 1
+    return msgspec.structs.replace(
+        ds.status, desired_number_scheduled=desired, current_number_scheduled=current,
+        number_misscheduled=misscheduled, number_ready=ready, updated_number_scheduled=updated,
+        number_available=available, number_unavailable=desired - available,
+        observed_generation=ds.metadata.generation if update_observed_generation else ds.status.observed_generation)
+
+
+def needs_write(ds: DaemonSet, new: DaemonSetStatus) -> bool:
+    """storeDaemonSetStatus's early return, inverted: a count changed, or observedGeneration lags.
+
+    Only the seven counts of ``new`` are compared, and the lag is judged on the stored status
+    (``ds.status.observedGeneration >= ds.metadata.generation``), not on ``new``: a sync held back by
+    expectations, whose status keeps the old observedGeneration, still writes (the same counts) while
+    the generation is ahead, as upstream does.
+    """
+    old = ds.status
+    return not (old.desired_number_scheduled == new.desired_number_scheduled
+                and old.current_number_scheduled == new.current_number_scheduled
+                and old.number_misscheduled == new.number_misscheduled
+                and old.number_ready == new.number_ready
+                and old.updated_number_scheduled == new.updated_number_scheduled
+                and old.number_available == new.number_available
+                and old.number_unavailable == new.number_unavailable
+                and old.observed_generation >= ds.metadata.generation)
+
+
+def resync_after(ds: DaemonSet, status: DaemonSetStatus) -> timedelta | None:
+    """The requeue after a successful status store (written or skipped as unchanged).
+
+    ``minReadySeconds > 0`` and some counted pods are Ready but not yet Available: look again after
+    ``minReadySeconds`` (no extra second here, unlike updatePod's), "as a last line of defense to guard
+    against clock-skew". Upstream does not requeue when the status write failed: the sync's error
+    requeues it, rate-limited.
+    """
+    if ds.spec.min_ready_seconds > 0 and status.number_ready != status.number_available:
+        return timedelta(seconds=ds.spec.min_ready_seconds)
+    return None
+
+
+def oldest_pod(pods: Sequence[Pod]) -> Pod:
+    """The first pod of podByCreationTimestampAndPhase: scheduled (``spec.nodeName`` set) before
+    unscheduled, then the older ``creationTimestamp`` (a missing or unparsable one is Go's zero time, the
+    oldest), then the smaller name. ``pods`` must not be empty."""
+    return min(pods, key=_age_key)
+
+
+def _age_key(pod: Pod) -> tuple[bool, datetime, str]:
+    created = pod.metadata.creation_timestamp
+    try:
+        moment = parse_time(created) if created else _ZERO_TIME
+    except ValueError:
+        moment = _ZERO_TIME
+    return not pod.spec.node_name, moment, pod.metadata.name
+
+
+def _deleted_terminal(pod: Pod) -> bool:
+    return pod.metadata.deletion_timestamp is not None and is_pod_terminal(pod)
+
+
+def _template_generation(ds: DaemonSet) -> int | None:
+    """util.GetTemplateGeneration; an annotation that does not parse counts as absent, as the status pass does."""
+    text = ds.metadata.annotations.get(_TEMPLATE_GENERATION_ANNOTATION)
+    return parse_int64(text) if text is not None else None
+
+
+def _is_pod_updated(pod: Pod, hash_: str, generation: int | None) -> bool:
+    """util.IsPodUpdated: the current revision's hash label, or the legacy template generation label."""
+    labels = pod.metadata.labels
+    template_matches = generation is not None and labels.get(_TEMPLATE_GENERATION_LABEL, "") == str(generation)
+    hash_matches = len(hash_) > 0 and labels.get(_UNIQUE_LABEL_KEY, "") == hash_
+    return hash_matches or template_matches
