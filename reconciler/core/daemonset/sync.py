@@ -1,0 +1,350 @@
+"""syncDaemonSet as a pure function: (cache view, expectations, failed-pod backoff, clock) -> a plan.
+
+The composition follows upstream's syncDaemonSet / updateDaemonSet / updateDaemonSetStatus
+(pkg/controller/daemon/daemon_controller.go):
+
+1. the DaemonSet is gone: drop its expectations; an empty selector: a SelectingAll Warning and nothing
+   else; being deleted: nothing;
+2. constructHistory (claiming the controller revisions first) and the pods' claim;
+3. expectations not satisfied: only the status, ``observedGeneration`` left alone;
+4. otherwise manage + syncNodes, then (RollingUpdate, and manage left nothing to wait for) one
+   rolling-update step through its own syncNodes, cleanupHistory, and the status with
+   ``observedGeneration`` raised.
+
+One deliberate difference: when constructHistory has to create the current revision (or, on a name
+collision, write a new ``collisionCount``), the plan holds only those history actions and stops
+(``waiting_for_history``); see :func:`sync_daemonset`.
+
+Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import msgspec
+
+from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
+from kube.core import Node, Pod
+from kube.labels import Selector, SelectorError, selector_from_label_selector
+from kube.ownership import get_controller_of
+from reconciler.core.claiming import claim_pods
+from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.handlers import KIND, REVISION_KIND, split_key
+from reconciler.core.daemonset.history import (
+    HistoryPlan,
+    cleanup_history,
+    construct_history,
+    live_hashes,
+    relabel_pod_patch,
+    revision_body,
+    revision_number_patch,
+    unique_label_patch,
+)
+from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage, nodes_to_daemon_pods
+from reconciler.core.daemonset.placement import Placement, validate_tolerations
+from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
+from reconciler.core.daemonset.rollout import (
+    NodeNotFoundError,
+    RolloutDecision,
+    RolloutValueError,
+    daemon_pod,
+    rolling_update,
+    surge_count,
+    template_generation,
+    unavailable_count,
+    updated_desired_node_counts,
+)
+from reconciler.core.daemonset.status import calculate_status, needs_write, resync_after, selecting_all_event
+from reconciler.core.expectations import Expectations
+from reconciler.core.view import CacheView
+
+__all__ = ["COMPONENT", "BadInput", "DaemonSetPlan", "sync_daemonset"]
+
+COMPONENT: Final = "daemonset-controller"
+
+
+@dataclass
+class BadInput:
+    """A Warning Event for the DaemonSet and a log line: bad input named by its field."""
+
+    reason: str
+    message: str
+    field: str
+
+
+@dataclass
+class DaemonSetPlan:
+    """What one sync of a DaemonSet asks the shell to do, in upstream's order.
+
+    History first: ``revision_adopt`` / ``revision_release`` (ClaimControllerRevisions), the
+    ``revision_patches`` (unique-label fixes, then the current revision's renumbering), then either
+    ``revision_creates`` (with their exact bodies in ``revision_bodies``) or the dedup: ``pod_relabels``
+    and the dedup part of ``revision_deletes``. ``collision_count`` set: write it into
+    ``status.collisionCount`` (only if the live count still equals the one the sync saw) and create
+    nothing. Then the pods: ``adopt`` / ``release``, ``creates`` ``(node, idempotency key, body)`` in
+    slow-start batches and ``deletes``; save ``expectations`` (when not None) and ``backoff_updates``
+    with the decision; record ``events``; delete the old revisions that close ``revision_deletes``
+    (cleanupHistory); write ``status`` (None: no write); requeue after ``requeue_after``.
+    """
+
+    key: str
+    ds: DaemonSet | None = None  # None: the DaemonSet is gone and its expectations go too
+    hash: str | None = None  # the current revision's controller-revision-hash
+    waiting_for_history: bool = False
+    history: HistoryPlan | None = None
+    revision_adopt: list[ControllerRevision] = field(default_factory=list)
+    revision_release: list[ControllerRevision] = field(default_factory=list)
+    revision_creates: list[ControllerRevision] = field(default_factory=list)
+    revision_bodies: list[bytes] = field(default_factory=list)  # revision_body() of each create, same order
+    revision_patches: list[tuple[ControllerRevision, bytes]] = field(default_factory=list)  # merge patches
+    revision_deletes: list[ControllerRevision] = field(default_factory=list)
+    collision_count: int | None = None
+    pod_relabels: list[tuple[Pod, bytes]] = field(default_factory=list)  # merge patches
+    adopt: list[Pod] = field(default_factory=list)
+    release: list[Pod] = field(default_factory=list)
+    creates: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    deletes: list[Pod] = field(default_factory=list)
+    expectations: Expectations | None = None  # new expectations to save (syncNodes always sets them)
+    backoff_updates: list[FailedPodBackoff] = field(default_factory=list)
+    events: list[DaemonEvent] = field(default_factory=list)
+    status: DaemonSetStatus | None = None  # to write; None when unchanged (needs_write)
+    managed: bool = False  # manage/syncNodes ran
+    rolled: bool = False  # a rolling-update step ran
+    warnings: list[BadInput] = field(default_factory=list)
+    requeue_after: timedelta | None = None
+    explain: dict[str, Any] = field(default_factory=dict)
+
+
+def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
+                   backoff_entries: Mapping[str, FailedPodBackoff], now: datetime, key_base: str) -> DaemonSetPlan:
+    """One sync of ``key`` ("DaemonSet/namespace/name"); ``key_base`` makes its idempotency keys unique."""
+    namespace, name = split_key(key)
+    plan = DaemonSetPlan(key)
+    ds = view.named(KIND, namespace, name)
+    if not isinstance(ds, DaemonSet):
+        plan.explain = {"reason": "deleted: expectations dropped"}
+        return plan
+    plan.ds = ds
+    selecting_all = selecting_all_event(ds)
+    if selecting_all is not None:
+        plan.events.append(DaemonEvent(*selecting_all))
+        plan.explain = {"reason": "selecting all pods: not synced"}
+        return plan
+    if ds.metadata.deletion_timestamp is not None:
+        plan.explain = {"reason": "being deleted: nothing to do"}
+        return plan
+    try:
+        selector = selector_from_label_selector(ds.spec.selector)
+    except SelectorError as exc:
+        # upstream fails constructHistory with this error on every sync; kubus says so in an Event instead
+        plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
+        plan.explain = {"reason": "invalid selector", "error": str(exc)}
+        return plan
+    plan.warnings.extend(BadInput("InvalidToleration", message, path) for path, message in validate_tolerations(ds))
+    rollout_problem = _rollout_problem(ds)
+    if rollout_problem is not None:
+        plan.warnings.append(BadInput("InvalidRollingUpdate", rollout_problem.message, rollout_problem.field))
+
+    # constructHistory: controlledHistories claims the revisions, then snapshot or dedup
+    revisions, plan.revision_adopt, plan.revision_release = _claim_revisions(
+        ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
+    claim = claim_pods(ds.metadata, selector, sorted(view.owned_or_orphans("Pod", namespace, ds.metadata.uid),
+                                                     key=_name))
+    claimed = claim.claimed
+    taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
+    history = construct_history(ds, revisions, claimed, taken)
+    plan.history = history
+    plan.hash = history.hash
+    plan.revision_patches = [(r, unique_label_patch(r)) for r in history.label_fixes]
+    if history.create is not None or history.collision_count is not None:
+        # Upstream creates the revision inside the sync and goes on with its hash. kubus stops here and
+        # creates pods only once the current revision exists (its add event requeues the DaemonSet):
+        # the create runs after this decision and may still meet a name collision, which bumps
+        # collisionCount and so changes the hash. Pods made now would then carry the hash of a revision
+        # that never came to be: the rolling update would count them as old and replace them, and
+        # cleanupHistory would not know their hash. Waiting costs one sync.
+        plan.waiting_for_history = True
+        if history.create is not None:
+            plan.revision_creates = [history.create]
+            plan.revision_bodies = [revision_body(history.create, history.data)]
+            plan.explain = {"reason": f"waiting for history: creating revision {history.create.metadata.name}"}
+        else:
+            plan.collision_count = history.collision_count
+            plan.status = msgspec.structs.replace(ds.status, collision_count=history.collision_count)
+            plan.explain = {"reason": f"waiting for history: revision name taken, "
+                                      f"collisionCount -> {history.collision_count}"}
+        return plan
+    hash_ = history.hash or ""
+    if history.revision_bump is not None:
+        revision, number = history.revision_bump
+        plan.revision_patches.append((revision, revision_number_patch(number)))
+    plan.pod_relabels = [(p, relabel_pod_patch(hash_)) for p in history.pod_relabels]
+    plan.revision_deletes = list(history.deletes)
+    plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
+
+    nodes: list[Node] = sorted(view.all("Node"), key=lambda n: n.metadata.name)
+    pods_by_node = nodes_to_daemon_pods(claimed)
+    satisfied = expectations is None or expectations.satisfied(now)
+    if not satisfied:
+        status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False)
+        plan.status = status if needs_write(ds, status) else None
+        plan.requeue_after = resync_after(ds, status)
+        plan.explain.update({"reason": "expectations not satisfied: status only", "hash": hash_,
+                             "pods": len(claimed), "nodes": len(nodes)})
+        return plan
+
+    # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
+    plan.managed = True
+    result = manage(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
+                    backoff_entries=backoff_entries, now=now)
+    synced = sync_nodes(ds, result.nodes_needing_pods, result.pods_to_delete, hash_, now=now, key_base=key_base)
+    plan.creates, plan.deletes = list(synced.creates), list(synced.deletes)
+    plan.expectations = synced.expectations
+    plan.events.extend(result.events)
+    plan.backoff_updates = list(result.backoff_updates)
+    rolled_ok = _roll(plan, ds, synced, result, pods_by_node, claimed, hash_, rollout_problem, now, key_base)
+
+    if rolled_ok:
+        # updateDaemonSet returns before cleanupHistory when rollingUpdate fails, so a bad maxUnavailable
+        # or maxSurge also keeps every old revision until it is fixed, as upstream does
+        live = live_hashes(p for pods in nodes_to_daemon_pods(claimed, include_deleted_terminal=True).values()
+                           for p in pods)
+        plan.revision_deletes.extend(cleanup_history(ds, history.old, live))
+
+    status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
+                              placements=result.placements)
+    plan.status = status if needs_write(ds, status) else None
+    plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status))
+    plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes))
+    return plan
+
+
+def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,
+          pods_by_node: Mapping[str, Sequence[Pod]], claimed: Sequence[Pod], hash_: str,
+          rollout_problem: RolloutValueError | None, now: datetime, key_base: str) -> bool:
+    """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail."""
+    strategy = ds.spec.update_strategy.type
+    if not synced.expectations.satisfied(now):
+        # manage issued creates or deletes: upstream's second SatisfiedExpectations check fails until
+        # the watch shows them, so no rolling-update step in this sync
+        plan.explain["rollout"] = "waiting for manage's creates and deletes"
+        return True
+    if strategy != ROLLING_UPDATE:  # OnDelete: pods are replaced only as users delete them
+        plan.explain["rollout"] = f"strategy {strategy or 'unset'}: no rolling update"
+        return True
+    if rollout_problem is not None:
+        plan.explain["rollout"] = f"couldn't get unavailable numbers: {rollout_problem}"
+        return False
+    generation = template_generation(ds)
+    should_run = {name: placement.should_run for name, placement in result.placements.items()}
+    by_node = {name: [daemon_pod(p, hash_, generation) for p in pods] for name, pods in pods_by_node.items()}
+    try:
+        counts = updated_desired_node_counts(ds, should_run, by_node)
+        decision: RolloutDecision = rolling_update(
+            counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
+            desired_number_scheduled=counts.desired_number_scheduled, min_ready_seconds=ds.spec.min_ready_seconds,
+            now=now, should_run=should_run)
+    except RolloutValueError as exc:
+        plan.explain["rollout"] = f"couldn't get unavailable numbers: {exc}"
+        return False
+    except NodeNotFoundError as exc:
+        plan.explain["rollout"] = exc.message  # a pod's node vanished from the cache: the next sync sees it
+        return False
+    by_name = {p.metadata.name: p for p in claimed}
+    doomed = [by_name[n] for n in decision.pods_to_delete if n in by_name]
+    step = sync_nodes(ds, decision.nodes_to_create, doomed, hash_, now=now, key_base=key_base)
+    # rollingUpdate's own syncNodes: manage issued nothing (or this step would not run), so its lists are
+    # simply appended, and its SetExpectations replaces manage's (0, 0)
+    plan.rolled = True
+    plan.creates.extend(step.creates)
+    plan.deletes.extend(step.deletes)
+    plan.expectations = step.expectations
+    plan.explain["rollout"] = {"max_surge": counts.max_surge, "max_unavailable": counts.max_unavailable,
+                               "desired": counts.desired_number_scheduled,
+                               "deleting": [p.metadata.name for p in step.deletes],
+                               "surging_on": [c[0] for c in step.creates]}
+    return True
+
+
+def _rollout_problem(ds: DaemonSet) -> RolloutValueError | None:
+    """The error updatedDesiredNodeCounts would meet, checked on every sync so the warning is steady.
+
+    A value that cannot be scaled fails whatever the node count, so one node stands for all.
+    """
+    if ds.spec.update_strategy.type != ROLLING_UPDATE:
+        return None
+    try:
+        unavailable_count(ds, 1)
+        surge_count(ds, 1)
+    except RolloutValueError as exc:
+        return exc
+    return None
+
+
+def _manage_surge(ds: DaemonSet) -> int:
+    """util.AllowsSurge for manage: SurgeCount(ds, 1), 0 when it cannot be scaled."""
+    try:
+        return surge_count(ds, 1)
+    except RolloutValueError:
+        return 0
+
+
+def _claim_revisions(ds: DaemonSet, selector: Selector, revisions: Sequence[ControllerRevision]
+                     ) -> tuple[list[ControllerRevision], list[ControllerRevision], list[ControllerRevision]]:
+    """ClaimControllerRevisions: (claimed, to adopt, to release), in name order.
+
+    The DaemonSet is not being deleted here (the sync stopped before), so owned revisions that stopped
+    matching are released and matching orphans not being deleted are adopted.
+    """
+    claimed: list[ControllerRevision] = []
+    adopt: list[ControllerRevision] = []
+    release: list[ControllerRevision] = []
+    for revision in sorted(revisions, key=lambda r: r.metadata.name):
+        meta = revision.metadata
+        matches = selector.matches(meta.labels)
+        ref = get_controller_of(meta)
+        if ref is not None:
+            if ref.uid != ds.metadata.uid:
+                continue
+            (claimed if matches else release).append(revision)
+        elif matches and meta.deletion_timestamp is None and meta.namespace == ds.metadata.namespace:
+            adopt.append(revision)
+            claimed.append(revision)
+    return claimed, adopt, release
+
+
+def _earliest(*delays: timedelta | None) -> timedelta | None:
+    present = [d for d in delays if d is not None]
+    return min(present) if present else None
+
+
+def _name(obj: Pod) -> str:
+    return obj.metadata.name
+
+
+def _placement_summary(placement: Placement, pods: Sequence[Pod]) -> dict[str, Any]:
+    return {"should_run": placement.should_run, "should_continue_running": placement.should_continue_running,
+            "pods": [p.metadata.name for p in pods]}
+
+
+def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
+             claimed: Sequence[Pod], nodes: Sequence[Node]) -> dict[str, Any]:
+    by_node = nodes_to_daemon_pods(claimed)
+    return {
+        "reason": "synced",
+        "hash": hash_,
+        "nodes": {name: _placement_summary(p, by_node.get(name, ())) for name, p in result.placements.items()},
+        "node_count": len(nodes),
+        "pods": len(claimed),
+        "nodes_needing_pods": list(result.nodes_needing_pods),
+        "deferred_nodes": list(synced.deferred_nodes),
+        "deferred_deletes": [p.metadata.name for p in synced.deferred_deletes],
+        "creates": len(plan.creates),
+        "deletes": len(plan.deletes),
+        "create_error": synced.create_error,
+        "revision_deletes": [r.metadata.name for r in plan.revision_deletes],
+    }

@@ -1,0 +1,209 @@
+"""syncDaemonSet as one pure composition: history, claim, manage + syncNodes, rolling update, status."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from kube.apps import ControllerRevision, DaemonSet
+from kube.core import EVENT_WARNING, POD_FAILED, POD_RUNNING, Pod
+from kube.meta import LabelSelector
+from kube.testing import DaemonSetBuilder, PodBuilder, daemonset, node, pod
+from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
+from reconciler.core.daemonset.handlers import controller_key
+from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY, construct_history
+from reconciler.core.daemonset.manage import FAILED_DAEMON_POD, DaemonEvent
+from reconciler.core.daemonset.pods import create_key
+from reconciler.core.daemonset.rollout import MAX_UNAVAILABLE_FIELD, RolloutValueError, unavailable_count
+from reconciler.core.daemonset.status import SELECTING_ALL_MESSAGE, SELECTING_ALL_REASON
+from reconciler.core.daemonset.sync import BadInput, DaemonSetPlan, sync_daemonset
+from reconciler.core.expectations import Expectations, expect
+from tests.reconciler.builders import NOW, Cluster, names
+
+KEY = controller_key("default", "foo")
+NODES = ["node-0", "node-1", "node-2"]
+
+
+def new_ds() -> DaemonSetBuilder:
+    return daemonset("foo").uid("ds-uid")
+
+
+def revision_of(ds: DaemonSet, number: int = 1) -> ControllerRevision:
+    """The revision snapshot would create for ``ds``, as the cache holds it once created."""
+    revision = construct_history(ds, []).create
+    assert revision is not None
+    revision.metadata.uid = f"uid-{revision.metadata.name}"
+    revision.revision = number
+    return revision
+
+
+def hash_of(revision: ControllerRevision) -> str:
+    return revision.metadata.labels[UNIQUE_LABEL_KEY]
+
+
+def ds_pod(name: str, ds: DaemonSet, node_name: str, hash_: str) -> PodBuilder:
+    return (pod(name).labels(ds.spec.template.metadata.labels).labels({UNIQUE_LABEL_KEY: hash_}).owned_by(ds)
+            .on_node(node_name).phase(POD_RUNNING).ready(NOW - timedelta(hours=1)))
+
+
+def cluster_of(*objects: object) -> Cluster:
+    return Cluster(*[node(n).ready().build() for n in NODES], *objects)
+
+
+def sync(cluster: Cluster, expectations: Expectations | None = None,
+         entries: dict[str, FailedPodBackoff] | None = None, now: datetime = NOW) -> DaemonSetPlan:
+    return sync_daemonset(KEY, cluster.cache, expectations, entries or {}, now, "corr")
+
+
+def test_a_missing_daemonset_drops_its_expectations() -> None:
+    plan = sync(cluster_of())
+    assert plan.ds is None
+    assert (plan.creates, plan.status, plan.expectations) == ([], None, None)
+
+
+def test_the_first_sync_of_a_new_daemonset_creates_only_the_revision() -> None:
+    ds = new_ds().build()
+    plan = sync(cluster_of(ds))
+    assert plan.waiting_for_history
+    assert names_of(plan.revision_creates) == [revision_of(ds).metadata.name]
+    assert len(plan.revision_bodies) == 1
+    assert plan.hash == hash_of(revision_of(ds))
+    assert (plan.creates, plan.deletes, plan.status, plan.expectations, plan.events) == ([], [], None, None, [])
+
+
+def names_of(revisions: list[ControllerRevision]) -> list[str]:
+    return [r.metadata.name for r in revisions]
+
+
+def test_with_the_revision_present_a_pod_is_created_on_each_node() -> None:
+    ds = new_ds().build()
+    revision = revision_of(ds)
+    plan = sync(cluster_of(ds, revision))
+    assert not plan.waiting_for_history
+    assert plan.revision_creates == [] and plan.revision_patches == []
+    assert [(n, k) for n, k, _ in plan.creates] == [(n, create_key("corr", n)) for n in NODES]
+    for node_name, _, body in plan.creates:
+        assert body["metadata"]["labels"] == {"app": "foo", UNIQUE_LABEL_KEY: hash_of(revision)}
+        terms = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms["nodeSelectorTerms"] == [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]
+    assert plan.expectations == expect(3, 0, NOW)
+    assert plan.status is not None
+    assert (plan.status.desired_number_scheduled, plan.status.current_number_scheduled,
+            plan.status.observed_generation) == (3, 0, 1)
+    assert plan.warnings == [] and plan.requeue_after is None
+
+
+def test_a_tainted_node_is_skipped() -> None:
+    ds = new_ds().build()
+    tainted = node("node-3").ready().taint("dedicated", "x", "NoSchedule").build()
+    plan = sync(cluster_of(ds, revision_of(ds), tainted))
+    assert [n for n, _, _ in plan.creates] == NODES
+    assert plan.explain["nodes"]["node-3"]["should_run"] is False
+    assert plan.status is not None and plan.status.desired_number_scheduled == 3
+
+
+def test_pending_expectations_only_write_the_status() -> None:
+    ds = new_ds().build()
+    plan = sync(cluster_of(ds, revision_of(ds)), expect(3, 0, NOW))
+    assert (plan.creates, plan.deletes, plan.expectations, plan.managed) == ([], [], None, False)
+    assert plan.status is not None
+    assert (plan.status.desired_number_scheduled, plan.status.observed_generation) == (3, 0)
+
+
+def rolled_cluster(builder: DaemonSetBuilder) -> tuple[Cluster, DaemonSet, str]:
+    """Three ready pods of the old template; the DaemonSet now runs a new image, both revisions exist."""
+    old_ds = builder.build()
+    old = revision_of(old_ds, 1)
+    ds = builder.image("busybox:2").build()
+    current = revision_of(ds, 2)
+    pods = [ds_pod(f"old-{i}", ds, n, hash_of(old)).build() for i, n in enumerate(NODES)]
+    return Cluster(*[node(n).ready().build() for n in NODES], ds, old, current, *pods), ds, hash_of(current)
+
+
+def test_rolling_update_with_max_unavailable_1_deletes_one_old_pod_per_sync() -> None:
+    cluster, ds, hash_ = rolled_cluster(new_ds().rolling_update(max_unavailable=1))
+    first = sync(cluster)
+    assert (names(first.deletes), first.creates, first.rolled) == (["old-0"], [], True)
+    assert first.expectations == expect(0, 1, NOW)
+    assert first.revision_deletes == []  # the old revision still has live pods
+
+    cluster.delete(first.deletes[0])
+    second = sync(cluster)  # the deletion was observed: manage refills node-0, no rolling step meanwhile
+    assert ([n for n, _, _ in second.creates], second.deletes, second.rolled) == (["node-0"], [], False)
+
+    cluster.add(ds_pod("new-0", ds, "node-0", hash_).build())
+    third = sync(cluster)
+    assert (names(third.deletes), third.creates) == (["old-1"], [])
+
+
+def test_on_delete_replaces_nothing() -> None:
+    cluster, _, _ = rolled_cluster(new_ds().on_delete())
+    plan = sync(cluster)
+    assert (plan.creates, plan.deletes, plan.rolled) == ([], [], False)
+    assert plan.expectations == expect(0, 0, NOW)
+    assert plan.status is not None and plan.status.updated_number_scheduled == 0
+
+
+def test_an_empty_selector_only_records_selecting_all() -> None:
+    ds = new_ds().raw_selector(LabelSelector()).build()
+    plan = sync(cluster_of(ds, revision_of(ds)))
+    assert plan.events == [DaemonEvent(EVENT_WARNING, SELECTING_ALL_REASON, SELECTING_ALL_MESSAGE)]
+    assert (plan.creates, plan.revision_creates, plan.status, plan.expectations) == ([], [], None, None)
+
+
+def test_a_daemonset_being_deleted_is_left_alone() -> None:
+    ds = new_ds().deleting(NOW).finalizers("keep").build()
+    plan = sync(cluster_of(ds))
+    assert plan.ds is not None
+    assert (plan.creates, plan.revision_creates, plan.status, plan.events) == ([], [], None, [])
+
+
+def test_a_bad_max_unavailable_warns_and_skips_the_rolling_update() -> None:
+    cluster, ds, _ = rolled_cluster(new_ds().rolling_update(max_unavailable="abc"))
+    with pytest.raises(RolloutValueError) as raised:
+        unavailable_count(ds, 1)
+    plan = sync(cluster)
+    assert plan.warnings == [BadInput("InvalidRollingUpdate", raised.value.message, MAX_UNAVAILABLE_FIELD)]
+    assert raised.value.message.startswith("invalid value for MaxUnavailable: ")
+    assert (plan.deletes, plan.rolled, plan.managed) == ([], False, True)
+
+
+def test_a_bad_max_unavailable_does_not_stop_manage() -> None:
+    ds = new_ds().rolling_update(max_unavailable="abc").build()
+    plan = sync(cluster_of(ds, revision_of(ds)))
+    assert [n for n, _, _ in plan.creates] == NODES
+    assert [w.field for w in plan.warnings] == [MAX_UNAVAILABLE_FIELD]
+
+
+def test_a_failed_pod_is_deleted_then_backed_off() -> None:
+    ds = new_ds().build()
+    revision = revision_of(ds)
+    failed: Pod = ds_pod("failed", ds, "node-0", hash_of(revision)).phase(POD_FAILED).build()
+    others = [ds_pod(f"ok-{n}", ds, n, hash_of(revision)).build() for n in NODES[1:]]
+    cluster = cluster_of(ds, revision, failed, *others)
+    first = sync(cluster)
+    assert names(first.deletes) == ["failed"]
+    assert first.events == [DaemonEvent(EVENT_WARNING, FAILED_DAEMON_POD,
+                                        "Found failed daemon pod default/failed on node node-0, will try to kill it")]
+    key = failed_pods_backoff_key(ds, "node-0")
+    assert first.backoff_updates == [FailedPodBackoff(key=key, delay_seconds=1.0, last_update=NOW)]
+    assert first.expectations == expect(0, 1, NOW)
+
+    entries = {entry.key: entry for entry in first.backoff_updates}
+    second = sync(cluster, None, entries, NOW + timedelta(milliseconds=500))  # the pod is still there, failed
+    assert (second.deletes, second.creates, second.events, second.backoff_updates) == ([], [], [], [])
+    assert second.requeue_after == timedelta(seconds=1)
+
+
+def test_a_taken_revision_name_only_bumps_the_collision_count() -> None:
+    ds = new_ds().build()
+    squatter = revision_of(ds)
+    squatter.data = {"spec": {"template": {"$patch": "replace"}}}
+    squatter.metadata.owner_references = []
+    squatter.metadata.labels = {"other": "app"}
+    plan = sync(cluster_of(ds, squatter))
+    assert plan.waiting_for_history
+    assert (plan.collision_count, plan.revision_creates, plan.creates, plan.hash) == (1, [], [], None)
+    assert plan.status is not None and plan.status.collision_count == 1
