@@ -30,3 +30,12 @@ class Wakeups:
     creations_observed: list[str] = field(default_factory=list)  # one entry per observed creation
     deletions_observed: list[tuple[str, str]] = field(default_factory=list)  # (key, "ns/name" of the pod)
     expectations_deleted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BadInput:
+    """A Warning Event for the controller and a log line: bad input named by its field."""
+
+    reason: str
+    message: str
+    field: str

@@ -30,10 +30,10 @@ import msgspec
 
 from kube.apps import DaemonSet, DaemonSetStatus
 from kube.core import EVENT_WARNING, Node, Pod
-from kube.intstr import parse_int64
 from kube.pods import is_pod_available, is_pod_ready, is_pod_terminal
 from kube.times import parse_time
 from reconciler.core.daemonset.placement import Placement, node_should_run_daemon_pod
+from reconciler.core.daemonset.rollout import is_pod_updated, template_generation
 
 __all__ = [
     "SELECTING_ALL_MESSAGE",
@@ -49,9 +49,6 @@ __all__ = [
 SELECTING_ALL_REASON: Final = "SelectingAll"
 SELECTING_ALL_MESSAGE: Final = "This daemon set is selecting all pods. A non-empty selector is required."
 
-_UNIQUE_LABEL_KEY: Final = "controller-revision-hash"  # apps.DefaultDaemonSetUniqueLabelKey
-_TEMPLATE_GENERATION_LABEL: Final = "pod-template-generation"  # extensions.DaemonSetTemplateGenerationKey
-_TEMPLATE_GENERATION_ANNOTATION: Final = "deprecated.daemonset.template.generation"  # apps.DeprecatedTemplateGeneration
 _ZERO_TIME: Final = datetime.min.replace(tzinfo=UTC)  # Go's zero time.Time: before every real timestamp
 
 
@@ -93,7 +90,7 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
     ``update_observed_generation`` is upstream's ``updateObservedGen``: False when the sync stopped at
     unsatisfied expectations.
     """
-    generation = _template_generation(ds)
+    generation = template_generation(ds)
     min_ready = ds.spec.min_ready_seconds
     desired = current = misscheduled = ready = available = updated = 0
     for node in nodes:
@@ -113,7 +110,7 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
             ready += 1
             if is_pod_available(pod, min_ready, now):
                 available += 1
-        if _is_pod_updated(pod, hash_, generation):
+        if is_pod_updated(pod, hash_, generation):
             updated += 1
     return msgspec.structs.replace(
         ds.status, desired_number_scheduled=desired, current_number_scheduled=current,
@@ -174,15 +171,3 @@ def _deleted_terminal(pod: Pod) -> bool:
     return pod.metadata.deletion_timestamp is not None and is_pod_terminal(pod)
 
 
-def _template_generation(ds: DaemonSet) -> int | None:
-    """util.GetTemplateGeneration; an annotation that does not parse counts as absent, as the status pass does."""
-    text = ds.metadata.annotations.get(_TEMPLATE_GENERATION_ANNOTATION)
-    return parse_int64(text) if text is not None else None
-
-
-def _is_pod_updated(pod: Pod, hash_: str, generation: int | None) -> bool:
-    """util.IsPodUpdated: the current revision's hash label, or the legacy template generation label."""
-    labels = pod.metadata.labels
-    template_matches = generation is not None and labels.get(_TEMPLATE_GENERATION_LABEL, "") == str(generation)
-    hash_matches = len(hash_) > 0 and labels.get(_UNIQUE_LABEL_KEY, "") == hash_
-    return hash_matches or template_matches

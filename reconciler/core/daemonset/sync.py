@@ -60,20 +60,12 @@ from reconciler.core.daemonset.rollout import (
 )
 from reconciler.core.daemonset.status import calculate_status, needs_write, resync_after, selecting_all_event
 from reconciler.core.expectations import Expectations
-from reconciler.core.view import CacheView
+from reconciler.core.view import BadInput, CacheView
 
 __all__ = ["COMPONENT", "BadInput", "DaemonSetPlan", "sync_daemonset"]
 
 COMPONENT: Final = "daemonset-controller"
 
-
-@dataclass
-class BadInput:
-    """A Warning Event for the DaemonSet and a log line: bad input named by its field."""
-
-    reason: str
-    message: str
-    field: str
 
 
 @dataclass

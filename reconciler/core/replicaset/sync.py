@@ -29,19 +29,11 @@ from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
 from reconciler.core.ranking import get_pods_to_delete
 from reconciler.core.replicaset.handlers import API_VERSION, KIND, split_key
 from reconciler.core.replicaset.status import calculate_status, min_next_availability_check, needs_write, replicas_of
-from reconciler.core.view import CacheView
+from reconciler.core.view import BadInput, CacheView
 
 BURST_REPLICAS: Final = 500
 COMPONENT: Final = "replicaset-controller"
 
-
-@dataclass
-class BadInput:
-    """A Warning Event for the ReplicaSet and a log line: bad input named by its field."""
-
-    reason: str
-    message: str
-    field: str
 
 
 @dataclass
