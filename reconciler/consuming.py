@@ -34,7 +34,9 @@ from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
+from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
+from store import backoff as backoff_rows
 from store import decisions as decision_rows
 from store import events as event_rows
 from store import expectations as expectation_rows
@@ -115,8 +117,11 @@ class Reconciler:
         async with self.store.transaction() as tx:
             positions: dict[int, int] = await tx.positions(CONSUMER)
             stored = await tx.all_expectations()
+            backoff = await tx.all_backoff()
         self.controllers.expectations = {
             k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in stored.items()}
+        self.controllers.backoff = {k: FailedPodBackoff(key=k, delay_seconds=v.delay_seconds, last_update=v.last_update)
+                                    for k, v in backoff.items()}
         start = min(positions.values(), default=0) + 1
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
@@ -293,6 +298,9 @@ class Reconciler:
 
 
 async def _save_expectations(tx: Any, outcome: Outcome, now: datetime) -> None:
+    if outcome.backoff:
+        await tx.save_backoff([backoff_rows.Backoff(key=e.key, delay_seconds=e.delay_seconds, last_update=e.last_update)
+                               for e in outcome.backoff])
     if outcome.expectations:
         await tx.save_expectations([
             expectation_rows.Expectations(controller_key=k, adds=v.adds, dels=v.dels,

@@ -17,15 +17,19 @@ from typing import Any
 
 import msgspec
 
-from kube.apps import ReplicaSet, ReplicaSetStatus
+from kube.apps import DaemonSet, ReplicaSet
 from messages.actions import FAILED, SKIPPED, SUCCEEDED, Action, ActionResult, CreatePods, PodToCreate
 from reconciler.cache import Cache, Change, Namespace
 from reconciler.core import standin
+from reconciler.core.daemonset import handlers as ds_handlers
+from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.sync import sync_daemonset
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset import handlers as rs_handlers
 from reconciler.core.replicaset.sync import sync_replicaset
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import WorkQueue
+from reconciler.daemonset_actions import plan_actions as ds_plan_actions
 from reconciler.replicaset_actions import plan_actions
 
 log = logging.getLogger("kubus.reconciler")
@@ -53,20 +57,21 @@ class Outcome:
     decisions: list[Decided] = field(default_factory=list)
     expectations: dict[str, Expectations] = field(default_factory=dict)  # changed ones, to save
     expectations_deleted: set[str] = field(default_factory=set)
+    backoff: list[FailedPodBackoff] = field(default_factory=list)  # changed DaemonSet backoff entries, to save
 
 
 class _StatusOverlay:
-    """The cache, with a ReplicaSet's status replaced by the one last written when the watch has
-    not shown that write yet (so a sync does not write the same status twice)."""
+    """The cache, with a ReplicaSet's or DaemonSet's status replaced by the one last written when
+    the watch has not shown that write yet (so a sync does not write the same status twice)."""
 
-    def __init__(self, cache: Cache, written: dict[str, tuple[int, ReplicaSetStatus]]):
+    def __init__(self, cache: Cache, written: dict[str, tuple[int, Any]]):
         self._cache = cache
         self._written = written
 
     def named(self, kind: str, namespace: str, name: str) -> Any:
         obj = self._cache.named(kind, namespace, name)
-        if isinstance(obj, ReplicaSet):
-            written = self._written.get(rs_handlers.controller_key(namespace, name))
+        if isinstance(obj, ReplicaSet | DaemonSet):
+            written = self._written.get(f"{kind}/{namespace}/{name}")
             if written is not None and _rv(obj.metadata.resource_version) < written[0]:
                 return msgspec.structs.replace(obj, status=written[1])
         return obj
@@ -96,11 +101,13 @@ class Controllers:
         self.manage_pending: dict[str, int] = {}  # key -> results of its current round still to come
         self.reported: dict[str, str | None] = {}  # key -> the error the last judging sync reported
         self.last_synced: dict[str, datetime] = {}
-        self.status_in_flight: dict[str, tuple[str, ReplicaSetStatus]] = {}  # key -> (action key, status)
-        self.written: dict[str, tuple[int, ReplicaSetStatus]] = {}  # key -> (resourceVersion, status)
+        self.status_in_flight: dict[str, tuple[str, Any]] = {}  # key -> (action key, status)
+        self.written: dict[str, tuple[int, Any]] = {}  # key -> (resourceVersion, status)
+        self.backoff: dict[str, FailedPodBackoff] = {}  # DaemonSets' failed-pod backoff, by its key
         self.triggers: dict[str, str] = {}  # key -> the event that last enqueued it
         self.last_seq = 0
         self._changed: set[str] = set()
+        self.backoff_changed: set[str] = set()
         self._deleted: set[str] = set()
 
     # --- handlers -----------------------------------------------------------------------------------
@@ -112,7 +119,14 @@ class Controllers:
                 rs_handlers.on_replicaset(change, wakeups, self.cache)
             elif change.kind == "Pod":
                 rs_handlers.on_pod(change, self.cache, wakeups)
+                ds_handlers.on_pod(change, self.cache, wakeups)
                 _standin_pod(change, wakeups)
+            elif change.kind == "DaemonSet":
+                ds_handlers.on_daemonset(change, wakeups, self.cache)
+            elif change.kind == "Node":
+                ds_handlers.on_node(change, self.cache, wakeups)
+            elif change.kind == "ControllerRevision":
+                ds_handlers.on_controller_revision(change, self.cache, wakeups)
             elif change.kind == "Namespace" and not change.replayed:
                 wakeups.enqueue.append(standin.controller_key(change.name))
             self._wake(wakeups, msg_id, now)
@@ -123,7 +137,8 @@ class Controllers:
                 self._set(key, current.creation_observed())
         for key, pod_key in wakeups.deletions_observed:
             if (current := self.expectations.get(key)) is not None:
-                self._set(key, current.deletion_observed(pod_key))
+                # the ReplicaSet's expectations track deletions by pod key, the DaemonSet's count them
+                self._set(key, current.deletion_observed(None if key.startswith(ds_handlers.PREFIX) else pod_key))
         for key in wakeups.expectations_deleted:
             self._drop(key)
         for key in wakeups.enqueue:
@@ -137,6 +152,8 @@ class Controllers:
         """What an informer's initial list does: every controller is synced once."""
         for rs in sorted(self.cache.all("ReplicaSet"), key=lambda r: (r.metadata.namespace, r.metadata.name)):
             self.queue.add(rs_handlers.controller_key(rs.metadata.namespace, rs.metadata.name))
+        for ds in sorted(self.cache.all("DaemonSet"), key=lambda d: (d.metadata.namespace, d.metadata.name)):
+            self.queue.add(ds_handlers.controller_key(ds.metadata.namespace, ds.metadata.name))
         for ns in self.cache.all("Namespace"):
             if isinstance(ns, Namespace) and standin.ANNOTATION in ns.annotations:
                 self.queue.add(standin.controller_key(ns.name))
@@ -154,6 +171,8 @@ class Controllers:
     def take_changes(self, outcome: Outcome) -> Outcome:
         outcome.expectations = {k: self.expectations[k] for k in sorted(self._changed)}
         outcome.expectations_deleted = set(self._deleted)
+        outcome.backoff = [self.backoff[k] for k in sorted(self.backoff_changed)]
+        self.backoff_changed.clear()
         self._changed.clear()
         self._deleted.clear()
         return outcome
@@ -170,12 +189,55 @@ class Controllers:
             decided: Decided | None
             if key.startswith(rs_handlers.PREFIX):
                 decided = self._sync_replicaset(key, correlation, now, now_iso)
+            elif key.startswith(ds_handlers.PREFIX):
+                decided = self._sync_daemonset(key, correlation, now, now_iso)
             else:
                 decided = self._sync_standin(key, correlation, now, now_iso)
             if decided is not None:
                 decided.duration_ms = (time.perf_counter() - started) * 1000
                 outcome.decisions.append(decided)
         return self.take_changes(outcome)
+
+    def _sync_daemonset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
+        plan = sync_daemonset(key, _StatusOverlay(self.cache, self.written), self.expectations.get(key),
+                              self.backoff, now, correlation)
+        namespace, _ = ds_handlers.split_key(key)
+        decided = Decided(key, ds_handlers.KIND, namespace, correlation, self.last_seq, self.triggers.pop(key, None),
+                          dict(plan.explain), 0.0)
+        if plan.ds is None:
+            self._drop(key)
+            for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced):
+                table.pop(key, None)
+            self.queue.forget(key)
+            return decided
+        if plan.expectations is not None:
+            self._set(key, plan.expectations)
+        for entry in plan.backoff_updates:
+            self.backoff[entry.key] = entry
+            self.backoff_changed.add(entry.key)
+        if plan.creates or plan.deletes:
+            self.manage_pending[key] = len(plan.creates) + len(plan.deletes)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after, now)
+        write_status = plan.status is not None and key not in self.status_in_flight
+        decided.actions = ds_plan_actions(plan, correlation, now_iso, write_status)
+        if write_status and plan.status is not None:
+            self.status_in_flight[key] = (f"{correlation}/status", plan.status)
+        for bad in plan.warnings:
+            log.error("DaemonSet %s: %s (field %s)", key[len(ds_handlers.PREFIX):], bad.message, bad.field)
+        decided.summary.update({
+            "hash": plan.hash, "waiting_for_history": plan.waiting_for_history,
+            "creates": [node for node, _, _ in plan.creates], "deletes": [p.metadata.name for p in plan.deletes],
+            "revisions_created": [r.metadata.name for r in plan.revision_creates],
+            "revisions_deleted": [r.metadata.name for r in plan.revision_deletes],
+            "status": None if plan.status is None else msgspec.to_builtins(plan.status),
+            "status_written": write_status,
+            "warnings": [{"reason": b.reason, "message": b.message, "field": b.field} for b in plan.warnings],
+        })
+        if plan.warnings:
+            decided.summary["error"] = plan.warnings[0].message
+            decided.summary["field"] = plan.warnings[0].field
+        return decided
 
     def _waiting_for_a_round(self, key: str, now: datetime) -> bool:
         """While a ReplicaSet waits for its creates or deletes to be observed, a sync can only
@@ -279,7 +341,8 @@ class Controllers:
                 # manageReplicas: any DeletePod error lowers the expectation (DeletionObserved); NotFound
                 # (which the executor reports as a success) is no error for the status or the backoff
                 if (current := self.expectations.get(key)) is not None:
-                    self._set(key, current.deletion_observed(result.subject or None))
+                    by_key = result.subject if key.startswith(rs_handlers.PREFIX) else None
+                    self._set(key, current.deletion_observed(by_key or None))
                 if result.outcome == FAILED:
                     self._failed(key, f"unable to delete pods: {result.message}", now)
             elif result.action == "patch_pod" and result.outcome == FAILED:
@@ -287,6 +350,13 @@ class Controllers:
                     self.queue.add_rate_limited(key, now)  # a claim that failed: try again later
             elif result.action == "update_status":
                 self._status_result(key, result, now)
+            elif result.action.endswith("controller_revision"):
+                # a revision write that failed (AlreadyExists: another revision holds the name) is
+                # looked at again by the next sync, which sees the cache's revisions
+                if result.outcome == FAILED:
+                    self.queue.add_rate_limited(key, now)
+                else:
+                    self.queue.add(key)
 
     def _manage_result(self, key: str) -> None:
         """Counts down the results of the last creates/deletes; when the last one is in, the

@@ -44,3 +44,9 @@ async def gc(conn: AsyncConnection, updated_before: datetime) -> int:
     """Drop entries not updated since `updated_before` (upstream: older than 2 x the max delay)."""
     result = await conn.execute(sa.delete(t).where(t.c.last_update < updated_before))
     return int(result.rowcount)
+
+
+async def load_all(conn: AsyncConnection) -> dict[str, Backoff]:
+    """Every entry: what a starting reconciler holds in memory."""
+    rows = await conn.execute(sa.select(t))
+    return {r.key: Backoff(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}

@@ -68,6 +68,9 @@ class Transaction:
     async def load_backoff(self, keys: Iterable[str]) -> dict[str, Backoff]:
         return await backoff.load(self.conn, keys)
 
+    async def all_backoff(self) -> dict[str, Backoff]:
+        return await backoff.load_all(self.conn)
+
     async def save_backoff(self, entries: Iterable[Backoff]) -> None:
         await backoff.save(self.conn, entries)
 

@@ -1,0 +1,121 @@
+"""A DaemonSet plan as action commands, in upstream's order, with idempotency keys.
+
+Every key starts with the decision's correlation id, so each effect is named once: a redelivered
+command is recognised by the executor, a re-published one by JetStream.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import msgspec
+
+from kube import codec
+from kube.apps import DaemonSet
+from kube.ownership import adopt_patch, release_patch
+from messages.actions import (
+    Action,
+    CreateControllerRevision,
+    CreatePods,
+    DeleteControllerRevision,
+    DeletePod,
+    OwnerCheck,
+    PatchControllerRevision,
+    PatchPod,
+    PodToCreate,
+    RecordEvent,
+    UpdateStatus,
+)
+from reconciler.core.daemonset.handlers import API_VERSION, KIND
+from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
+
+_encode = msgspec.json.encode
+
+
+class _Common(TypedDict):
+    decision_id: int
+    controller: str
+    issued_at: str
+
+
+def object_reference(ds: DaemonSet) -> msgspec.Raw:
+    meta = ds.metadata
+    return msgspec.Raw(_encode({"kind": KIND, "namespace": meta.namespace, "name": meta.name, "uid": meta.uid,
+                                "apiVersion": API_VERSION, "resourceVersion": meta.resource_version}))
+
+
+def status_body(plan: DaemonSetPlan) -> dict[str, object]:
+    """The status as the API shows it: the four counts upstream never omits are always sent."""
+    body: dict[str, object] = codec.to_builtins(plan.status)
+    for required in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"):
+        body.setdefault(required, 0)
+    return body
+
+
+def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_status: bool) -> list[Action]:
+    ds = plan.ds
+    if ds is None:
+        return []
+    meta = ds.metadata
+    common = _Common(decision_id=0, controller=plan.key, issued_at=issued_at)
+    owner = object_reference(ds)
+    ns = meta.namespace
+    actions: list[Action] = []
+    for rev in plan.revision_adopt:
+        actions.append(PatchControllerRevision(
+            key=f"{correlation}/adopt-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
+            uid=rev.metadata.uid, patch_type="strategic",
+            patch=msgspec.Raw(adopt_patch(meta, API_VERSION, KIND, rev.metadata.uid)), **common))
+    for rev in plan.revision_release:
+        actions.append(PatchControllerRevision(
+            key=f"{correlation}/release-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
+            uid=rev.metadata.uid, patch_type="strategic",
+            patch=msgspec.Raw(release_patch(meta.uid, rev.metadata.uid)), **common))
+    for i, (rev, patch) in enumerate(plan.revision_patches):
+        actions.append(PatchControllerRevision(
+            key=f"{correlation}/patch-revision/{i}", namespace=ns, name=rev.metadata.name, uid=rev.metadata.uid,
+            patch_type="merge", patch=msgspec.Raw(patch), **common))
+    for rev, body in zip(plan.revision_creates, plan.revision_bodies, strict=True):
+        actions.append(CreateControllerRevision(
+            key=f"{correlation}/create-revision/{rev.metadata.name}", namespace=ns, revision=msgspec.Raw(body),
+            **common))
+    for pod, patch in plan.pod_relabels:
+        actions.append(PatchPod(
+            key=f"{correlation}/relabel/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
+            uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch), **common))
+    check = OwnerCheck(kind=KIND, name=meta.name, uid=meta.uid)
+    for pod in plan.adopt:
+        actions.append(PatchPod(
+            key=f"{correlation}/adopt/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
+            uid=pod.metadata.uid, patch_type="strategic",
+            patch=msgspec.Raw(adopt_patch(meta, API_VERSION, KIND, pod.metadata.uid)), owner_check=check, **common))
+    for pod in plan.release:
+        actions.append(PatchPod(
+            key=f"{correlation}/release/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
+            uid=pod.metadata.uid, patch_type="strategic",
+            patch=msgspec.Raw(release_patch(meta.uid, pod.metadata.uid)), **common))
+    if plan.creates:
+        actions.append(CreatePods(
+            key=f"{correlation}/create", namespace=ns, owner=owner, component=COMPONENT,
+            pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for _, k, body in plan.creates], **common))
+    for pod in plan.deletes:
+        actions.append(DeletePod(
+            key=f"{correlation}/delete/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
+            uid=pod.metadata.uid, owner=owner, component=COMPONENT, **common))
+    for rev in plan.revision_deletes:
+        actions.append(DeleteControllerRevision(
+            key=f"{correlation}/delete-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
+            uid=rev.metadata.uid, **common))
+    for i, event in enumerate(plan.events):
+        actions.append(RecordEvent(
+            key=f"{correlation}/event/{i}", namespace=ns, involved=owner, type=event.type, reason=event.reason,
+            message=event.message, component=COMPONENT, **common))
+    for bad in plan.warnings:
+        actions.append(RecordEvent(
+            key=f"{correlation}/event/{bad.reason}/{bad.field}", namespace=ns, involved=owner, type="Warning",
+            reason=bad.reason, message=bad.message, component=COMPONENT, **common))
+    if plan.status is not None and write_status:
+        actions.append(UpdateStatus(
+            key=f"{correlation}/status", kind=KIND, namespace=ns, name=meta.name, uid=meta.uid,
+            status=msgspec.Raw(_encode(status_body(plan))), **common))
+    return actions
