@@ -34,7 +34,7 @@ from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
-from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from store import backoff as backoff_rows
 from store import decisions as decision_rows
@@ -230,7 +230,7 @@ class Reconciler:
         now = self.clock()
         pending, self._results = self._results, []
         async with contextlib.AsyncExitStack() as stack:
-            tx = None
+            tx: Any = None
             if pending:  # results first: the syncs below see the expectations they lowered
                 tx = await stack.enter_async_context(self.store.transaction())
                 rows = [row for _, batch_rows, _ in pending for row in batch_rows]
@@ -244,6 +244,10 @@ class Reconciler:
             if tx is None and (batch.events or batch.last_seq or outcome.decisions or outcome.expectations
                                or outcome.expectations_deleted):
                 tx = await stack.enter_async_context(self.store.transaction())
+            if self.controllers.collect_backoff(now):
+                if tx is None:
+                    tx = await stack.enter_async_context(self.store.transaction())
+                await tx.gc_backoff(gc_cutoff(now))
             if tx is not None:
                 await self._commit(tx, batch, outcome, now)
         for _, _, done in pending:

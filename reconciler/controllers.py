@@ -22,7 +22,8 @@ from messages.actions import FAILED, SKIPPED, SUCCEEDED, Action, ActionResult, C
 from reconciler.cache import Cache, Change, Namespace
 from reconciler.core import standin
 from reconciler.core.daemonset import handlers as ds_handlers
-from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.backoff import BACKOFF_GC_INTERVAL, FailedPodBackoff
+from reconciler.core.daemonset.backoff import gc as backoff_gc
 from reconciler.core.daemonset.sync import sync_daemonset
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset import handlers as rs_handlers
@@ -108,6 +109,7 @@ class Controllers:
         self.last_seq = 0
         self._changed: set[str] = set()
         self.backoff_changed: set[str] = set()
+        self.backoff_collected: datetime | None = None
         self._deleted: set[str] = set()
 
     # --- handlers -----------------------------------------------------------------------------------
@@ -167,6 +169,17 @@ class Controllers:
         if self.expectations.pop(key, None) is not None:
             self._deleted.add(key)
         self._changed.discard(key)
+
+    def collect_backoff(self, now: datetime) -> bool:
+        """The failed-pods backoff's GC (every BACKOFF_GC_INTERVAL upstream): entries idle for more
+        than twice the maximum delay go. Returns whether the store should drop them too."""
+        if self.backoff_collected is not None and now - self.backoff_collected < BACKOFF_GC_INTERVAL:
+            return False
+        self.backoff_collected = now
+        kept = backoff_gc(self.backoff, now)
+        dropped = len(kept) != len(self.backoff)
+        self.backoff = kept
+        return dropped
 
     def take_changes(self, outcome: Outcome) -> Outcome:
         outcome.expectations = {k: self.expectations[k] for k in sorted(self._changed)}

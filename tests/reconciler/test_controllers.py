@@ -33,6 +33,7 @@ from messages.actions import (
     UpdateStatus,
 )
 from reconciler.controllers import Controllers, Decided, Outcome
+from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import ALPHABET
 from reconciler.core.replicaset.handlers import controller_key
@@ -581,3 +582,17 @@ def test_syncs_that_can_only_refresh_status_are_spaced_while_a_round_is_observed
     controllers.observe([cluster.add(second)], NOW + 20 * MS)
     acted = only(sync(controllers, NOW + 20 * MS))  # expectations met: synced at once
     assert acted.summary["active"] == 2
+
+
+def test_the_failed_pods_backoff_is_collected_once_a_minute() -> None:
+    """BackoffGCInterval: entries idle for more than twice the 15-minute maximum go, checked every minute."""
+    controllers = Controllers(Cluster().cache)
+    controllers.backoff = {
+        "old": FailedPodBackoff(key="old", delay_seconds=1.0, last_update=NOW - timedelta(minutes=31)),
+        "recent": FailedPodBackoff(key="recent", delay_seconds=8.0, last_update=NOW - timedelta(minutes=29))}
+    assert controllers.collect_backoff(NOW) is True
+    assert list(controllers.backoff) == ["recent"]
+    assert controllers.collect_backoff(NOW + timedelta(seconds=30)) is False  # not due: within the minute
+    assert list(controllers.backoff) == ["recent"]
+    assert controllers.collect_backoff(NOW + timedelta(minutes=2)) is True  # due, and "recent" is 31 min idle
+    assert controllers.backoff == {}
