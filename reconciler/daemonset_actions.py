@@ -6,12 +6,9 @@ command is recognised by the executor, a re-published one by JetStream.
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import msgspec
 
 from kube import codec
-from kube.apps import DaemonSet
 from kube.ownership import adopt_patch, release_patch
 from messages.actions import (
     Action,
@@ -19,7 +16,6 @@ from messages.actions import (
     CreatePods,
     DeleteControllerRevision,
     DeletePod,
-    OwnerCheck,
     PatchControllerRevision,
     PatchPod,
     PodToCreate,
@@ -28,20 +24,9 @@ from messages.actions import (
 )
 from reconciler.core.daemonset.handlers import API_VERSION, KIND
 from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
+from reconciler.owner_actions import Common, claim_actions, object_reference
 
 _encode = msgspec.json.encode
-
-
-class _Common(TypedDict):
-    decision_id: int
-    controller: str
-    issued_at: str
-
-
-def object_reference(ds: DaemonSet) -> msgspec.Raw:
-    meta = ds.metadata
-    return msgspec.Raw(_encode({"kind": KIND, "namespace": meta.namespace, "name": meta.name, "uid": meta.uid,
-                                "apiVersion": API_VERSION, "resourceVersion": meta.resource_version}))
 
 
 def status_body(plan: DaemonSetPlan) -> dict[str, object]:
@@ -57,8 +42,8 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     if ds is None:
         return []
     meta = ds.metadata
-    common = _Common(decision_id=0, controller=plan.key, issued_at=issued_at)
-    owner = object_reference(ds)
+    common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
+    owner = object_reference(KIND, API_VERSION, meta)
     ns = meta.namespace
     actions: list[Action] = []
     for rev in plan.revision_adopt:
@@ -83,17 +68,7 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
         actions.append(PatchPod(
             key=f"{correlation}/relabel/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
             uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch), **common))
-    check = OwnerCheck(kind=KIND, name=meta.name, uid=meta.uid)
-    for pod in plan.adopt:
-        actions.append(PatchPod(
-            key=f"{correlation}/adopt/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
-            uid=pod.metadata.uid, patch_type="strategic",
-            patch=msgspec.Raw(adopt_patch(meta, API_VERSION, KIND, pod.metadata.uid)), owner_check=check, **common))
-    for pod in plan.release:
-        actions.append(PatchPod(
-            key=f"{correlation}/release/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
-            uid=pod.metadata.uid, patch_type="strategic",
-            patch=msgspec.Raw(release_patch(meta.uid, pod.metadata.uid)), **common))
+    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common))
     if plan.creates:
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=ns, owner=owner, component=COMPONENT,

@@ -6,40 +6,22 @@ redelivered command is recognised by the executor, a re-published one by JetStre
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import msgspec
 
 from kube import codec
-from kube.apps import ReplicaSet
-from kube.ownership import adopt_patch, release_patch
 from messages.actions import (
     Action,
     CreatePods,
     DeletePod,
-    OwnerCheck,
-    PatchPod,
     PodToCreate,
     RecordEvent,
     UpdateStatus,
 )
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.sync import COMPONENT, Plan
+from reconciler.owner_actions import Common, claim_actions, object_reference
 
 _encode = msgspec.json.encode
-
-
-class _Common(TypedDict):
-    decision_id: int
-    controller: str
-    issued_at: str
-
-
-def object_reference(rs: ReplicaSet) -> msgspec.Raw:
-    """What events are recorded against (the recorder's GetReference of the ReplicaSet)."""
-    meta = rs.metadata
-    return msgspec.Raw(_encode({"kind": KIND, "namespace": meta.namespace, "name": meta.name, "uid": meta.uid,
-                                "apiVersion": API_VERSION, "resourceVersion": meta.resource_version}))
 
 
 def status_body(plan: Plan) -> dict[str, object]:
@@ -54,20 +36,10 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
     if rs is None:
         return []
     meta = rs.metadata
-    common = _Common(decision_id=0, controller=plan.key, issued_at=issued_at)
-    owner = object_reference(rs)
+    common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
+    owner = object_reference(KIND, API_VERSION, meta)
     actions: list[Action] = []
-    check = OwnerCheck(kind=KIND, name=meta.name, uid=meta.uid)
-    for pod in plan.adopt:
-        actions.append(PatchPod(
-            key=f"{correlation}/adopt/{pod.metadata.uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
-            uid=pod.metadata.uid, patch_type="strategic",
-            patch=msgspec.Raw(adopt_patch(meta, API_VERSION, KIND, pod.metadata.uid)), owner_check=check, **common))
-    for pod in plan.release:
-        actions.append(PatchPod(
-            key=f"{correlation}/release/{pod.metadata.uid}", namespace=pod.metadata.namespace,
-            name=pod.metadata.name, uid=pod.metadata.uid, patch_type="strategic",
-            patch=msgspec.Raw(release_patch(meta.uid, pod.metadata.uid)), **common))
+    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common))
     if plan.creates:
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=meta.namespace, owner=owner, component=COMPONENT,
