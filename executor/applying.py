@@ -38,8 +38,10 @@ from kube import codec
 from kube.meta import ObjectReference, Status
 from messages.actions import (
     FAILED,
+    SKIPPED,
     SUCCEEDED,
     Action,
+    BumpCollisionCount,
     CreateControllerRevision,
     CreatePods,
     DeleteControllerRevision,
@@ -206,6 +208,35 @@ async def _update_status(d: Delivery, a: UpdateStatus) -> Effect:
     return failed(conflict)
 
 
+async def _bump_collision_count(d: Delivery, a: BumpCollisionCount) -> Effect:
+    """GET the DaemonSet, check the uid and that collisionCount is still `seen`, PUT it one higher."""
+    path = KINDS["DaemonSet"].path(a.namespace, a.name)
+    conflict: Status | None = None
+    for _ in range(1 + STATUS_UPDATE_RETRIES):
+        got = await d.api.call("GET", path)
+        if not got.ok:
+            return failed(api_status(got))
+        obj: dict[str, Any] = msgspec.json.decode(got.data)
+        uid = obj.get("metadata", {}).get("uid", "")
+        if uid != a.uid:
+            return Effect(FAILED, reason="Gone", message=f"DaemonSet {a.namespace}/{a.name} now has uid {uid}, "
+                                                         f"not {a.uid}: the object this bump was for is gone")
+        status = obj.setdefault("status", {})
+        live = status.get("collisionCount") or 0
+        if live != a.seen:
+            return Effect(SKIPPED, 200, "AlreadyBumped", f"collisionCount is {live}, not {a.seen}: "
+                                                          f"already bumped", uid)
+        status["collisionCount"] = live + 1
+        put = await d.api.call("PUT", f"{path}/status", body=_json.encode(obj))
+        if put.ok:
+            return succeeded_with(SUCCEEDED, put.status, put.data)
+        conflict = api_status(put)
+        if put.status != 409:
+            break
+    assert conflict is not None
+    return failed(conflict)
+
+
 async def _record_event(d: Delivery, a: RecordEvent) -> Effect:
     """POSTs a core/v1 Event as client-go's legacy recorder makes it, through the process's spam filter;
     named from the action's key, so a redelivered event meets AlreadyExists instead of appearing twice."""
@@ -236,6 +267,7 @@ _HANDLERS: dict[type, Callable[[Delivery, Any], Awaitable[Effect]]] = {
     PatchControllerRevision: _patch_revision,
     DeleteControllerRevision: _delete_revision,
     UpdateStatus: _update_status,
+    BumpCollisionCount: _bump_collision_count,
     RecordEvent: _record_event,
     SetAnnotation: _set_annotation,
 }

@@ -100,6 +100,17 @@ class UpdateStatus(_Action, frozen=True, tag="update_status"):
     status: msgspec.Raw
 
 
+class BumpCollisionCount(_Action, frozen=True, tag="bump_collision_count"):
+    """A DaemonSet's revision name is taken by another revision: as upstream's dsc.snapshot, read the
+    DaemonSet fresh and write its status with collisionCount one higher. Only when the live count is
+    still `seen`: a redelivered or repeated bump then changes nothing (it is reported skipped)."""
+
+    namespace: str
+    name: str
+    uid: str
+    seen: int  # the collisionCount the sync saw (an absent one is 0)
+
+
 class RecordEvent(_Action, frozen=True, tag="record_event"):
     namespace: str
     involved: msgspec.Raw  # an ObjectReference
@@ -119,7 +130,7 @@ class SetAnnotation(_Action, frozen=True, tag="set_annotation"):
 
 
 Action = (CreatePods | DeletePod | PatchPod | CreateControllerRevision | PatchControllerRevision
-          | DeleteControllerRevision | UpdateStatus | RecordEvent | SetAnnotation)
+          | DeleteControllerRevision | UpdateStatus | BumpCollisionCount | RecordEvent | SetAnnotation)
 
 SUCCEEDED: Final = "succeeded"
 FAILED: Final = "failed"

@@ -363,7 +363,7 @@ class Controllers:
                     self.queue.add_rate_limited(key, now)  # a claim that failed: try again later
             elif result.action == "update_status":
                 self._status_result(key, result, now)
-            elif result.action.endswith("controller_revision"):
+            elif result.action.endswith("controller_revision") or result.action == "bump_collision_count":
                 # a revision write that failed (AlreadyExists: another revision holds the name) is
                 # looked at again by the next sync, which sees the cache's revisions
                 if result.outcome == FAILED:

@@ -12,6 +12,7 @@ from kube import codec
 from kube.ownership import adopt_patch, release_patch
 from messages.actions import (
     Action,
+    BumpCollisionCount,
     CreateControllerRevision,
     CreatePods,
     DeleteControllerRevision,
@@ -64,6 +65,10 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
         actions.append(CreateControllerRevision(
             key=f"{correlation}/create-revision/{rev.metadata.name}", namespace=ns, revision=msgspec.Raw(body),
             **common))
+    if plan.collision_count is not None:
+        actions.append(BumpCollisionCount(
+            key=f"{correlation}/collision-count/{plan.collision_count}", namespace=ns, name=meta.name,
+            uid=meta.uid, seen=plan.collision_count - 1, **common))
     for pod, patch in plan.pod_relabels:
         actions.append(PatchPod(
             key=f"{correlation}/relabel/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,

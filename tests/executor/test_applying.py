@@ -10,8 +10,10 @@ from typing import Any
 from kubus.jetstream import Bus
 from messages.actions import (
     FAILED,
+    SKIPPED,
     SUCCEEDED,
     Action,
+    BumpCollisionCount,
     CreateControllerRevision,
     DeleteControllerRevision,
     DeletePod,
@@ -124,6 +126,38 @@ async def test_status_update_of_a_replaced_object_is_refused(bus: Bus, sim: SimP
                                         uid="an-older-uid", status=raw({"replicas": 7})))
         [result] = await results_for(bus, 1, (running,))
     assert (result.outcome, result.reason) == (FAILED, "Gone")
+
+
+def _daemonset(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}}
+
+
+async def test_collision_count_is_bumped_once_from_a_fresh_read(bus: Bus, sim: SimProcess, namespace: str,
+                                                                executor: Start) -> None:
+    """As dsc.snapshot: the live count plus one, written only while it is still the count the sync saw,
+    so the same bump delivered twice (or issued by two syncs) raises it once; the rest of the status stays."""
+    path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets"
+    ds = await _call(sim, "POST", path, _daemonset("agent"))
+    ds["status"] = {"numberReady": 3, "currentNumberScheduled": 3, "desiredNumberScheduled": 3,
+                    "numberMisscheduled": 0}
+    await _call(sim, "PUT", f"{path}/agent/status", ds)
+    uid = ds["metadata"]["uid"]
+    async with executor() as running:
+        await publish(bus, BumpCollisionCount(**envelope("bump-1"), namespace=namespace, name="agent", uid=uid,
+                                              seen=0))
+        await publish(bus, BumpCollisionCount(**envelope("bump-2"), namespace=namespace, name="agent", uid=uid,
+                                              seen=0))
+        await publish(bus, BumpCollisionCount(**envelope("bump-3"), namespace=namespace, name="agent",
+                                              uid="an-older-uid", seen=1))
+        results = sorted(await results_for(bus, 3, (running,)), key=lambda r: r.key)
+    assert [(r.outcome, r.reason) for r in results] == [(SUCCEEDED, ""), (SKIPPED, "AlreadyBumped"),
+                                                        (FAILED, "Gone")]
+    got = await _call(sim, "GET", f"{path}/agent")
+    assert (got["status"]["collisionCount"], got["status"]["numberReady"]) == (1, 3)
 
 
 async def test_recorded_event_is_written_once_even_when_redelivered(bus: Bus, sim: SimProcess, namespace: str,

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-import msgspec
-
 from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
 from kube.core import Node, Pod
 from kube.labels import Selector, SelectorError, selector_from_label_selector
@@ -75,12 +73,13 @@ class DaemonSetPlan:
     History first: ``revision_adopt`` / ``revision_release`` (ClaimControllerRevisions), the
     ``revision_patches`` (unique-label fixes, then the current revision's renumbering), then either
     ``revision_creates`` (with their exact bodies in ``revision_bodies``) or the dedup: ``pod_relabels``
-    and the dedup part of ``revision_deletes``. ``collision_count`` set: write it into
-    ``status.collisionCount`` (only if the live count still equals the one the sync saw) and create
-    nothing. Then the pods: ``adopt`` / ``release``, ``creates`` ``(node, idempotency key, body)`` in
-    slow-start batches and ``deletes``; save ``expectations`` (when not None) and ``backoff_updates``
-    with the decision; record ``events``; delete the old revisions that close ``revision_deletes``
-    (cleanupHistory); write ``status`` (None: no write); requeue after ``requeue_after``.
+    and the dedup part of ``revision_deletes``. ``collision_count`` set: the executor writes it into
+    ``status.collisionCount`` from a fresh read (only if the live count is still one lower, so a
+    repeated bump changes nothing) and nothing is created. Then the pods: ``adopt`` / ``release``,
+    ``creates`` ``(node, idempotency key, body)`` in slow-start batches and
+    ``deletes``; save ``expectations`` (when not None) and ``backoff_updates`` with the decision;
+    record ``events``; delete the old revisions that close ``revision_deletes`` (cleanupHistory);
+    write ``status`` (None: no write); requeue after ``requeue_after``.
     """
 
     key: str
@@ -166,7 +165,6 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
             plan.explain = {"reason": f"waiting for history: creating revision {history.create.metadata.name}"}
         else:
             plan.collision_count = history.collision_count
-            plan.status = msgspec.structs.replace(ds.status, collision_count=history.collision_count)
             plan.explain = {"reason": f"waiting for history: revision name taken, "
                                       f"collisionCount -> {history.collision_count}"}
         return plan
