@@ -34,6 +34,7 @@ __all__ = [
     "get_target_node_name",
     "match_node_selector_terms",
     "node_matches_node_selector_terms",
+    "node_selector_errors",
     "pod_matches_node_selector_and_affinity",
     "replace_daemon_node_affinity",
 ]
@@ -119,6 +120,14 @@ def match_node_selector_terms(node: Node | None, selector: NodeSelector) -> tupl
         elif parsed.matches(labels, fields):
             return True, []
     return False, errors
+
+
+def node_selector_errors(selector: NodeSelector) -> list[str]:
+    """The parse errors of every term, whatever node they meet: a term listed here matches no node."""
+    errors: list[str] = []
+    for i, term in enumerate(selector.node_selector_terms):
+        errors.extend(_parse_term(term, f"nodeSelectorTerms[{i}]").errors)
+    return errors
 
 
 def node_matches_node_selector_terms(node: Node | None, selector: NodeSelector) -> bool:

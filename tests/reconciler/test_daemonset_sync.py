@@ -7,7 +7,17 @@ from datetime import datetime, timedelta
 import pytest
 
 from kube.apps import ControllerRevision, DaemonSet
-from kube.core import EVENT_WARNING, POD_FAILED, POD_RUNNING, Pod
+from kube.core import (
+    EVENT_WARNING,
+    POD_FAILED,
+    POD_RUNNING,
+    Affinity,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+)
 from kube.meta import LabelSelector
 from kube.testing import DaemonSetBuilder, PodBuilder, daemonset, node, pod
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
@@ -207,3 +217,33 @@ def test_a_taken_revision_name_only_bumps_the_collision_count() -> None:
     assert plan.waiting_for_history
     assert (plan.collision_count, plan.revision_creates, plan.creates, plan.hash) == (1, [], [], None)
     assert plan.status is None  # the executor bumps it from a fresh read
+
+
+def test_a_selector_not_matching_the_template_warns_and_creates_nothing() -> None:
+    """The API refuses it; let through, each pod made would go unclaimed and be made again, without end."""
+    ds = new_ds().selector(app="foo").template_labels(app="bar").build()
+    plan = sync(cluster_of(ds, revision_of(ds)))
+    assert plan.warnings == [BadInput(
+        "InvalidSelector", 'spec.template.metadata.labels: Invalid value: map[string]string{"app":"bar"}: '
+        "`selector` does not match template `labels`", "spec.template.metadata.labels")]
+    assert (plan.creates, plan.deletes, plan.revision_creates, plan.status) == ([], [], [], None)
+
+
+@pytest.mark.parametrize(("expression", "problem"), [
+    (NodeSelectorRequirement(key="cpus", operator="Gt", values=["abc"]),
+     "matchExpressions[0].values[0]: Invalid value: \"abc\": for 'Gt', 'Lt' operators, the value must be an integer"),
+    (NodeSelectorRequirement(key="bad key!", operator="Exists"),
+     "matchExpressions[0].key: Invalid value: \"bad key!\""),
+])
+def test_a_node_affinity_term_that_cannot_parse_warns_and_matches_no_node(
+        expression: NodeSelectorRequirement, problem: str) -> None:
+    affinity = Affinity(node_affinity=NodeAffinity(required_during_scheduling_ignored_during_execution=NodeSelector(
+        node_selector_terms=[NodeSelectorTerm(match_expressions=[expression])])))
+    ds = new_ds().affinity(affinity).build()
+    plan = sync(cluster_of(ds, revision_of(ds)))
+    path = "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    [warning] = plan.warnings
+    assert (warning.reason, warning.field) == ("InvalidNodeAffinity",
+                                               f"{path}.nodeSelectorTerms[0].{problem.partition(':')[0]}")
+    assert warning.message.startswith(f"{path}.nodeSelectorTerms[0].{problem}")
+    assert plan.creates == [] and plan.status is not None and plan.status.desired_number_scheduled == 0

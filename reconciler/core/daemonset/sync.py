@@ -20,6 +20,7 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from typing import Any, Final
 from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
 from kube.core import Node, Pod
 from kube.labels import Selector, SelectorError, selector_from_label_selector
+from kube.nodeaffinity import node_selector_errors
 from kube.ownership import get_controller_of
 from reconciler.core.claiming import claim_pods
 from reconciler.core.daemonset.backoff import FailedPodBackoff
@@ -135,7 +137,18 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
         plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
         plan.explain = {"reason": "invalid selector", "error": str(exc)}
         return plan
+    template_labels = ds.spec.template.metadata.labels or {}
+    if not selector.matches(template_labels):
+        # The API refuses this; were it let through, every pod created would go unclaimed and be made
+        # again on the next sync, without end. kubus stops here and says so.
+        path = "spec.template.metadata.labels"
+        shown = ", ".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in sorted(template_labels.items()))
+        message = f"{path}: Invalid value: map[string]string{{{shown}}}: `selector` does not match template `labels`"
+        plan.warnings.append(BadInput("InvalidSelector", message, path))
+        plan.explain = {"reason": "selector does not match the template's labels: not synced"}
+        return plan
     plan.warnings.extend(BadInput("InvalidToleration", message, path) for path, message in validate_tolerations(ds))
+    plan.warnings.extend(BadInput("InvalidNodeAffinity", message, path) for path, message in _affinity_problems(ds))
     rollout_problem = _rollout_problem(ds)
     if rollout_problem is not None:
         plan.warnings.append(BadInput("InvalidRollingUpdate", rollout_problem.message, rollout_problem.field))
@@ -258,6 +271,25 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
                                "deleting": [p.metadata.name for p in step.deletes],
                                "surging_on": [c[0] for c in step.creates]}
     return True
+
+
+_REQUIRED_AFFINITY_PATH: Final = ("spec.template.spec.affinity.nodeAffinity."
+                                  "requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def _affinity_problems(ds: DaemonSet) -> list[tuple[str, str]]:
+    """(field path, message) for each required node affinity term that cannot parse: the API accepts
+    some (``Gt`` on a non-integer), and such a term matches no node, as upstream's Match decides."""
+    affinity = ds.spec.template.spec.affinity
+    required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if (
+        affinity is not None and affinity.node_affinity is not None) else None
+    if required is None:
+        return []
+    problems = []
+    for error in node_selector_errors(required):
+        field_path, _, _ = error.partition(": ")
+        problems.append((f"{_REQUIRED_AFFINITY_PATH}.{field_path}", f"{_REQUIRED_AFFINITY_PATH}.{error}"))
+    return problems
 
 
 def _rollout_problem(ds: DaemonSet) -> RolloutValueError | None:
