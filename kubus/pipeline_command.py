@@ -153,7 +153,7 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
 
-        services["reconciler"] = lambda: run_reconciler(bus, store, health)
+        services["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}")
     if name in ("up", "execute"):
         from executor.config import ExecutorConfig
         from executor.service import run_executor

@@ -41,6 +41,7 @@ from store import decisions as decision_rows
 from store import events as event_rows
 from store import expectations as expectation_rows
 from store import results as result_rows
+from store import ticks as tick_rows
 from store.outbox import OutboxRow
 from store.results import ActionResult as ResultRow
 
@@ -70,8 +71,12 @@ class Batch:
 
 
 class Reconciler:
-    def __init__(self, bus: Bus, store: Any, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+    def __init__(self, bus: Bus, store: Any, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 instance: str = "reconciler"):
         self.bus = bus
+        self.instance = instance
+        self._start: tick_rows.Tick | None = None  # recorded with the first commit
+        self.bootstrapped_to = 0  # the newest event sequence the cache was bootstrapped with
         self.store = store
         self.clock = clock
         self.cache = Cache()
@@ -96,7 +101,9 @@ class Reconciler:
             nonlocal loaded
             try:
                 event = codec.decode_observed(msg.data)
-                change = self.cache.apply(event, source_seq(msg))
+                seq = source_seq(msg)
+                self.bootstrapped_to = max(self.bootstrapped_to, seq)
+                change = self.cache.apply(event, seq)
                 if change is not None and not change.replayed:
                     loaded += 1
             except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
@@ -123,6 +130,8 @@ class Reconciler:
         self.controllers.backoff = {k: FailedPodBackoff(key=k, delay_seconds=v.delay_seconds, last_update=v.last_update)
                                     for k, v in backoff.items()}
         start = min(positions.values(), default=0) + 1
+        self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,
+                                     first_seq=start, last_seq=self.bootstrapped_to or None)
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
         info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
@@ -211,6 +220,7 @@ class Reconciler:
         return Batch(events, last_seq)
 
     async def _process(self, msgs: list[Msg], positions: dict[int, int]) -> int:
+        caught_up = self.caught_up
         batch = self._decode(msgs, positions)
         changes: list[tuple[Change, int, str]] = []
         for event, seq in batch.events:
@@ -229,13 +239,15 @@ class Reconciler:
                 changes.append((change, seq, event.msg_id))
         now = self.clock()
         pending, self._results = self._results, []
+        fed: list[ActionResult] = []
         async with contextlib.AsyncExitStack() as stack:
             tx: Any = None
             if pending:  # results first: the syncs below see the expectations they lowered
                 tx = await stack.enter_async_context(self.store.transaction())
                 rows = [row for _, batch_rows, _ in pending for row in batch_rows]
                 fresh = set(await result_rows.record(tx.conn, rows, at=now))
-                self.controllers.results([r for results, _, _ in pending for r in results if r.key in fresh], now)
+                fed = [r for results, _, _ in pending for r in results if r.key in fresh]
+                self.controllers.results(fed, now)
             self.controllers.observe(changes, now)
             if self.caught_up:
                 outcome = self.controllers.sync_ready(now, format_micro_time(now))
@@ -250,6 +262,7 @@ class Reconciler:
                 await tx.gc_backoff(gc_cutoff(now))
             if tx is not None:
                 await self._commit(tx, batch, outcome, now)
+                await self._record_tick(tx, msgs, caught_up, fed, now)
         for _, _, done in pending:
             done.set_result(None)
         if any(d.actions for d in outcome.decisions):
@@ -290,6 +303,18 @@ class Reconciler:
                 await tx.enqueue(rows)
         for partition, seq in batch.last_seq.items():
             await tx.advance(CONSUMER, partition, seq)
+
+    async def _record_tick(self, tx: Any, msgs: list[Msg], caught_up: bool, fed: list[ActionResult],
+                           now: datetime) -> None:
+        """The batch as the controllers saw it, for `kubus replay`: the event range, the results, the clock."""
+        if self._start is not None:
+            await tx.record_tick(self._start)
+            self._start = None
+        seqs = [m.metadata.sequence.stream for m in msgs]
+        await tx.record_tick(tick_rows.Tick(
+            instance=self.instance, kind=tick_rows.BATCH, at=now, caught_up=caught_up,
+            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None),
+            result_keys=[r.key for r in fed]))
 
     # --- results ------------------------------------------------------------------------------------
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:

@@ -14,8 +14,8 @@ from reconciler.relaying import record_results, relay
 log = logging.getLogger("kubus.reconciler")
 
 
-async def run_reconciler(bus: Bus, store: Any, health: Health) -> None:
-    reconciler = Reconciler(bus, store)
+async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler") -> None:
+    reconciler = Reconciler(bus, store, instance=instance)
     health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),

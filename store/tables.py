@@ -171,3 +171,22 @@ observed_events = sa.Table(
     sa.Index(None, "kind", "namespace", "name"),
     sa.Index(None, "uid"),
 )
+
+reconciler_ticks = sa.Table(
+    "reconciler_ticks", metadata,
+    sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
+    sa.Column("instance", sa.Text, nullable=False),
+    # 'start': a reconciler started (first_seq: where its replay of the event history began; last_seq:
+    # the newest event its cache was bootstrapped with). 'batch': one committed batch of its loop.
+    sa.Column("kind", sa.Text, nullable=False),
+    _at("at"),  # the clock the controllers were given for this batch
+    sa.Column("caught_up", sa.Boolean, nullable=False),  # as the batch began
+    sa.Column("first_seq", sa.BigInteger, nullable=True),  # KUBUS_EVENTS range the batch took, all partitions
+    sa.Column("last_seq", sa.BigInteger, nullable=True),
+    sa.Column("partitions", JSON, nullable=False),  # the namespace partitions it consumed (null: all)
+    sa.Column("result_keys", JSON, nullable=False),  # executor results fed to the controllers, in order
+    sa.Column("lease_epoch", sa.BigInteger, nullable=True),
+    sa.CheckConstraint("kind IN ('start', 'batch')", name="kind"),
+    sa.Index(None, "instance", "id"),
+    sa.Index(None, "at"),
+)

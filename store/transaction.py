@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, revisions
+from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, revisions, ticks
 from store.backoff import Backoff
 from store.decisions import Decision
 from store.events import ObservedEvent
@@ -79,6 +79,10 @@ class Transaction:
 
     async def gc_backoff(self, updated_before: datetime) -> int:
         return await backoff.gc(self.conn, updated_before)
+
+    # the reconciler's input log
+    async def record_tick(self, tick: ticks.Tick) -> int:
+        return await ticks.record(self.conn, tick)
 
     # DaemonSet revision ledger
     async def load_revisions(self, ds_uid: str) -> list[Revision]:
