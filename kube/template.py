@@ -27,6 +27,7 @@ supported by ``msgspec.convert`` and needs re-parsing for every read, and a
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,9 +91,15 @@ class PodTemplateSpec:
         return f"PodTemplateSpec(metadata={self.metadata!r}, spec={self.spec!r}, unmodelled={unmodelled!r})"
 
 
+@functools.cache
+def _fields(cls: type[msgspec.Struct]) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """msgspec.structs.fields, once per type: it evaluates the class's annotations on every call."""
+    return msgspec.structs.fields(cls)
+
+
 def _overlay(raw: Any, value: msgspec.Struct) -> dict[str, Any]:
     base = {key: _clone(item) for key, item in raw.items()} if isinstance(raw, Mapping) else {}
-    for field in msgspec.structs.fields(value):
+    for field in _fields(type(value)):
         current = getattr(value, field.name)
         name = field.encode_name
         is_default = _is_default(current, field)
@@ -149,7 +156,7 @@ def _is_default(current: Any, field: msgspec.structs.FieldInfo) -> bool:
 
 
 def _unmodelled_keys(raw: Mapping[str, Any], view: msgspec.Struct, prefix: str = "") -> set[str]:
-    names = {field.encode_name: getattr(view, field.name) for field in msgspec.structs.fields(view)}
+    names = {field.encode_name: getattr(view, field.name) for field in _fields(type(view))}
     found: set[str] = set()
     for key, item in raw.items():
         if key not in names:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubus import pipeline_command, sim_command
+from kubus import pipeline_command, replay_command, sim_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,12 +14,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sim_command.add_parser(sub)
     pipeline_command.add_parsers(sub)
+    replay_command.add_parsers(sub)
     try:
         from store.cli import add_parser as add_db_parser
     except ImportError:  # the store package is optional for `kubus sim` alone
         pass
     else:
         add_db_parser(sub)
+        from kubus import status_command
+
+        status_command.add_parser(sub)
+        from kubus.audit_command import add_parser as add_audit_parser
+
+        add_audit_parser(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def add_parsers(sub: Any) -> None:
                            help="API request burst, as --kube-api-burst (env KUBUS_BURST)")
             p.add_argument("--ack-wait", type=float, default=30.0,
                            help="seconds before an action held by a dead executor is redelivered")
+        if name in ("up", "reconcile"):
+            p.add_argument("--retention", type=_retention, metavar="DURATION",
+                           default=os.environ.get("KUBUS_RETENTION") or DEFAULT_RETENTION,
+                           help="how long the audit trail keeps events, decisions, actions and results, e.g. 7d; "
+                                f"off keeps everything (env KUBUS_RETENTION, default {DEFAULT_RETENTION})")
         if name == "up":
             p.add_argument("--sim", action="store_true", help="also run `kubus sim` and use it as the cluster")
             add_sim_arguments(p)
@@ -50,6 +56,18 @@ def add_parsers(sub: Any) -> None:
                            help="the cluster's kubeconfig (env KUBECONFIG)")
         logs.add_arguments(p)
         p.set_defaults(run=lambda args, name=name: run(name, args))
+
+
+DEFAULT_RETENTION = "30d"
+
+
+def _retention(text: str) -> timedelta | None:
+    from store.retention import parse_retention
+
+    try:
+        return parse_retention(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -153,7 +171,8 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
 
-        services["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}")
+        services["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}",
+                                                        retention=args.retention)
     if name in ("up", "execute"):
         from executor.config import ExecutorConfig
         from executor.service import run_executor

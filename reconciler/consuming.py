@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,13 +25,14 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from kube.times import format_micro_time
 from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
-from reconciler.cache import Cache, Change
+from reconciler import stepping
+from reconciler.audit_targets import targets_of
+from reconciler.cache import Cache
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
@@ -48,13 +48,12 @@ from store.results import ActionResult as ResultRow
 log = logging.getLogger("kubus.reconciler")
 
 CONSUMER = "reconciler"
-CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
+CLUSTER_PARTITION = stepping.CLUSTER_PARTITION  # how the cluster partition is stored in consumer_positions
 BATCH = 500
 BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 
-
-def partition_number(partition: str) -> int:
-    return CLUSTER_PARTITION if partition == subjects.CLUSTER else int(partition)
+partition_number = stepping.partition_number
+Batch = stepping.Batch
 
 
 def source_seq(msg: Msg) -> int:
@@ -62,12 +61,6 @@ def source_seq(msg: Msg) -> int:
     header = (msg.headers or {}).get("Nats-Stream-Source", "")
     parts = header.split()
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-
-
-@dataclass
-class Batch:
-    events: list[tuple[ObservedEvent, int]]
-    last_seq: dict[int, int]
 
 
 class Reconciler:
@@ -100,10 +93,9 @@ class Reconciler:
         async def on_state(msg: Msg) -> None:
             nonlocal loaded
             try:
-                event = codec.decode_observed(msg.data)
                 seq = source_seq(msg)
                 self.bootstrapped_to = max(self.bootstrapped_to, seq)
-                change = self.cache.apply(event, seq)
+                change = stepping.bootstrap_one(self.cache, msg.data, seq)
                 if change is not None and not change.replayed:
                     loaded += 1
             except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
@@ -131,7 +123,8 @@ class Reconciler:
                                     for k, v in backoff.items()}
         start = min(positions.values(), default=0) + 1
         self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,
-                                     first_seq=start, last_seq=self.bootstrapped_to or None)
+                                     first_seq=start, last_seq=self.bootstrapped_to or None,
+                                     state=tick_rows.state_of(positions, stored, backoff))
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
         info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
@@ -173,7 +166,7 @@ class Reconciler:
         """The next events, waiting no longer than until the next sync is due."""
         timeout: float | None = None
         if self.caught_up:
-            ready_at = self.controllers.queue.next_ready_at()
+            ready_at = self.controllers.next_ready_at()
             if len(self.controllers.queue):
                 timeout = 0.0
             elif ready_at is not None:
@@ -205,38 +198,21 @@ class Reconciler:
         return msgs
 
     def _decode(self, msgs: list[Msg], positions: dict[int, int]) -> Batch:
-        events: list[tuple[ObservedEvent, int]] = []
-        last_seq: dict[int, int] = {}
-        for msg in msgs:
-            seq = msg.metadata.sequence.stream
-            partition = partition_number(msg.subject.split(".")[2])
-            last_seq[partition] = seq
-            if seq <= positions.get(partition, 0):
-                continue  # committed before a restart
-            try:
-                events.append((codec.decode_observed(msg.data), seq))
-            except codec.BadMessage as exc:
-                log.error("event %d on %s is unusable and skipped: %s", seq, msg.subject, exc)
-        return Batch(events, last_seq)
+        return stepping.select([(m.metadata.sequence.stream, m.subject, m.data) for m in msgs], positions)
+
+    def _count(self, event: ObservedEvent) -> None:
+        counter = self._consumed.get((event.kind, event.type))
+        if counter is None:
+            counter = self._consumed[(event.kind, event.type)] = serving.EVENTS_CONSUMED.labels(
+                kind=event.kind, type=event.type)
+        counter.inc()
 
     async def _process(self, msgs: list[Msg], positions: dict[int, int]) -> int:
+        # the steps are reconciler.stepping's, shared with `kubus replay`; what they are given beyond the
+        # events (the results fed, the clock, the caught-up flag) is recorded in the batch's tick
         caught_up = self.caught_up
         batch = self._decode(msgs, positions)
-        changes: list[tuple[Change, int, str]] = []
-        for event, seq in batch.events:
-            counter = self._consumed.get((event.kind, event.type))
-            if counter is None:
-                counter = self._consumed[(event.kind, event.type)] = serving.EVENTS_CONSUMED.labels(
-                    kind=event.kind, type=event.type)
-            counter.inc()
-            try:
-                change = self.cache.apply(event, seq)
-            except (msgspec.DecodeError, ValueError) as exc:
-                log.error("%s %s/%s at sequence %d does not decode, ignored: %s", event.kind, event.namespace,
-                          event.name, seq, exc)
-                continue
-            if change is not None:
-                changes.append((change, seq, event.msg_id))
+        changes = stepping.fold(self.cache, batch.events, self._count)
         now = self.clock()
         pending, self._results = self._results, []
         fed: list[ActionResult] = []
@@ -247,22 +223,16 @@ class Reconciler:
                 rows = [row for _, batch_rows, _ in pending for row in batch_rows]
                 fresh = set(await result_rows.record(tx.conn, rows, at=now))
                 fed = [r for results, _, _ in pending for r in results if r.key in fresh]
-                self.controllers.results(fed, now)
-            self.controllers.observe(changes, now)
-            if self.caught_up:
-                outcome = self.controllers.sync_ready(now, format_micro_time(now))
-            else:
-                outcome = self.controllers.take_changes(Outcome())
+            step = stepping.decide(self.controllers, changes, fed, now, caught_up)
+            outcome = step.outcome
             if tx is None and (batch.events or batch.last_seq or outcome.decisions or outcome.expectations
-                               or outcome.expectations_deleted):
+                               or outcome.expectations_deleted or step.touched or step.collect):
                 tx = await stack.enter_async_context(self.store.transaction())
-            if self.controllers.collect_backoff(now):
-                if tx is None:
-                    tx = await stack.enter_async_context(self.store.transaction())
+            if step.collect:
                 await tx.gc_backoff(gc_cutoff(now))
             if tx is not None:
-                await self._commit(tx, batch, outcome, now)
-                await self._record_tick(tx, msgs, caught_up, fed, now)
+                decision_ids = await self._commit(tx, batch, outcome, now)
+                await self._record_tick(tx, msgs, caught_up, fed, now, decision_ids)
         for _, _, done in pending:
             done.set_result(None)
         if any(d.actions for d in outcome.decisions):
@@ -273,7 +243,7 @@ class Reconciler:
             self.relay_wakeup.set()
         return max(batch.last_seq.values(), default=0)
 
-    async def _commit(self, tx: Any, batch: Batch, outcome: Outcome, now: datetime) -> None:
+    async def _commit(self, tx: Any, batch: Batch, outcome: Outcome, now: datetime) -> list[int]:
         await tx.record_events([
             event_rows.ObservedEvent(stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type,
                                      namespace=e.namespace, name=e.name, uid=e.uid,
@@ -281,6 +251,7 @@ class Reconciler:
                                      observed_at=datetime.fromisoformat(e.observed_at.replace("Z", "+00:00")))
             for e, seq in batch.events])
         await _save_expectations(tx, outcome, now)
+        ids: list[int] = []
         if outcome.decisions:
             ids = await tx.insert_decisions([
                 decision_rows.Decision(
@@ -298,15 +269,18 @@ class Reconciler:
                     action = msgspec.structs.replace(action, decision_id=decision_id)
                     subject = subjects.action_subject(self.bus.partition_of(decided.namespace), self.bus.prefix)
                     rows.append(OutboxRow(key=action.key, decision_id=decision_id, subject=subject,
-                                          payload=codec.encode(action), created_at=now))
+                                          payload=codec.encode(action), created_at=now,
+                                          targets=tuple(targets_of(action))))
             if rows:
                 await tx.enqueue(rows)
         for partition, seq in batch.last_seq.items():
             await tx.advance(CONSUMER, partition, seq)
+        return ids
 
     async def _record_tick(self, tx: Any, msgs: list[Msg], caught_up: bool, fed: list[ActionResult],
-                           now: datetime) -> None:
-        """The batch as the controllers saw it, for `kubus replay`: the event range, the results, the clock."""
+                           now: datetime, decision_ids: list[int]) -> None:
+        """The batch as the controllers saw it, for `kubus replay`: the event range, the results, the clock,
+        and the decisions it committed."""
         if self._start is not None:
             await tx.record_tick(self._start)
             self._start = None
@@ -314,7 +288,8 @@ class Reconciler:
         await tx.record_tick(tick_rows.Tick(
             instance=self.instance, kind=tick_rows.BATCH, at=now, caught_up=caught_up,
             first_seq=min(seqs, default=None), last_seq=max(seqs, default=None),
-            result_keys=[r.key for r in fed]))
+            result_keys=[r.key for r in fed], results=[msgspec.to_builtins(r) for r in fed],
+            decision_ids=decision_ids))
 
     # --- results ------------------------------------------------------------------------------------
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:

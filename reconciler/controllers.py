@@ -103,6 +103,7 @@ class Controllers:
         self.reported: dict[str, str | None] = {}  # key -> the error the last judging sync reported
         self.last_synced: dict[str, datetime] = {}
         self.status_in_flight: dict[str, tuple[str, Any]] = {}  # key -> (action key, status)
+        self.held: dict[str, datetime] = {}  # keys held back while they wait on a round, and until when
         self.written: dict[str, tuple[int, Any]] = {}  # key -> (resourceVersion, status)
         self.backoff: dict[str, FailedPodBackoff] = {}  # DaemonSets' failed-pod backoff, by its key
         self.triggers: dict[str, str] = {}  # key -> the event that last enqueued it
@@ -193,6 +194,7 @@ class Controllers:
     # --- syncs --------------------------------------------------------------------------------------
     def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
         outcome = Outcome()
+        self._release_held(now)
         for key in self.queue.pop_ready(now):
             if self._waiting_for_a_round(key, now):
                 continue
@@ -219,7 +221,8 @@ class Controllers:
                           dict(plan.explain), 0.0)
         if plan.ds is None:
             self._drop(key)
-            for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced):
+            for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
+                          self.held):
                 table.pop(key, None)
             self.queue.forget(key)
             return decided
@@ -230,6 +233,14 @@ class Controllers:
             self.backoff_changed.add(entry.key)
         if plan.creates or plan.deletes:
             self.manage_pending[key] = len(plan.creates) + len(plan.deletes)
+        # processNextWorkItem: an error is retried with the rate limiter, a clean sync forgets the key's
+        # failures. A create or delete error arrives with the round's results (see `results`), so a sync
+        # that follows one, or that waits on a round, is not clean.
+        error = self.errors.pop(key, None) if plan.creates or plan.deletes else self.errors.get(key)
+        if plan.failed is not None:
+            self.queue.add_rate_limited(key, now)
+        elif error is None and key not in self.manage_pending:
+            self.queue.forget(key)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
@@ -265,8 +276,20 @@ class Controllers:
         due = last + self.status_only_interval
         if now >= due:
             return False
-        self.queue.add_after(key, due - now, now)
+        # Not the queue's delayed slot: it keeps only the earliest re-add of a key (as client-go's), and a
+        # later one asked for meanwhile (a pod's minReadySeconds + 1 s) would be lost with it.
+        self.held[key] = min(due, self.held.get(key, due))
         return True
+
+    def next_ready_at(self) -> datetime | None:
+        """When the next sync is due: a delayed re-add in the queue or a held-back key."""
+        times = [t for t in (self.queue.next_ready_at(), min(self.held.values(), default=None)) if t is not None]
+        return min(times, default=None)
+
+    def _release_held(self, now: datetime) -> None:
+        for key in [k for k, due in self.held.items() if due <= now]:
+            del self.held[key]
+            self.queue.add(key)
 
     def _sync_replicaset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
         in_flight = self.manage_pending.get(key, 0) > 0
@@ -279,7 +302,7 @@ class Controllers:
         if plan.rs is None:
             self._drop(key)
             for table in (self.errors, self.manage_pending, self.reported, self.status_in_flight, self.written,
-                          self.last_synced):
+                          self.last_synced, self.held):
                 table.pop(key, None)
             self.queue.forget(key)
             return decided

@@ -95,7 +95,8 @@ async def record_results(bus: Bus, recorder: Any) -> None:
                 action=result.action, outcome=result.outcome, code=result.code or None, reason=result.reason,
                 message=result.message, object_uid=result.object_uid or None, executor=result.executor,
                 attempts=result.attempts,
-                finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00"))))
+                finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00")),
+                subject=result.subject or None, resource_version=result.resource_version or None))
         if rows:
             await recorder.record_results(results, rows)
         for msg in msgs:

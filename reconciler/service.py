@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubus.jetstream import Bus
@@ -14,13 +16,19 @@ from reconciler.relaying import record_results, relay
 log = logging.getLogger("kubus.reconciler")
 
 
-async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler") -> None:
+RETENTION_INTERVAL = 600.0  # seconds between two prunes of the audit trail
+
+
+async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler",
+                         retention: timedelta | None = None) -> None:
     reconciler = Reconciler(bus, store, instance=instance)
     health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
              asyncio.create_task(relay(bus, store, reconciler.relay_wakeup), name="outbox-relay"),
              asyncio.create_task(record_results(bus, reconciler), name="results-recorder")]
+    if retention is not None:
+        tasks.append(asyncio.create_task(enforce_retention(store, retention), name="retention"))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
@@ -29,3 +37,18 @@ async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def enforce_retention(store: Any, retention: timedelta, interval: float = RETENTION_INTERVAL,
+                            clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    """Deletes the audit trail's rows older than `retention` (store/retention.py), now and then every
+    `interval` seconds. A failed prune (the database away) is retried at the next round."""
+    while True:
+        try:
+            pruned = await store.prune(clock() - retention)
+        except Exception as exc:
+            log.warning("audit trail retention paused: %s", exc)
+        else:
+            if pruned.total:
+                log.info("audit trail retention: deleted %s", pruned.as_dict())
+        await asyncio.sleep(interval)  # a timer: the next prune is due then

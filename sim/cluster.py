@@ -6,6 +6,8 @@ event loop. Admin endpoints under `/sim/` steer what a real cluster's nodes woul
 - `PUT|GET|DELETE /sim/faults`: fault injection rules (see sim.faults).
 - `POST /sim/nodes/{name}/ready` with `{"ready": false}`: the node goes NotReady (and back).
 - `POST /sim/pods/{namespace}/{name}/fail`: the pod's containers exit with an error.
+- `POST /sim/unvalidated` with an object: stored without validation, as if written before
+  validation tightened (see sim.unvalidated).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from sim.faults import FaultInjector, FaultRule
 from sim.gc import GarbageCollector
 from sim.kubelet import Kubelets
 from sim.nodes import NodeSpec, node_object
-from sim.registry import Registry, format_time, system_clock
+from sim.registry import Decoding, Registry, format_time, system_clock
 from sim.scheduler import Scheduler
 from sim.store import Store
+from sim.unvalidated import PATH as UNVALIDATED_PATH
+from sim.unvalidated import create_unvalidated
 
 log = logging.getLogger("kubus.sim")
 
@@ -80,6 +84,7 @@ class SimCluster:
         app.router.add_route("*", "/sim/faults", self._faults)
         app.router.add_post("/sim/nodes/{name}/ready", self._node_ready)
         app.router.add_post("/sim/pods/{namespace}/{name}/fail", self._fail_pod)
+        app.router.add_post(UNVALIDATED_PATH, self._unvalidated)
         app.router.add_route("*", "/{tail:.*}", self.api.handle)
         return app
 
@@ -134,6 +139,18 @@ class SimCluster:
         except errors.ApiError as exc:
             return web.json_response(exc.status(), status=exc.code)
         return web.json_response({"ok": True})
+
+    async def _unvalidated(self, request: web.Request) -> web.Response:
+        """POST /sim/unvalidated: the object created without validation (sim.unvalidated); the
+        answer is what a create answers, with the dropped unknown fields in Warning headers."""
+        decoding = Decoding("Warn")
+        try:
+            body = await ApiServer._body(request)
+            entry = create_unvalidated(self.registry, body, decoding)
+        except errors.ApiError as exc:
+            return web.json_response(exc.status(), status=exc.code)
+        response = web.Response(body=entry.raw, status=201, content_type="application/json")
+        return ApiServer._warn(response, decoding)
 
     async def _fail_pod(self, request: web.Request) -> web.Response:
         try:

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from sim import defaulting, patching, schema, validation
 from sim import resources as R
@@ -21,6 +21,22 @@ from sim.resources import Resource
 from sim.store import ADDED, MODIFIED, Entry, Store
 
 Clock = Callable[[], datetime]
+
+
+TEMPLATE_GENERATION: Final = "deprecated.daemonset.template.generation"
+
+
+def _template_generation(obj: dict[str, Any]) -> int:
+    """spec.templateGeneration of the internal DaemonSet, which apps/v1 carries in this annotation."""
+    try:
+        return int(((obj.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_GENERATION, 0))
+    except ValueError:
+        return 0
+
+
+def _set_template_generation(obj: dict[str, Any], value: int) -> None:
+    """As the daemonset strategy (1 on create, +1 when the template changes) and the v1 conversion do."""
+    obj["metadata"].setdefault("annotations", {})[TEMPLATE_GENERATION] = str(value)
 
 
 @dataclass
@@ -117,7 +133,9 @@ class Registry:
 
     # --- create ---------------------------------------------------------------------------------
     def create(self, resource: Resource, namespace: str, obj: dict[str, Any],
-               decoding: Decoding | None = None) -> Entry:
+               decoding: Decoding | None = None, *, validate: bool = True) -> Entry:
+        """A create as kube-apiserver's registry does it. ``validate=False`` skips only the kind's
+        validation (sim.unvalidated: an object written before validation tightened)."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
@@ -141,7 +159,11 @@ class Registry:
         generate = meta.get("generateName")
         if not meta.get("name") and generate:
             meta["name"] = self._generated_name(resource, namespace, generate)
-        self._validate(resource, obj, None)
+        if validate:
+            self._validate(resource, obj, None)
+        elif not meta.get("name"):
+            raise errors.ApiError(422, "Invalid", f"{resource.qualified_kind} is invalid: metadata.name: "
+                                                  "Required value: name or generateName is required")
         name = meta["name"]
         self._check_namespace(resource, namespace, name)
         if self.store.get(resource, namespace if resource.namespaced else "", name) is not None:
@@ -165,6 +187,8 @@ class Registry:
         if resource in _GENERATION_KINDS:
             obj["metadata"]["generation"] = 1
             obj["status"] = dict(_EMPTY_STATUS[resource])
+            if resource is R.DAEMONSETS:
+                _set_template_generation(obj, max(1, _template_generation(obj)))
         elif resource is R.PODS:
             # the pod strategy keeps only what the defaulter computed (phase, qosClass)
             status = obj.get("status") or {}
@@ -227,6 +251,9 @@ class Registry:
             meta["name"] = old_meta["name"]
             if resource in _GENERATION_KINDS and obj.get("spec") != old.get("spec"):
                 meta["generation"] = old_meta.get("generation", 0) + 1
+            if resource is R.DAEMONSETS:
+                changed = (obj.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template")
+                _set_template_generation(obj, _template_generation(old) + 1 if changed else _template_generation(old))
         meta.pop("selfLink", None)
         meta.pop("managedFields", None)
         if old_meta.get("deletionTimestamp"):

@@ -1,5 +1,6 @@
 """`kubus db upgrade` and `kubus db current`: manage the store's schema (PostgreSQL needs this once
-per kubus upgrade; SQLite is migrated on every start anyway)."""
+per kubus upgrade; SQLite is migrated on every start anyway). `kubus db prune`: the audit trail's
+retention, once (store/retention.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import argparse
 import asyncio
 import os
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from store import engine
 from store.migrating import head
+from store.retention import parse_duration
 
 DEFAULT_DATA_DIR = "./.kubus"
 
@@ -30,6 +33,15 @@ def add_parser(sub: Any) -> None:
                               description="Print the database's schema revision and the one this kubus needs.")
     add_database_arguments(cur)
     cur.set_defaults(run=run_current)
+    prune = commands.add_parser(
+        "prune", help="delete the audit trail's rows older than a duration",
+        description="Delete observed events, decisions, sent outbox rows, action results and reconciler ticks "
+                    "older than --older-than (what `kubus reconcile --retention` does periodically). Pending "
+                    "outbox rows and their decisions are kept.")
+    prune.add_argument("--older-than", required=True, metavar="DURATION", type=_duration,
+                       help="e.g. 7d, 12h, 90m")
+    add_database_arguments(prune)
+    prune.set_defaults(run=run_prune)
 
 
 def add_database_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,3 +74,31 @@ def run_current(args: argparse.Namespace) -> int:
     state = "up to date" if revision == need else "run `kubus db upgrade`"
     print(f"{revision or 'none'} (this kubus needs {need}: {state})")
     return 0 if revision == need else 3
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    cutoff = datetime.now(UTC) - args.older_than
+
+    async def prune() -> dict[str, int]:
+        store = await engine.open_store(args.db_url, args.data_dir)
+        try:
+            return (await store.prune(cutoff)).as_dict()
+        finally:
+            await store.close()
+
+    try:
+        counts = asyncio.run(prune())
+    except engine.DatabaseUnavailable as exc:
+        print(f"kubus db prune: {exc}", file=sys.stderr)
+        return 1
+    done = ", ".join(f"{n} {table.replace('_', ' ')}{' rows' if table == 'outbox' else ''}"
+                     for table, n in counts.items())
+    print(f"kubus db prune: deleted {done} older than {cutoff.isoformat(timespec='seconds').replace('+00:00', 'Z')}")
+    return 0

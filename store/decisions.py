@@ -17,7 +17,7 @@ from store.tables import decisions as t
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     correlation_id: str  # unique; also carried by the actions and results the decision produced
-    controller_key: str  # "namespace/name" of the DaemonSet or ReplicaSet
+    controller_key: str  # "Kind/namespace/name" of the DaemonSet or ReplicaSet, e.g. "ReplicaSet/default/web"
     controller_kind: str
     partition: int
     stream_seq: int  # the sequence of the event the sync saw last

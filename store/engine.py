@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from store import checkpoints, decisions, migrating, outbox, results
+from store import checkpoints, decisions, migrating, outbox, results, retention
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
 from store.outbox import OutboxRow
@@ -210,6 +210,18 @@ class Store:
     async def results_for(self, decision_id: int) -> list[ActionResult]:
         async with self.engine.connect() as conn:
             return await results.for_decision(conn, decision_id)
+
+    # retention
+    async def prune(self, before: datetime, batch: int = retention.BATCH) -> retention.Pruned:
+        """Delete the audit trail's rows older than `before` (see store/retention.py), one short
+        transaction per batch; how many rows of each table went."""
+        total = retention.Pruned()
+        while True:
+            async with self._writing() as conn:
+                done = await retention.prune(conn, before, batch)
+            total.add(done)
+            if all(n < batch for n in done.as_dict().values()):
+                return total
 
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncConnection]:

@@ -16,9 +16,22 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import sql
+from store.tables import action_targets
 from store.tables import outbox as t
 
 State = Literal["pending", "sent"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """An object an outbox row acts on, for the audit trail (table action_targets): one per effect."""
+
+    key: str  # the effect's idempotency key: a pod's key within a CreatePods, else the action's key
+    action: str  # the action's tag, e.g. create_pods
+    kind: str
+    namespace: str  # "" for cluster-scoped objects
+    name: str  # "" when the action does not name it
+    uid: str | None = None  # the uid the action is conditioned on; None for creates
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +44,7 @@ class OutboxRow:
     state: State = "pending"
     attempts: int = 0
     sent_at: datetime | None = None
+    targets: tuple[Target, ...] = ()  # written with the row; not read back by pending() and by_decision()
 
 
 async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]:
@@ -39,9 +53,15 @@ async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]
     Insert-or-ignore: a decision replayed after a crash yields the same keys, and must not
     queue its actions a second time (nor reset a row the relay already sent).
     """
+    rows = list(rows)
     values = [{"key": r.key, "decision_id": r.decision_id, "subject": r.subject, "payload": r.payload,
                "state": "pending", "attempts": 0, "created_at": r.created_at, "sent_at": None} for r in rows]
-    return [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
+    inserted = [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
+    new = set(inserted)
+    targets = [{"key": x.key, "action_key": r.key, "action": x.action, "kind": x.kind, "namespace": x.namespace,
+                "name": x.name, "uid": x.uid} for r in rows if r.key in new for x in r.targets]
+    await sql.insert_or_ignore(conn, action_targets, targets, returning=action_targets.c.key)
+    return inserted
 
 
 async def pending(conn: AsyncConnection, limit: int) -> list[OutboxRow]:

@@ -28,6 +28,8 @@ class ActionResult:
     attempts: int
     finished_at: datetime
     recorded_at: datetime | None = None  # set by the store
+    subject: str | None = None  # "namespace/name" of the object the effect was on, as the executor names it
+    resource_version: str | None = None  # the object's resourceVersion in the API's answer
 
 
 async def record(conn: AsyncConnection, rows: Iterable[ActionResult], *, at: datetime) -> list[str]:

@@ -116,6 +116,7 @@ decisions = sa.Table(
     sa.Column("summary", JSON, nullable=False),
     sa.Column("lease_epoch", sa.BigInteger, nullable=True),
     sa.Index(None, "controller_key", "decided_at"),
+    sa.Index(None, "decided_at"),  # audit queries over a time range, and retention (migration 0003)
 )
 
 outbox = sa.Table(
@@ -131,6 +132,24 @@ outbox = sa.Table(
     sa.CheckConstraint("state IN ('pending', 'sent')", name="state"),
     sa.Index(None, "state", "created_at"),  # the relay's scan for pending rows, oldest first
     sa.Index(None, "decision_id"),  # the audit's "what did this decision ask for"
+)
+
+# The objects each outbox row acts on, one row per effect: per pod of a CreatePods (keyed by the
+# pod's idempotency key), else one row keyed by the action's key. Its key is therefore the key the
+# executor's result carries (action_results.key). Written with the outbox row (migration 0003), so
+# the audit views can find "every action on pod X" without decoding payloads.
+action_targets = sa.Table(
+    "action_targets", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("action_key", sa.Text, sa.ForeignKey("outbox.key", ondelete="CASCADE"), nullable=False),
+    sa.Column("action", sa.Text, nullable=False),  # the action's tag: create_pods, delete_pod, update_status, ...
+    sa.Column("kind", sa.Text, nullable=False),  # the target object's kind: Pod, ReplicaSet, ControllerRevision, ...
+    sa.Column("namespace", sa.Text, nullable=False),  # "" for cluster-scoped objects
+    sa.Column("name", sa.Text, nullable=False),  # the name asked for ("" when the action does not say)
+    sa.Column("uid", sa.Text, nullable=True),  # the uid the action is conditioned on; None for creates
+    sa.Index(None, "action_key"),
+    sa.Index(None, "kind", "namespace", "name"),
+    sa.Index(None, "uid"),
 )
 
 action_results = sa.Table(
@@ -150,9 +169,14 @@ action_results = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False),
     _at("finished_at"),
     _at("recorded_at"),
+    # the object the effect was on as the executor reports it ("namespace/name"), and the
+    # resourceVersion its answer carried: how the audit finds the watch event that confirmed it
+    sa.Column("subject", sa.Text, nullable=True),
+    sa.Column("resource_version", sa.Text, nullable=True),
     sa.Index(None, "decision_id"),
     sa.Index(None, "action_key"),  # joins outbox.key -> its result
     sa.Index(None, "outcome", "finished_at"),
+    sa.Index(None, "recorded_at"),  # retention
 )
 
 observed_events = sa.Table(
@@ -170,6 +194,8 @@ observed_events = sa.Table(
     _at("recorded_at"),
     sa.Index(None, "kind", "namespace", "name"),
     sa.Index(None, "uid"),
+    sa.Index(None, "msg_id"),  # decisions.trigger -> the event that triggered the sync
+    sa.Index(None, "recorded_at"),  # retention
 )
 
 reconciler_ticks = sa.Table(
@@ -185,8 +211,31 @@ reconciler_ticks = sa.Table(
     sa.Column("last_seq", sa.BigInteger, nullable=True),
     sa.Column("partitions", JSON, nullable=False),  # the namespace partitions it consumed (null: all)
     sa.Column("result_keys", JSON, nullable=False),  # executor results fed to the controllers, in order
+    sa.Column("results", JSON, nullable=False),  # those results as the controllers got them (ActionResult JSON)
+    sa.Column("decision_ids", JSON, nullable=False),  # decisions committed with the batch, in order
+    # 'start' only: what the new process loaded from the store (positions, expectations, backoff)
+    sa.Column("state", JSON, nullable=True),
     sa.Column("lease_epoch", sa.BigInteger, nullable=True),
     sa.CheckConstraint("kind IN ('start', 'batch')", name="kind"),
     sa.Index(None, "instance", "id"),
     sa.Index(None, "at"),
+)
+
+partition_leases = sa.Table(
+    "partition_leases", metadata,
+    # One row per namespace partition that was ever acquired (0..N-1; the cluster partition has none:
+    # every reconciler reads it). See store/leases.py and docs/split.md.
+    sa.Column("partition", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("owner", sa.Text, nullable=True),  # the reconciler instance holding it; NULL: released
+    sa.Column("epoch", sa.BigInteger, nullable=False),  # +1 on every acquisition: the fencing token
+    _at("expires_at", nullable=True),
+    _at("acquired_at", nullable=True),
+)
+
+reconciler_members = sa.Table(
+    "reconciler_members", metadata,
+    sa.Column("instance", sa.Text, primary_key=True),
+    _at("started_at"),
+    _at("heartbeat_at"),
+    sa.Column("info", JSON, nullable=False),  # host, pid, version ...: shown by `kubus status`
 )

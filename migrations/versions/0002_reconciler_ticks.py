@@ -1,5 +1,6 @@
 """The reconciler's input log: one row per committed batch, so a replay can feed the controllers
-exactly what the live reconciler fed them (which events, which executor results, at which clock).
+exactly what the live reconciler fed them (which events, which executor results, at which clock),
+and one row per start with what the new process loaded (positions, expectations, backoff).
 
 Revision ID: 0002
 Revises: 0001
@@ -33,6 +34,9 @@ def upgrade() -> None:
         sa.Column("last_seq", sa.BigInteger, nullable=True),
         sa.Column("partitions", JSON, nullable=False),
         sa.Column("result_keys", JSON, nullable=False),
+        sa.Column("results", JSON, nullable=False),
+        sa.Column("decision_ids", JSON, nullable=False),
+        sa.Column("state", JSON, nullable=True),
         sa.Column("lease_epoch", sa.BigInteger, nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_reconciler_ticks"),
         sa.CheckConstraint("kind IN ('start', 'batch')", name="ck_reconciler_ticks_kind"),

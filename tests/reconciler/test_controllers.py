@@ -16,7 +16,7 @@ from kube.apps import ReplicaSet
 from kube.core import POD_PENDING, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.ownership import adopt_patch, release_patch
-from kube.testing import pod, replicaset
+from kube.testing import daemonset, pod, replicaset
 from kube.times import format_micro_time, format_time
 from messages.actions import (
     FAILED,
@@ -34,10 +34,12 @@ from messages.actions import (
 )
 from reconciler.controllers import Controllers, Decided, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import ALPHABET
 from reconciler.core.replicaset.handlers import controller_key
 from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod
+from tests.reconciler.test_daemonset_sync import rolled_cluster
 
 KEY = controller_key("default", "web")
 MS = timedelta(milliseconds=1)
@@ -577,11 +579,30 @@ def test_syncs_that_can_only_refresh_status_are_spaced_while_a_round_is_observed
     first = owned_pod(bodies[0]["metadata"]["name"], rs).build()
     controllers.observe([cluster.add(first)], NOW + 10 * MS)
     assert sync(controllers, NOW + 10 * MS).decisions == []  # one creation still expected: held back
-    assert controllers.queue.next_ready_at() == NOW + 250 * MS
+    assert controllers.next_ready_at() == NOW + 250 * MS
     second = owned_pod(bodies[1]["metadata"]["name"], rs).build()
     controllers.observe([cluster.add(second)], NOW + 20 * MS)
     acted = only(sync(controllers, NOW + 20 * MS))  # expectations met: synced at once
     assert acted.summary["active"] == 2
+
+
+def test_a_held_back_key_keeps_a_later_requeue() -> None:
+    """Holding a key back while its round is observed must not swallow a later delayed re-add (a pod's
+    minReadySeconds + 1 s): the queue keeps only a key's earliest re-add, so holds live beside it."""
+    cluster = Cluster()
+    controllers = Controllers(cluster.cache, status_only_interval=timedelta(milliseconds=250))
+    rs = web(2)
+    controllers.observe([cluster.add(rs)], NOW)
+    create = of_type(only(sync(controllers)).actions, CreatePods)[0]
+    first = owned_pod(msgspec.json.decode(create.pods[0].pod)["metadata"]["name"], rs).build()
+    controllers.observe([cluster.add(first)], NOW + 10 * MS)
+    assert sync(controllers, NOW + 10 * MS).decisions == []  # held back until +250 ms
+    key = controller_key("default", "web")
+    controllers.queue.add_after(key, timedelta(seconds=3), NOW + 20 * MS)  # as the Ready re-check asks
+    assert only(sync(controllers, NOW + 250 * MS)).controller_key == key  # the held sync runs
+    assert sync(controllers, NOW + timedelta(seconds=1)).decisions == []
+    assert controllers.next_ready_at() == NOW + 20 * MS + timedelta(seconds=3)
+    assert only(sync(controllers, NOW + 20 * MS + timedelta(seconds=3))).controller_key == key
 
 
 def test_the_failed_pods_backoff_is_collected_once_a_minute() -> None:
@@ -596,3 +617,20 @@ def test_the_failed_pods_backoff_is_collected_once_a_minute() -> None:
     assert list(controllers.backoff) == ["recent"]
     assert controllers.collect_backoff(NOW + timedelta(minutes=2)) is True  # due, and "recent" is 31 min idle
     assert controllers.backoff == {}
+
+
+def test_a_daemonset_whose_rolling_update_fails_is_retried_with_growing_backoff() -> None:
+    """processNextWorkItem: syncDaemonSet's error (here a maxUnavailable that cannot be scaled) re-adds
+    the key with the rate limiter, so each retry waits longer, and the status is still written."""
+    cluster, _, _ = rolled_cluster(daemonset("foo").uid("ds-uid").rolling_update(max_unavailable="abc"))
+    controllers = Controllers(cluster.cache)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    now = NOW
+    for failures in (1, 2, 3):
+        decided = only(sync(controllers, now))
+        assert decided.summary["warnings"][0]["field"] == "spec.updateStrategy.rollingUpdate.maxUnavailable"
+        assert (decided.summary["deletes"], controllers.queue.failures(key)) == ([], failures)
+        assert decided.summary["status_written"] == (failures == 1)  # then in flight: one write at a time
+        assert sync(controllers, now).decisions == []  # not before its backoff has passed
+        now += timedelta(seconds=1)

@@ -392,7 +392,7 @@ def test_pinned_pod_fits_its_node_only() -> None:
 
 
 OPERATOR_MESSAGE = ('spec.template.spec.tolerations[{i}].operator: Unsupported value: "{v}": '
-                    'supported values: "Equal", "Exists", "Lt", "Gt"')
+                    'supported values: "Equal", "Exists"')
 EFFECT_MESSAGE = ('spec.template.spec.tolerations[{i}].effect: Unsupported value: "{v}": '
                   'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"')
 

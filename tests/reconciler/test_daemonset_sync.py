@@ -175,8 +175,9 @@ def test_a_bad_max_unavailable_warns_and_skips_the_rolling_update() -> None:
     with pytest.raises(RolloutValueError) as raised:
         unavailable_count(ds, 1)
     plan = sync(cluster)
-    assert plan.warnings == [BadInput("InvalidRollingUpdate", raised.value.message, MAX_UNAVAILABLE_FIELD)]
-    assert raised.value.message.startswith("invalid value for MaxUnavailable: ")
+    assert plan.warnings == [BadInput("InvalidRollingUpdate", str(raised.value), MAX_UNAVAILABLE_FIELD)]
+    assert str(raised.value).startswith(f"{MAX_UNAVAILABLE_FIELD}: invalid value for MaxUnavailable: ")
+    assert plan.failed == f"couldn't get unavailable numbers: {raised.value}"  # retried with backoff
     assert (plan.deletes, plan.rolled, plan.managed) == ([], False, True)
 
 
@@ -247,3 +248,21 @@ def test_a_node_affinity_term_that_cannot_parse_warns_and_matches_no_node(
                                                f"{path}.nodeSelectorTerms[0].{problem.partition(':')[0]}")
     assert warning.message.startswith(f"{path}.nodeSelectorTerms[0].{problem}")
     assert plan.creates == [] and plan.status is not None and plan.status.desired_number_scheduled == 0
+
+
+def test_a_percentage_over_100_is_scaled_as_upstream_with_a_warning() -> None:
+    """150% of 3 nodes is 4 (rounded down): every old pod may go at once, as upstream decides."""
+    cluster, _, _ = rolled_cluster(new_ds().rolling_update(max_unavailable="150%"))
+    plan = sync(cluster)
+    assert plan.warnings == [BadInput(
+        "InvalidRollingUpdate", f'{MAX_UNAVAILABLE_FIELD}: Invalid value: "150%": must not be greater than 100%',
+        MAX_UNAVAILABLE_FIELD)]
+    assert plan.rolled and len(plan.deletes) == len(NODES)
+
+
+def test_both_values_zero_fall_back_to_max_unavailable_1_with_a_warning() -> None:
+    cluster, _, _ = rolled_cluster(new_ds().rolling_update(max_unavailable=0, max_surge=0))
+    plan = sync(cluster)
+    assert [(w.reason, w.field) for w in plan.warnings] == [("InvalidRollingUpdate", MAX_UNAVAILABLE_FIELD)]
+    assert "cannot be 0 when maxSurge is 0" in plan.warnings[0].message
+    assert (len(plan.deletes), plan.rolled, plan.failed) == (1, True, None)

@@ -31,16 +31,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Final
 
 from kube.apps import DaemonSet
 from kube.core import EVENT_NORMAL, EVENT_WARNING, POD_FAILED, POD_SUCCEEDED, Node, Pod
 from kube.nodeaffinity import get_target_node_name
-from kube.pods import is_pod_available, is_pod_ready, is_pod_terminal
+from kube.pods import is_pod_available, is_pod_ready
 from kube.times import parse_time
 from reconciler.core.daemonset import backoff
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
-from reconciler.core.daemonset.placement import Placement, node_should_run_daemon_pod
+from reconciler.core.daemonset.placement import Placement, daemon_placer
 from reconciler.core.daemonset.pods import UNIQUE_LABEL_KEY
 
 __all__ = [
@@ -60,6 +61,8 @@ FAILED_DAEMON_POD: Final = "FailedDaemonPod"
 SUCCEEDED_DAEMON_POD: Final = "SucceededDaemonPod"
 
 _ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)  # Go's zero time.Time: before every real timestamp
+_TERMINAL: Final = (POD_SUCCEEDED, POD_FAILED)  # is_pod_terminal, for the loops over every pod
+_NODE_NAME: Final = attrgetter("metadata.name")
 
 
 @dataclass(frozen=True)
@@ -98,13 +101,21 @@ def nodes_to_daemon_pods(pods: Iterable[Pod], include_deleted_terminal: bool = F
     """
     grouped: dict[str, list[Pod]] = {}
     for pod in pods:
-        if not include_deleted_terminal and is_pod_terminal(pod) and pod.metadata.deletion_timestamp is not None:
+        if (not include_deleted_terminal and pod.metadata.deletion_timestamp is not None
+                and pod.status.phase in _TERMINAL):
             continue  # kubelet or pod GC is removing it; nothing left for the controller to do
-        node_name = get_target_node_name(pod)
+        # GetTargetNodeName, its common case inlined: this runs for every pod of every sync
+        node_name = pod.spec.node_name or get_target_node_name(pod)
         if node_name is None:
             continue
-        grouped.setdefault(node_name, []).append(pod)
-    return {name: sorted(grouped[name], key=pod_order_key) for name in sorted(grouped)}
+        same_node = grouped.get(node_name)
+        if same_node is None:
+            grouped[node_name] = [pod]
+        else:
+            same_node.append(pod)
+    # a DaemonSet has one pod per node, mostly: sort only the nodes that have more
+    return {name: pods if len(pods := grouped[name]) == 1 else sorted(pods, key=pod_order_key)
+            for name in sorted(grouped)}
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,7 @@ def pods_should_be_on_node(node_name: str, daemon_pods: Sequence[Pod], placement
     Availability of the new pod uses ``ds.spec.minReadySeconds`` at ``now``.
     """
     should_run, should_continue_running = placement
-    pods = sorted(daemon_pods, key=pod_order_key)
+    pods = sorted(daemon_pods, key=pod_order_key) if len(daemon_pods) > 1 else list(daemon_pods)
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []
@@ -208,11 +219,9 @@ def unscheduled_pods_without_node(node_names: Iterable[str], node_to_pods: Mappi
 
     Pods being deleted are not excluded (upstream does not look). In node name order, then pod name order.
     """
-    existing = set(node_names)
+    existing = node_names if isinstance(node_names, Mapping | set | frozenset) else set(node_names)
     result: list[Pod] = []
-    for name in sorted(node_to_pods):
-        if name in existing:
-            continue
+    for name in sorted(name for name in node_to_pods if name not in existing):
         pods = sorted(node_to_pods[name], key=lambda p: p.metadata.name)
         result.extend(pod for pod in pods if not pod.spec.node_name)
     return result
@@ -246,7 +255,8 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
     deleted terminal pods left out (:func:`nodes_to_daemon_pods`). ``max_surge``, ``backoff_entries`` and
     ``now`` as in :func:`pods_should_be_on_node`.
     """
-    ordered = sorted(nodes, key=lambda n: n.metadata.name)
+    ordered = sorted(nodes, key=_NODE_NAME)
+    place = daemon_placer(ds)
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []
@@ -256,8 +266,18 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
     placements: dict[str, Placement] = {}
     for node in ordered:
         name = node.metadata.name
-        placement = placements[name] = node_should_run_daemon_pod(node, ds)
-        plan = pods_should_be_on_node(name, pods_by_node.get(name, ()), placement, ds, hash_, max_surge=max_surge,
+        placement = placements[name] = place(node)
+        pods = pods_by_node.get(name)
+        if not pods:
+            # podsShouldBeOnNode without pods: create exactly when the daemon should run here
+            if placement.should_run:
+                needing.append(name)
+            continue
+        if placement.should_continue_running and len(pods) == 1:
+            pod = pods[0]
+            if pod.metadata.deletion_timestamp is None and pod.status.phase not in _TERMINAL:
+                continue  # the steady state: one running pod where it may stay, surge or not; nothing to do
+        plan = pods_should_be_on_node(name, pods, placement, ds, hash_, max_surge=max_surge,
                                       backoff_entries=table, now=now)
         needing.extend(plan.nodes_needing_pods)
         deletes.extend(plan.pods_to_delete)

@@ -17,7 +17,8 @@ Everything here is pure: inputs are never mutated and results share nothing muta
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from kube.apps import DaemonSet
@@ -44,6 +45,7 @@ __all__ = [
     "Placement",
     "add_or_update_daemon_pod_tolerations",
     "add_or_update_toleration",
+    "daemon_placer",
     "daemon_pod_tolerations",
     "node_should_run_daemon_pod",
     "replace_node_name_node_affinity",
@@ -97,17 +99,38 @@ def node_should_run_daemon_pod(node: Node, ds: DaemonSet) -> Placement:
     tolerations added; only its node selector, affinity and tolerations matter, so no pod is built here.
     """
     spec = ds.spec.template.spec
+    return _placement(spec, _with_daemon_tolerations(spec.tolerations, spec.host_network), node)
+
+
+def daemon_placer(ds: DaemonSet) -> Callable[[Node], Placement]:
+    """:func:`node_should_run_daemon_pod` for ``ds``, as a function of the node alone.
+
+    The same answers, node by node; the pod's tolerations (the template's plus the daemon ones) are
+    worked out once instead of once per node, which matters when it runs for every node of a sync.
+    """
+    spec = ds.spec.template.spec
+    tolerations = _with_daemon_tolerations(spec.tolerations, spec.host_network)
+    return functools.partial(_placement, spec, tolerations)
+
+
+_EVERYWHERE: Final = Placement(True, True)
+_NOWHERE: Final = Placement(False, False)
+
+
+def _placement(spec: PodSpec, tolerations: Sequence[Toleration], node: Node) -> Placement:
     # A template pinned to another node by nodeName runs nowhere else. NewPod then sets nodeName to this
     # node, so upstream's fitsNodeName predicate always holds past this check.
     if spec.node_name and spec.node_name != node.metadata.name:
-        return Placement(False, False)
+        return _NOWHERE
     # GetRequiredNodeAffinity(pod).Match(node), parse errors ignored: a term that cannot parse never matches.
-    if not pod_matches_node_selector_and_affinity(spec, node):
-        return Placement(False, False)
-    tolerations = _with_daemon_tolerations(spec.tolerations, spec.host_network)
+    # (Without a nodeSelector or an affinity it always matches: skipped, this runs for every node.)
+    if (spec.node_selector or spec.affinity is not None) and not pod_matches_node_selector_and_affinity(spec, node):
+        return _NOWHERE
     taints = node.spec.taints
+    if not taints:
+        return _EVERYWHERE
     if find_matching_untolerated_taint(taints, tolerations, _schedules_or_executes) is None:
-        return Placement(True, True)
+        return _EVERYWHERE
     # Not "is the first untolerated taint NoExecute": any untolerated NoExecute taint, wherever it is listed.
     evicting = find_matching_untolerated_taint(taints, tolerations, _executes)
     return Placement(False, evicting is None)
@@ -215,14 +238,15 @@ def validate_tolerations(ds: DaemonSet, *, comparison_operators: bool = True) ->
     effect (all effects) are valid. ``comparison_operators`` is the TaintTolerationComparisonOperators
     gate: with it, ``Lt`` and ``Gt`` are understood (``kube.taints`` evaluates them). Messages are
     field.NotSupported's, as the API server words them, e.g. ``spec.template.spec.tolerations[2].operator:
-    Unsupported value: "Foo": supported values: "Equal", "Exists", "Lt", "Gt"``.
+    Unsupported value: "Foo": supported values: "Equal", "Exists"``.
     """
     operators = TOLERATION_OPERATORS + COMPARISON_OPERATORS if comparison_operators else TOLERATION_OPERATORS
     problems: list[tuple[str, str]] = []
     for i, toleration in enumerate(ds.spec.template.spec.tolerations):
         if toleration.operator and toleration.operator not in operators:
             path = f"{TOLERATIONS_PATH}[{i}].operator"
-            problems.append((path, str(FieldError.not_supported(path, toleration.operator, operators))))
+            # named as the API names them (the comparison operators are an alpha gate it does not offer)
+            problems.append((path, str(FieldError.not_supported(path, toleration.operator, TOLERATION_OPERATORS))))
         if toleration.effect and toleration.effect not in TAINT_EFFECTS:
             path = f"{TOLERATIONS_PATH}[{i}].effect"
             problems.append((path, str(FieldError.not_supported(path, toleration.effect, TAINT_EFFECTS))))

@@ -164,8 +164,12 @@ def sync_nodes(ds: DaemonSet, nodes_needing_pods: Sequence[str], pods_to_delete:
     deletes = list(pods_to_delete[:delete_diff])
     deferred_nodes = list(nodes_needing_pods[create_diff:])
     deferred_deletes = list(pods_to_delete[delete_diff:])
+    if not chosen:  # nothing to create: no template to build (it costs a deep copy of the pod template)
+        return SyncNodesPlan(deletes=deletes, create_diff=create_diff, delete_diff=delete_diff,
+                             expectations=expect(create_diff, delete_diff, now), deferred_nodes=deferred_nodes,
+                             deferred_deletes=deferred_deletes)
     factory = DaemonPodFactory(ds, hash_)
-    if chosen and not factory.has_labels:
+    if not factory.has_labels:
         # createPods fails each create before the API call; slow start stops after the first batch and
         # lowers the expectations by the skipped ones: no creation stays expected, and no event is recorded
         return SyncNodesPlan(deletes=deletes, create_diff=create_diff, delete_diff=delete_diff,

@@ -16,16 +16,15 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from kube.apps import ROLLING_UPDATE, DaemonSet
-from kube.core import Pod
+from kube.core import CONDITION_TRUE, POD_READY, Pod
 from kube.intstr import IntOrStrError, get_scaled_value_from_int_or_percent, parse_int64
 from kube.meta import IntOrString
-from kube.pods import get_pod_ready_condition, is_pod_ready
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
 
@@ -35,12 +34,14 @@ __all__ = [
     "TEMPLATE_GENERATION_ANNOTATION",
     "TEMPLATE_GENERATION_LABEL",
     "DaemonPod",
+    "DaemonPodsByNode",
     "NodeCounts",
     "NodeNotFoundError",
     "RolloutDecision",
     "RolloutValueError",
     "allows_surge",
     "daemon_pod",
+    "daemon_pods_by_node",
     "find_updated_pods_on_node",
     "is_pod_updated",
     "rolling_update",
@@ -131,13 +132,14 @@ class NodeCounts:
     """updatedDesiredNodeCounts' results.
 
     ``node_to_pods`` is the input mapping plus an empty entry for every node that should run the
-    daemon and has no pods yet (upstream adds them to its map in place; here it is a new dict).
+    daemon and has no pods yet (upstream adds them to its map in place; here it is a new dict, or a
+    new :class:`DaemonPodsByNode` when the input is one).
     """
 
     max_surge: int
     max_unavailable: int
     desired_number_scheduled: int
-    node_to_pods: dict[str, list[DaemonPod]]
+    node_to_pods: Mapping[str, Sequence[DaemonPod]]
 
 
 def updated_desired_node_counts(ds: DaemonSet, should_run: Mapping[str, bool] | Iterable[tuple[str, bool]],
@@ -151,13 +153,22 @@ def updated_desired_node_counts(ds: DaemonSet, should_run: Mapping[str, bool] | 
     Raises :class:`RolloutValueError` for a value that cannot be scaled, unavailability first.
     """
     pairs = should_run.items() if isinstance(should_run, Mapping) else should_run
-    augmented: dict[str, list[DaemonPod]] = {name: list(pods) for name, pods in node_to_pods.items()}
-    desired = 0
-    for node_name, wanted in pairs:
-        if not wanted:
-            continue
-        desired += 1
-        augmented.setdefault(node_name, [])
+    augmented: Mapping[str, Sequence[DaemonPod]]
+    if isinstance(node_to_pods, DaemonPodsByNode):  # a view stays a view: its lists are built when looked at
+        wanted_nodes = [node_name for node_name, wanted in pairs if wanted]
+        desired = len(wanted_nodes)
+        augmented = node_to_pods.with_empty(wanted_nodes)
+    else:
+        # a new dict; the lists are shared when they are lists already (nothing here or in rolling_update
+        # changes them)
+        extended = {name: pods if isinstance(pods, list) else list(pods) for name, pods in node_to_pods.items()}
+        desired = 0
+        for node_name, wanted in pairs:
+            if not wanted:
+                continue
+            desired += 1
+            extended.setdefault(node_name, [])
+        augmented = extended
     max_unavailable = unavailable_count(ds, desired)
     max_surge = surge_count(ds, desired)
     if desired > 0 and max_unavailable == 0 and max_surge == 0:
@@ -182,7 +193,7 @@ def is_pod_updated(pod: Pod, hash_: str, generation: int | None) -> bool:
     return hash_matches or template_matches
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DaemonPod:
     """What rollingUpdate looks at in one daemon pod.
 
@@ -210,16 +221,104 @@ class DaemonPod:
 
 def daemon_pod(pod: Pod, hash_: str, generation: int | None) -> DaemonPod:
     """The :class:`DaemonPod` for a pod of the DaemonSet whose current revision hash is ``hash_``."""
-    ready = is_pod_ready(pod)
+    return _daemon_pod(pod, hash_, generation, True)
+
+
+def daemon_pods_by_node(pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, generation: int | None,
+                        min_ready_seconds: int) -> DaemonPodsByNode:
+    """:func:`daemon_pod` for every pod of ``pods_by_node``, node by node, as :func:`rolling_update` takes them.
+
+    The lists are built as they are looked up (see :class:`DaemonPodsByNode`). With ``min_ready_seconds``
+    0 the Ready condition's time is not parsed (``ready_since`` is None): only :meth:`DaemonPod.available`
+    reads it, and only when ``min_ready_seconds`` is above 0.
+    """
+    return DaemonPodsByNode(pods_by_node, hash_, generation, min_ready_seconds > 0)
+
+
+class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
+    """A DaemonSet's pods by target node as :class:`DaemonPod` lists, each built when its node is looked up.
+
+    Nothing is kept: :func:`rolling_update` looks at each node once, so its DaemonPods die as soon as
+    it moves on. Built all at once, thousands of them would outlive several collections of the young
+    generations and so bring on full collections of the reconciler's whole heap (its cache), which at
+    thousands of nodes cost more than the rolling-update walk itself. ``empty`` nodes map to ``[]``
+    (updatedDesiredNodeCounts' additions); they come after the others, in their order.
+    """
+
+    def __init__(self, pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, generation: int | None,
+                 with_since: bool, empty: Iterable[str] = ()) -> None:
+        self._pods = pods_by_node
+        self._hash = hash_
+        self._generation = generation
+        self._with_since = with_since
+        self._empty = dict.fromkeys(name for name in empty if name not in pods_by_node)
+
+    def with_empty(self, names: Iterable[str]) -> DaemonPodsByNode:
+        """The same view plus an empty list for each of ``names`` it does not have yet."""
+        return DaemonPodsByNode(self._pods, self._hash, self._generation, self._with_since,
+                                (*self._empty, *names))
+
+    def __getitem__(self, name: str) -> list[DaemonPod]:
+        pods = self._pods.get(name)
+        if pods is None:
+            if name in self._empty:
+                return []
+            raise KeyError(name)
+        if len(pods) == 1:  # most nodes have one pod
+            return [_daemon_pod(pods[0], self._hash, self._generation, self._with_since)]
+        return [_daemon_pod(p, self._hash, self._generation, self._with_since) for p in pods]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._pods or name in self._empty
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._pods
+        yield from self._empty
+
+    def __len__(self) -> int:
+        return len(self._pods) + len(self._empty)
+
+
+def _daemon_pod(pod: Pod, hash_: str, generation: int | None, with_since: bool) -> DaemonPod:
+    ready = False
     since: datetime | None = None
-    condition = get_pod_ready_condition(pod)
-    if condition is not None and condition.last_transition_time:
-        try:
-            since = parse_time(condition.last_transition_time)
-        except ValueError:
-            since = None
-    return DaemonPod(name=pod.metadata.name, updated=is_pod_updated(pod, hash_, generation), ready=ready,
-                     ready_since=since, deleting=pod.metadata.deletion_timestamp is not None)
+    for condition in pod.status.conditions:  # is_pod_ready and get_pod_ready_condition in one loop
+        if condition.type == POD_READY:
+            ready = condition.status == CONDITION_TRUE
+            if with_since and condition.last_transition_time:
+                try:
+                    since = parse_time(condition.last_transition_time)
+                except ValueError:
+                    since = None
+            break
+    meta = pod.metadata
+    # DaemonPod(...) without the frozen dataclass's __init__ (an object.__setattr__ call per field):
+    # this runs for every pod of every rolling-update sync
+    result = _new(DaemonPod)
+    _set_name(result, meta.name)
+    labels = meta.labels  # is_pod_updated, inlined
+    _set_updated(result, (len(hash_) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+        generation is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == str(generation)))
+    _set_ready(result, ready)
+    _set_ready_since(result, since)
+    _set_deleting(result, meta.deletion_timestamp is not None)
+    return result
+
+
+_new: Final = object.__new__
+
+
+def _slot_setter(field_name: str) -> Callable[[DaemonPod, Any], None]:
+    descriptor: Any = DaemonPod.__dict__[field_name]  # the slot's member descriptor
+    setter: Callable[[DaemonPod, Any], None] = descriptor.__set__
+    return setter
+
+
+_set_name: Final = _slot_setter("name")
+_set_updated: Final = _slot_setter("updated")
+_set_ready: Final = _slot_setter("ready")
+_set_ready_since: Final = _slot_setter("ready_since")
+_set_deleting: Final = _slot_setter("deleting")
 
 
 def find_updated_pods_on_node(pods: Iterable[DaemonPod]) -> tuple[DaemonPod | None, DaemonPod | None, bool]:

@@ -29,11 +29,12 @@ from typing import Final, NamedTuple
 import msgspec
 
 from kube.apps import DaemonSet, DaemonSetStatus
-from kube.core import EVENT_WARNING, Node, Pod
-from kube.pods import is_pod_available, is_pod_ready, is_pod_terminal
+from kube.core import EVENT_WARNING, POD_FAILED, POD_SUCCEEDED, Node, Pod
+from kube.pods import is_pod_available, is_pod_ready
 from kube.times import parse_time
-from reconciler.core.daemonset.placement import Placement, node_should_run_daemon_pod
-from reconciler.core.daemonset.rollout import is_pod_updated, template_generation
+from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
+from reconciler.core.daemonset.placement import Placement, daemon_placer
+from reconciler.core.daemonset.rollout import TEMPLATE_GENERATION_LABEL, template_generation
 
 __all__ = [
     "SELECTING_ALL_MESSAGE",
@@ -50,6 +51,7 @@ SELECTING_ALL_REASON: Final = "SelectingAll"
 SELECTING_ALL_MESSAGE: Final = "This daemon set is selecting all pods. A non-empty selector is required."
 
 _ZERO_TIME: Final = datetime.min.replace(tzinfo=UTC)  # Go's zero time.Time: before every real timestamp
+_TERMINAL: Final = (POD_SUCCEEDED, POD_FAILED)  # is_pod_terminal
 
 
 class DaemonSetEvent(NamedTuple):
@@ -91,12 +93,24 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
     unsatisfied expectations.
     """
     generation = template_generation(ds)
+    generation_label = None if generation is None else str(generation)
     min_ready = ds.spec.min_ready_seconds
+    known: Mapping[str, Placement] = placements if placements is not None else {}
+    place = daemon_placer(ds) if placements is None else None
     desired = current = misscheduled = ready = available = updated = 0
-    for node in nodes:
+    for node in nodes:  # one pass over every node and its pods: kept lean, it runs on every sync
         name = node.metadata.name
-        placement = placements[name] if placements is not None else node_should_run_daemon_pod(node, ds)
-        pods = [p for p in pods_by_node.get(name, ()) if not _deleted_terminal(p)]
+        placement = known[name] if place is None else place(node)
+        pods = pods_by_node.get(name)
+        if pods:
+            if len(pods) == 1:
+                pod = pods[0]
+                if pod.metadata.deletion_timestamp is not None and pod.status.phase in _TERMINAL:
+                    pods = None  # deleted and terminal: not counted
+            else:
+                pods = [p for p in pods if not _deleted_terminal(p)]
+                if pods:
+                    pod = oldest_pod(pods)
         if not placement.should_run:
             if pods:
                 misscheduled += 1
@@ -105,12 +119,15 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
         if not pods:
             continue
         current += 1
-        pod = oldest_pod(pods)
         if is_pod_ready(pod):
             ready += 1
-            if is_pod_available(pod, min_ready, now):
+            # is_pod_available is is_pod_ready when minReadySeconds is 0
+            if min_ready == 0 or is_pod_available(pod, min_ready, now):
                 available += 1
-        if is_pod_updated(pod, hash_, generation):
+        # is_pod_updated, inlined
+        labels = pod.metadata.labels
+        if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+                generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label):
             updated += 1
     return msgspec.structs.replace(
         ds.status, desired_number_scheduled=desired, current_number_scheduled=current,
@@ -168,6 +185,6 @@ def _age_key(pod: Pod) -> tuple[bool, datetime, str]:
 
 
 def _deleted_terminal(pod: Pod) -> bool:
-    return pod.metadata.deletion_timestamp is not None and is_pod_terminal(pod)
+    return pod.metadata.deletion_timestamp is not None and pod.status.phase in _TERMINAL
 
 

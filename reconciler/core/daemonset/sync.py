@@ -24,34 +24,39 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, Final
 
 from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
 from kube.core import Node, Pod
+from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
-from kube.nodeaffinity import node_selector_errors
+from kube.nodeaffinity import get_target_node_name, node_selector_errors
 from kube.ownership import get_controller_of
 from reconciler.core.claiming import claim_pods
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import KIND, REVISION_KIND, split_key
 from reconciler.core.daemonset.history import (
+    UNIQUE_LABEL_KEY,
     HistoryPlan,
     cleanup_history,
     construct_history,
-    live_hashes,
     relabel_pod_patch,
     revision_body,
     revision_number_patch,
     unique_label_patch,
 )
 from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage, nodes_to_daemon_pods
-from reconciler.core.daemonset.placement import Placement, validate_tolerations
+from reconciler.core.daemonset.placement import validate_tolerations
 from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
 from reconciler.core.daemonset.rollout import (
+    MAX_SURGE_FIELD,
+    MAX_UNAVAILABLE_FIELD,
     NodeNotFoundError,
     RolloutDecision,
     RolloutValueError,
-    daemon_pod,
+    daemon_pods_by_node,
+    is_pod_updated,
     rolling_update,
     surge_count,
     template_generation,
@@ -108,6 +113,7 @@ class DaemonSetPlan:
     managed: bool = False  # manage/syncNodes ran
     rolled: bool = False  # a rolling-update step ran
     warnings: list[BadInput] = field(default_factory=list)
+    failed: str | None = None  # the error upstream's syncDaemonSet returns: the key is retried with backoff
     requeue_after: timedelta | None = None
     explain: dict[str, Any] = field(default_factory=dict)
 
@@ -136,6 +142,7 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
         # upstream fails constructHistory with this error on every sync; kubus says so in an Event instead
         plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
         plan.explain = {"reason": "invalid selector", "error": str(exc)}
+        plan.failed = str(exc)
         return plan
     template_labels = ds.spec.template.metadata.labels or {}
     if not selector.matches(template_labels):
@@ -151,13 +158,14 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
     plan.warnings.extend(BadInput("InvalidNodeAffinity", message, path) for path, message in _affinity_problems(ds))
     rollout_problem = _rollout_problem(ds)
     if rollout_problem is not None:
-        plan.warnings.append(BadInput("InvalidRollingUpdate", rollout_problem.message, rollout_problem.field))
+        plan.warnings.append(BadInput("InvalidRollingUpdate", str(rollout_problem), rollout_problem.field))
+    plan.warnings.extend(BadInput("InvalidRollingUpdate", message, path) for path, message in _rollout_values(ds))
 
     # constructHistory: controlledHistories claims the revisions, then snapshot or dedup
     revisions, plan.revision_adopt, plan.revision_release = _claim_revisions(
         ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
     claim = claim_pods(ds.metadata, selector, sorted(view.owned_or_orphans("Pod", namespace, ds.metadata.uid),
-                                                     key=_name))
+                                                     key=_NAME))
     claimed = claim.claimed
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
     history = construct_history(ds, revisions, claimed, taken)
@@ -187,9 +195,9 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
         plan.revision_patches.append((revision, revision_number_patch(number)))
     plan.pod_relabels = [(p, relabel_pod_patch(hash_)) for p in history.pod_relabels]
     plan.revision_deletes = list(history.deletes)
-    plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
+    plan.adopt, plan.release = sorted(claim.adopt, key=_NAME), sorted(claim.release, key=_NAME)
 
-    nodes: list[Node] = sorted(view.all("Node"), key=lambda n: n.metadata.name)
+    nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
     pods_by_node = nodes_to_daemon_pods(claimed)
     satisfied = expectations is None or expectations.satisfied(now)
     if not satisfied:
@@ -214,15 +222,17 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
     if rolled_ok:
         # updateDaemonSet returns before cleanupHistory when rollingUpdate fails, so a bad maxUnavailable
         # or maxSurge also keeps every old revision until it is fixed, as upstream does
-        live = live_hashes(p for pods in nodes_to_daemon_pods(claimed, include_deleted_terminal=True).values()
-                           for p in pods)
+        # getNodesToDaemonPods(ds, true): the claimed pods that have a target node. A generator, so that
+        # cleanup_history only walks the pods when it has old revisions to delete
+        live = (value for p in claimed
+                if (value := p.metadata.labels.get(UNIQUE_LABEL_KEY, "")) and get_target_node_name(p) is not None)
         plan.revision_deletes.extend(cleanup_history(ds, history.old, live))
 
     status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
                               placements=result.placements)
     plan.status = status if needs_write(ds, status) else None
     plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status))
-    plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes))
+    plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
     return plan
 
 
@@ -240,25 +250,32 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         plan.explain["rollout"] = f"strategy {strategy or 'unset'}: no rolling update"
         return True
     if rollout_problem is not None:
-        plan.explain["rollout"] = f"couldn't get unavailable numbers: {rollout_problem}"
+        plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {rollout_problem}"
         return False
     generation = template_generation(ds)
     should_run = {name: placement.should_run for name, placement in result.placements.items()}
-    by_node = {name: [daemon_pod(p, hash_, generation) for p in pods] for name, pods in pods_by_node.items()}
+    by_node = daemon_pods_by_node(pods_by_node, hash_, generation, ds.spec.min_ready_seconds)
     try:
         counts = updated_desired_node_counts(ds, should_run, by_node)
-        decision: RolloutDecision = rolling_update(
-            counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
-            desired_number_scheduled=counts.desired_number_scheduled, min_ready_seconds=ds.spec.min_ready_seconds,
-            now=now, should_run=should_run)
+        decision = RolloutDecision()
+        # rollingUpdate deletes old pods and surges beside old pods, nothing else (with no old pod it does not
+        # even look a node up): when every pod is of the current revision, as in the steady state, its walk
+        # over all the nodes can only decide nothing, and is skipped
+        if not all(is_pod_updated(p, hash_, generation) for pods in pods_by_node.values() for p in pods):
+            decision = rolling_update(
+                counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
+                desired_number_scheduled=counts.desired_number_scheduled,
+                min_ready_seconds=ds.spec.min_ready_seconds, now=now, should_run=should_run)
     except RolloutValueError as exc:
-        plan.explain["rollout"] = f"couldn't get unavailable numbers: {exc}"
+        plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {exc}"
         return False
     except NodeNotFoundError as exc:
-        plan.explain["rollout"] = exc.message  # a pod's node vanished from the cache: the next sync sees it
+        plan.explain["rollout"] = plan.failed = exc.message  # a pod's node vanished from the cache
         return False
-    by_name = {p.metadata.name: p for p in claimed}
-    doomed = [by_name[n] for n in decision.pods_to_delete if n in by_name]
+    doomed: list[Pod] = []
+    if decision.pods_to_delete:
+        by_name = {p.metadata.name: p for p in claimed}
+        doomed = [by_name[n] for n in decision.pods_to_delete if n in by_name]
     step = sync_nodes(ds, decision.nodes_to_create, doomed, hash_, now=now, key_base=key_base)
     # rollingUpdate's own syncNodes: manage issued nothing (or this step would not run), so its lists are
     # simply appended, and its SetExpectations replaces manage's (0, 0)
@@ -307,6 +324,27 @@ def _rollout_problem(ds: DaemonSet) -> RolloutValueError | None:
     return None
 
 
+def _rollout_values(ds: DaemonSet) -> list[tuple[str, str]]:
+    """Values the API refuses but upstream acts on all the same, and so does kubus, saying so: percentages
+    over 100% (150% of 4 nodes is 6) and both values 0 (maxUnavailable 1 is used)."""
+    rolling = ds.spec.update_strategy.rolling_update
+    if ds.spec.update_strategy.type != ROLLING_UPDATE or rolling is None:
+        return []
+    problems = []
+    for path, value in ((MAX_UNAVAILABLE_FIELD, rolling.max_unavailable), (MAX_SURGE_FIELD, rolling.max_surge)):
+        if is_percent(value) and int(str(value)[:-1]) > 100:
+            problems.append((path, f'{path}: Invalid value: "{value}": must not be greater than 100%'))
+    explicit = rolling.max_unavailable is not None or rolling.max_surge is not None
+    if explicit and _is_zero(rolling.max_unavailable) and _is_zero(rolling.max_surge):
+        problems.append((MAX_UNAVAILABLE_FIELD, f"{MAX_UNAVAILABLE_FIELD}: Required value: cannot be 0 when "
+                                                f"maxSurge is 0 (1 is used, as upstream)"))
+    return problems
+
+
+def _is_zero(value: object) -> bool:
+    return value in (0, "0%") or value is None
+
+
 def _manage_surge(ds: DaemonSet) -> int:
     """util.AllowsSurge for manage: SurgeCount(ds, 1), 0 when it cannot be scaled."""
     try:
@@ -344,22 +382,28 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
     return min(present) if present else None
 
 
-def _name(obj: Pod) -> str:
-    return obj.metadata.name
-
-
-def _placement_summary(placement: Placement, pods: Sequence[Pod]) -> dict[str, Any]:
-    return {"should_run": placement.should_run, "should_continue_running": placement.should_continue_running,
-            "pods": [p.metadata.name for p in pods]}
+_NAME: Final = attrgetter("metadata.name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
-             claimed: Sequence[Pod], nodes: Sequence[Node]) -> dict[str, Any]:
-    by_node = nodes_to_daemon_pods(claimed)
+             claimed: Sequence[Pod], nodes: Sequence[Node], by_node: Mapping[str, Sequence[Pod]]) -> dict[str, Any]:
+    """``by_node``: nodes_to_daemon_pods(claimed)."""
+    # Only the nodes worth a look: the usual one (should run, one pod) is counted, not listed, or the
+    # audit trail would hold a line per node for every sync (half a megabyte at 5,000 nodes).
+    per_node: dict[str, Any] = {}
+    usual = 0
+    for name, (should_run, should_continue_running) in result.placements.items():
+        pods = by_node.get(name)
+        if should_run and should_continue_running and pods is not None and len(pods) == 1:
+            usual += 1
+            continue
+        per_node[name] = {"should_run": should_run, "should_continue_running": should_continue_running,
+                          "pods": list(map(_NAME, pods)) if pods else []}
     return {
         "reason": "synced",
         "hash": hash_,
-        "nodes": {name: _placement_summary(p, by_node.get(name, ())) for name, p in result.placements.items()},
+        "nodes": per_node,
+        "nodes_running_one_pod": usual,
         "node_count": len(nodes),
         "pods": len(claimed),
         "nodes_needing_pods": list(result.nodes_needing_pods),

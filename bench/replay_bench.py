@@ -1,0 +1,133 @@
+"""Replay throughput: KUBUS_EVENTS messages replayed per second from an exported history.
+
+    .venv/bin/python -m bench.replay_bench [--events 100000] [--runs 3] [--keep FILE]
+
+Records a history of at least `--events` events with the in-process world of `replay.synthetic` (see
+`record`: a busy cluster of 100 nodes, ReplicaSets scaled by thousands of pods, a DaemonSet rolled over
+and over with failing pods, refused creates, reconciler restarts), exports it to a file as `kubus events
+export` does, then times `kubus replay --from-file FILE --diff` without the printing: reading and checking
+the file, folding the events into the cache, the controllers' work and the comparison with every recorded
+decision. The figure is events (batch messages) replayed per second of wall time; the bootstrap messages
+of the restarts are replayed too but not counted. Each run also says how much of its time went to the
+controllers themselves (`reconciler.stepping.decide`: handlers, syncs, the same CPU the live reconciler
+spent on them) and how fast the rest of the replay goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from typing import Any
+
+from bench.loadgen import machine
+from reconciler import stepping
+from replay import fileformat
+from replay.engine import Engine
+from replay.synthetic import FAIL_AFTER, World, daemonset, replicaset
+
+NODES = 100
+REPLICASETS = 5
+HIGH, LOW = 2_000, 100
+
+
+def record(events: int) -> World:
+    """A busy cluster's history: five ReplicaSets scaled between 100 and 2,000 pods (the controller creates
+    and deletes up to 500 pods a sync, so the reconciler's batches fill up, as they do under load), a
+    DaemonSet on 100 nodes rolled in every round (its new pods failing in every other round), one pod
+    create in 1,000 refused, a reconciler restart every fourth round."""
+    world = World(nodes=NODES, fail_creates=0.001, seed=7)
+    world.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+    world.create(daemonset("agent", "bench", "agent:0", max_unavailable="10%"))
+    for i in range(REPLICASETS):
+        world.create(replicaset(f"web-{i}", "bench", LOW))
+    world.settle(dt=timedelta(milliseconds=100))
+    round_ = 0
+    while len(world.stream) < events:
+        round_ += 1
+        failing = {FAIL_AFTER: "2"} if round_ % 2 else {}
+        world.update("DaemonSet", "bench", "agent", {"spec": {"template": {
+            "metadata": {"annotations": failing or None},
+            "spec": {"containers": [{"name": "main", "image": f"agent:{round_}"}]}}}})
+        for i in range(REPLICASETS):
+            world.update("ReplicaSet", "bench", f"web-{i}", {"spec": {"replicas": HIGH if round_ % 2 else LOW}})
+        world.run(8, dt=timedelta(milliseconds=100))
+        if round_ % 4 == 0:
+            world.restart()
+    world.run(2, dt=timedelta(milliseconds=100))
+    return world
+
+
+class Timed:
+    """`reconciler.stepping.decide`, timed (the engine calls it through the module)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.original = stepping.decide
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.original(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def replay(path: str) -> tuple[float, float, Engine]:
+    """(wall seconds, seconds in the controllers, the engine)."""
+    timed = Timed()
+    stepping.decide = timed
+    try:
+        started = time.perf_counter()
+        _, bundles = fileformat.read_file(path)
+        engine = Engine(compare=True)
+        engine.run(bundles)
+        return time.perf_counter() - started, timed.seconds, engine
+    finally:
+        stepping.decide = timed.original
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", help="write the history here (and keep it)")
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    started = time.perf_counter()
+    world = record(args.events)
+    recorded = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.keep or os.path.join(tmp, "history.jsonl")
+        started = time.perf_counter()
+        with open(path, "wb") as out:
+            counts = fileformat.write(out, asyncio.run(world.bundle_list()), {"bench": "replay_bench"})
+        exported = time.perf_counter() - started
+        size = os.path.getsize(path)
+        print(f"history: {len(world.stream):,} events, {counts['tick']:,} ticks, {counts['decision']:,} decisions, "
+              f"{counts['result']:,} results, {counts['state']:,} bootstrap lines ({world._restarts} starts); "
+              f"recorded in {recorded:.1f} s, exported in {exported:.1f} s, {size / 2**20:.1f} MiB")
+        rates = []
+        rest = []
+        for run in range(args.runs):
+            seconds, controllers, engine = replay(path)
+            stats = engine.stats
+            assert engine.divergence is None, engine.divergence.describe()
+            assert stats.compared == counts["decision"], (stats.compared, counts["decision"])
+            rate = stats.events / seconds
+            rates.append(rate)
+            rest.append(stats.events / (seconds - controllers))
+            print(f"run {run + 1}: {stats.events:,} events in {seconds:.2f} s = {rate:,.0f} events/s "
+                  f"({stats.decisions:,} decisions, all identical); the controllers {controllers:.2f} s "
+                  f"({controllers / seconds:.0%}), the rest (reading and checking the file, folding, "
+                  f"bootstraps, comparing) {seconds - controllers:.2f} s = {rest[-1]:,.0f} events/s")
+        print(f"events replayed per second: median {statistics.median(rates):,.0f}, best {max(rates):,.0f} "
+              f"(target >= 50,000); without the controllers' own time: median {statistics.median(rest):,.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,389 @@
+"""`kubus audit`: the audit trail's common questions from the shell (docs/audit.md has the schema
+and the same questions in SQL).
+
+    kubus audit pod NAMESPACE/NAME                       who created and deleted it, and why
+    kubus audit controller NAMESPACE/NAME --since 1h     every decision and action of a ReplicaSet/DaemonSet
+    kubus audit failures --since 1d                      failed actions and the API's error
+    kubus audit slowest --limit 10                       the syncs that took longest
+    kubus audit created-per-minute --since 1h            pods created per minute
+
+Tables by default, JSON with --json. Exit codes: 0 answered, 1 the pod or controller asked about is
+not in the audit trail, 2 bad input or no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from store import audit
+from store.audit import Row, Window
+from store.cli import add_database_arguments
+from store.retention import parse_duration
+from store.urls import DB_FILE
+
+FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
+
+Clock = Callable[[], datetime]
+
+
+class BadInput(Exception):
+    """The question cannot be asked as given; the message says what to give instead."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "audit", help="answer questions from the audit trail (decisions, actions, results, events)",
+        description="Answer the common questions from kubus's audit trail in SQL: what happened to a pod, what a "
+                    "controller did, which actions failed, which syncs were slow, how fast pods were created.")
+    commands = p.add_subparsers(dest="audit_command", required=True, metavar="QUESTION")
+
+    pod = commands.add_parser("pod", help="a pod's lifecycle: which decision created it, deleted it, and why",
+                              description="Every action kubus took on the pod (its decision, controller, idempotency "
+                                          "key, the executor's result and the watch event that confirmed it), the "
+                                          "decisions behind them with their reasons and triggers, and the pod's "
+                                          "watch events.")
+    pod.add_argument("pod", metavar="NAMESPACE/NAME")
+    _common(pod)
+
+    ctl = commands.add_parser("controller", help="every decision and action of a ReplicaSet or DaemonSet",
+                              description="The controller's syncs in the time range (trigger, reason, duration) and "
+                                          "every action they took with its result.")
+    ctl.add_argument("controller", metavar="NAMESPACE/NAME")
+    ctl.add_argument("--kind", choices=audit.CONTROLLER_KINDS, help="ReplicaSet or DaemonSet (default: either)")
+    _window(ctl)
+    ctl.add_argument("--limit", type=_positive, default=500, help="at most this many syncs, the newest (default 500)")
+    _common(ctl)
+
+    fail = commands.add_parser("failures", help="failed actions and the API's error",
+                               description="Actions an executor reported failed in the time range, with the API's "
+                                           "code, reason and message.")
+    _window(fail)
+    fail.add_argument("--controller", metavar="KIND/NAMESPACE/NAME", help="only this controller's, e.g. "
+                                                                          "ReplicaSet/default/web")
+    fail.add_argument("--limit", type=_positive, default=100, help="at most this many, the newest (default 100)")
+    _common(fail)
+
+    slow = commands.add_parser("slowest", help="the syncs that took longest",
+                               description="The controller syncs that took longest, with what triggered them.")
+    _window(slow)
+    slow.add_argument("--limit", type=_positive, default=10, help="how many (default 10)")
+    _common(slow)
+
+    per_minute = commands.add_parser("created-per-minute", help="pods created per minute",
+                                     description="Pods the executors created, counted per minute (UTC).")
+    _window(per_minute)
+    _common(per_minute)
+    p.set_defaults(run=run)
+
+
+def _window(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--since", metavar="WHEN", help="from this time: a duration ago (90s, 15m, 1h, 7d) or a UTC "
+                                                   "timestamp (2025-06-01T10:00:00Z); default: the beginning")
+    p.add_argument("--until", metavar="WHEN", help="up to this time, same forms (default: now)")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_database_arguments(p)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+# --- input ------------------------------------------------------------------------------------------
+def parse_when(text: str, now: datetime) -> datetime:
+    """A duration ago ('1h') or a timestamp ('2025-06-01T10:00:00Z'; without an offset it is UTC)."""
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
+                       "(2025-06-01T10:00:00Z)") from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def parse_window(args: argparse.Namespace, now: datetime) -> Window:
+    since = parse_when(args.since, now) if args.since else None
+    until = parse_when(args.until, now) if args.until else None
+    if since is not None and until is not None and since >= until:
+        raise BadInput(f"--since {args.since} is not before --until {args.until}")
+    return Window(since, until)
+
+
+def split_name(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise BadInput(f"expected NAMESPACE/NAME, got {text!r}")
+    return namespace, name
+
+
+# --- running ----------------------------------------------------------------------------------------
+def run(args: argparse.Namespace, now: Clock = utcnow) -> int:
+    command = f"kubus audit {args.audit_command}"
+    try:
+        code, text = asyncio.run(_answer(args, now()))
+    except BadInput as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    except Unknown as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return UNKNOWN
+    print(text, end="" if text.endswith("\n") else "\n")
+    return code
+
+
+class Unknown(Exception):
+    """What was asked about is not in the audit trail."""
+
+
+async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
+    from store.engine import DatabaseUnavailable, open_store
+
+    question = args.audit_command
+    subject = split_name(args.pod if question == "pod" else args.controller) if question in ("pod", "controller") \
+        else None
+    window = parse_window(args, now) if question != "pod" else Window()
+    _check_database_exists(args.db_url, args.data_dir)
+    try:
+        store = await open_store(args.db_url, args.data_dir)
+    except DatabaseUnavailable as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        async with store.engine.connect() as conn:
+            if question == "pod":
+                assert subject is not None
+                pod = await audit.pod_history(conn, *subject)
+                if pod is None:
+                    raise Unknown(f"no pod {args.pod} in the audit trail: no action and no watch event names it "
+                                  f"(in {store.label})")
+                return FOUND, render_json(pod_json(pod)) if args.json else render_pod(pod)
+            if question == "controller":
+                assert subject is not None
+                ctl = await audit.controller_history(conn, *subject, kind=args.kind, window=window, limit=args.limit)
+                if ctl is None:
+                    what = args.kind or " or ".join(audit.CONTROLLER_KINDS)
+                    raise Unknown(f"no {what} {args.controller} in the audit trail: no decision and no watch event "
+                                  f"names it (in {store.label})")
+                return FOUND, render_json(controller_json(ctl)) if args.json else render_controller(ctl, window)
+            if question == "failures":
+                rows = await audit.failures(conn, window, args.limit, args.controller)
+                return FOUND, render_json(rows) if args.json else render_failures(rows, window)
+            if question == "slowest":
+                rows = await audit.slowest(conn, window, args.limit)
+                return FOUND, render_json(rows) if args.json else render_slowest(rows, window)
+            rows = await audit.created_per_minute(conn, window)
+            return FOUND, render_json(rows) if args.json else render_per_minute(rows, window)
+    except sa.exc.DBAPIError as exc:
+        raise BadInput(f"querying {store.label} failed: {exc.orig}") from None
+    finally:
+        await store.close()
+
+
+def _check_database_exists(url: str | None, data_dir: str) -> None:
+    """An audit reads: a SQLite file that is not there is a wrong --data-dir, not an empty trail."""
+    if url is None:
+        path = Path(data_dir).expanduser() / DB_FILE
+    else:
+        try:
+            parsed = sa.make_url(url)
+        except sa.exc.ArgumentError:
+            return  # open_store says what is wrong with it
+        if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+            return
+        path = Path(parsed.database)
+    if not path.exists():
+        raise BadInput(f"no kubus database at {path.absolute()}; check --data-dir / KUBUS_DATA_DIR, "
+                       "or set --db-url / KUBUS_DB_URL")
+
+
+# --- output -----------------------------------------------------------------------------------------
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return when(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def render_json(value: Any) -> str:
+    return json.dumps(_plain(value), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, datetime):
+        return when(value)
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return " ".join(str(value).split())  # one line per row
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns aligned with two spaces between them; '-' for an empty cell."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines) + "\n"
+
+
+def _confirmed(a: Row) -> str:
+    if a["confirmed_seq"] is None:
+        return "-"
+    return f"{a['confirmed_by']} #{a['confirmed_seq']} {when(a['confirmed_at'])}"
+
+
+def _trigger(s: Row) -> str:
+    if s["trigger_seq"] is not None:
+        where = f"{s['trigger_namespace']}/{s['trigger_name']}" if s["trigger_namespace"] else s["trigger_name"]
+        return f"{s['trigger_kind']} {where} {s['trigger_type']} #{s['trigger_seq']}"
+    return s["trigger"] or "-"  # a resync or a requeue
+
+
+def _reason(s: Row) -> str:
+    reason = s["decision_reason"] or "-"
+    return f"{reason}; error: {s['decision_error']}" if s["decision_error"] else reason
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _range(window: Window) -> str:
+    if window.since and window.until:
+        return f" between {when(window.since)} and {when(window.until)}"
+    if window.since:
+        return f" since {when(window.since)}"
+    if window.until:
+        return f" before {when(window.until)}"
+    return ""
+
+
+ACTION_HEADERS = ("DECIDED", "DECISION", "ACTION", "TARGET", "KEY", "OUTCOME", "CODE", "REASON", "CONFIRMED")
+
+
+def _action_row(a: Row) -> list[Any]:
+    target = f"{a['target_kind']} {a['target_name']}" if a["target_name"] else a["target_kind"]
+    outcome = a["outcome"] or ("pending" if a["state"] == "pending" else "sent, no result yet")
+    return [a["decided_at"], a["decision_id"], a["action"], target, a["idempotency_key"], outcome, a["code"],
+            a["reason"], _confirmed(a)]
+
+
+SYNC_HEADERS = ("DECIDED", "DECISION", "CONTROLLER", "TRIGGER", "REASON", "ACTIONS", "MS")
+
+
+def _sync_row(s: Row) -> list[Any]:
+    return [s["decided_at"], s["decision_id"], s["controller_key"], _trigger(s), _reason(s), s["actions"],
+            s["duration_ms"]]
+
+
+def _headline(pod: audit.PodHistory) -> list[str]:
+    by_id = {d["decision_id"]: d for d in pod.decisions}
+    lines = []
+    for a in pod.actions:
+        if a["action"] not in ("create_pods", "delete_pod"):
+            continue
+        verb = "created" if a["action"] == "create_pods" else "deleted"
+        if a["outcome"] != "succeeded":
+            verb = f"{verb[:-1]}ion {a['outcome'] or 'requested'}"  # "creation failed", "deletion requested"
+        d = by_id.get(a["decision_id"])
+        why = f": {_reason(d)}" if d is not None else ""
+        lines.append(f"{verb} by {a['controller_key']} (decision {a['decision_id']} at {when(a['decided_at'])}){why}")
+    deleted = [e for e in pod.events if e["event_type"] in audit.DELETIONS]
+    if deleted and not any(a["action"] == "delete_pod" and a["outcome"] == "succeeded" for a in pod.actions):
+        lines.append(f"deleted at {when(deleted[-1]['observed_at'])} (watch event #{deleted[-1]['stream_seq']}), "
+                     "not by a kubus action")
+    if not lines:
+        lines.append("no kubus action on it")
+    return lines
+
+
+def render_pod(pod: audit.PodHistory) -> str:
+    out = [f"Pod {pod.namespace}/{pod.name}", *(f"  {line}" for line in _headline(pod)), ""]
+    out.append("ACTIONS")
+    out.append(table(ACTION_HEADERS, [_action_row(a) for a in pod.actions]) if pod.actions else "(none)\n")
+    out.append("DECISIONS")
+    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in pod.decisions]) if pod.decisions else "(none)\n")
+    out.append("WATCH EVENTS")
+    out.append(table(("SEQ", "TYPE", "UID", "RESOURCE VERSION", "OBSERVED"),
+                     [[e["stream_seq"], e["event_type"], e["uid"], e["resource_version"], e["observed_at"]]
+                      for e in pod.events]) if pod.events else "(none)\n")
+    return "\n".join(out)
+
+
+def pod_json(pod: audit.PodHistory) -> dict[str, Any]:
+    return {"pod": f"{pod.namespace}/{pod.name}", "summary": _headline(pod), "actions": pod.actions,
+            "decisions": pod.decisions, "events": pod.events}
+
+
+def render_controller(ctl: audit.ControllerHistory, window: Window) -> str:
+    out = [f"{' or '.join(ctl.kinds)} {ctl.namespace}/{ctl.name}: {_count(len(ctl.syncs), 'sync')}, "
+           f"{_count(len(ctl.actions), 'action')}{_range(window)}"]
+    if ctl.truncated:
+        out[0] += " (the newest shown: narrow --since/--until or raise --limit)"
+    if not ctl.syncs:
+        out[0] += f"; its latest decision is at {when(ctl.latest)}" if ctl.latest else "; it was never synced"
+    out.append("")
+    out.append("SYNCS")
+    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in ctl.syncs]) if ctl.syncs else "(none)\n")
+    out.append("ACTIONS")
+    out.append(table(ACTION_HEADERS, [_action_row(a) for a in ctl.actions]) if ctl.actions else "(none)\n")
+    return "\n".join(out)
+
+
+def controller_json(ctl: audit.ControllerHistory) -> dict[str, Any]:
+    return {"controller": f"{ctl.namespace}/{ctl.name}", "kinds": ctl.kinds, "truncated": ctl.truncated,
+            "latest_decision_at": ctl.latest, "syncs": ctl.syncs, "actions": ctl.actions}
+
+
+def render_failures(rows: list[Row], window: Window) -> str:
+    if not rows:
+        return f"no failed actions{_range(window)}\n"
+    return table(("FINISHED", "CONTROLLER", "ACTION", "TARGET", "KEY", "CODE", "REASON", "MESSAGE"),
+                 [[r["finished_at"], r["controller_key"], r["action"], r["target_name"] or r["target_kind"],
+                   r["idempotency_key"], r["code"], r["reason"], r["message"]] for r in rows])
+
+
+def render_slowest(rows: list[Row], window: Window) -> str:
+    if not rows:
+        return f"no syncs{_range(window)}\n"
+    return table(("MS", "DECIDED", "DECISION", "CONTROLLER", "TRIGGER", "REASON", "ACTIONS"),
+                 [[r["duration_ms"], r["decided_at"], r["decision_id"], r["controller_key"], _trigger(r), _reason(r),
+                   r["actions"]] for r in rows])
+
+
+def render_per_minute(rows: list[Row], window: Window) -> str:
+    if not rows:
+        return f"no pods created{_range(window)}\n"
+    return table(("MINUTE (UTC)", "PODS"), [[r["minute"], r["pods"]] for r in rows])

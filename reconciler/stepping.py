@@ -1,0 +1,144 @@
+"""One batch of the reconciler's loop, as functions of (cache, controllers, messages, results, clock).
+
+The live loop (`reconciler.consuming`) and `kubus replay` (`replay.engine`) both go through these, so a
+replay feeds the controllers exactly what the live loop fed them, in the same order:
+
+1. :func:`select`: the batch's stream messages, minus those a partition already committed (after a
+   restart the loop re-reads from the lowest committed position), decoded;
+2. :func:`fold`: the events into the cache, each giving the change the handlers see;
+3. :func:`decide`: the executors' results, then the changes, then the syncs that are due (once caught
+   up; before that only the expectations' changes), then the failed-pod backoff's garbage collection.
+
+Nothing here does I/O or reads a clock. What the live loop adds around it (the store, NATS, metrics)
+is recorded per batch in `reconciler_ticks` (store/ticks.py), which is what a replay reads back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from kube.times import format_micro_time
+from messages import codec, subjects
+from messages.actions import ActionResult
+from messages.observed import ObservedEvent
+from reconciler.cache import Cache, Change
+from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
+from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.expectations import Expectations
+from reconciler.core.workqueue import WorkQueue
+
+log = logging.getLogger("kubus.reconciler")
+
+CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
+
+Payload = bytes | ObservedEvent  # a message as published, or already decoded
+Message = tuple[int, str, Payload]  # (KUBUS_EVENTS sequence, subject, payload)
+Changes = list[tuple[Change, int, str]]  # (change, sequence, Nats-Msg-Id), as Controllers.observe takes them
+
+
+def partition_number(partition: str) -> int:
+    return CLUSTER_PARTITION if partition == subjects.CLUSTER else int(partition)
+
+
+def partition_of_subject(subject: str) -> int:
+    """`<prefix>.events.<partition>.<kind>.<uid>` -> the partition's number."""
+    return partition_number(subject.split(".")[2])
+
+
+@dataclass
+class Batch:
+    events: list[tuple[ObservedEvent, int]]
+    last_seq: dict[int, int]  # partition -> the batch's last sequence there (skipped messages included)
+
+
+def select(messages: Iterable[Message], positions: Mapping[int, int]) -> Batch:
+    """The batch's events to apply: those after their partition's committed position, decoded (an
+    unusable one is logged and skipped; its sequence still counts as consumed)."""
+    events: list[tuple[ObservedEvent, int]] = []
+    last_seq: dict[int, int] = {}
+    for seq, subject, payload in messages:
+        partition = partition_of_subject(subject)
+        last_seq[partition] = seq
+        if seq <= positions.get(partition, 0):
+            continue  # committed before a restart
+        if isinstance(payload, ObservedEvent):
+            events.append((payload, seq))
+            continue
+        try:
+            events.append((codec.decode_observed(payload), seq))
+        except codec.BadMessage as exc:
+            log.error("event %d on %s is unusable and skipped: %s", seq, subject, exc)
+    return Batch(events, last_seq)
+
+
+def fold(cache: Cache, events: Iterable[tuple[ObservedEvent, int]],
+         count: Callable[[ObservedEvent], None] | None = None) -> Changes:
+    """Applies the events to the cache in order; the changes, for the controllers' handlers."""
+    changes: Changes = []
+    for event, seq in events:
+        if count is not None:
+            count(event)
+        try:
+            change = cache.apply(event, seq)
+        except (msgspec.DecodeError, ValueError) as exc:
+            log.error("%s %s/%s at sequence %d does not decode, ignored: %s", event.kind, event.namespace,
+                      event.name, seq, exc)
+            continue
+        if change is not None:
+            changes.append((change, seq, event.msg_id))
+    return changes
+
+
+def bootstrap_one(cache: Cache, payload: Payload, seq: int) -> Change | None:
+    """One message of KUBUS_STATE (the last event of an object) into a starting reconciler's cache.
+
+    Raises codec.BadMessage, msgspec.DecodeError or ValueError for an unusable message (the caller
+    logs and skips it)."""
+    event = payload if isinstance(payload, ObservedEvent) else codec.decode_observed(payload)
+    return cache.apply(event, seq)
+
+
+@dataclass
+class Step:
+    outcome: Outcome
+    collect: bool  # the failed-pod backoff was collected: the store drops rows older than gc_cutoff(now)
+    touched: bool  # the controllers' memory moved (keys left the queue, the backoff GC ran): record the batch
+
+
+def decide(controllers: Controllers, changes: Changes, results: list[ActionResult], now: datetime,
+           caught_up: bool) -> Step:
+    """The controllers' part of one batch, after the events were folded into the cache."""
+    if results:  # results first: the syncs below see the expectations they lowered
+        controllers.results(results, now)
+    controllers.observe(changes, now)
+    if caught_up:
+        popped = _due(controllers.queue, now)
+        outcome = controllers.sync_ready(now, format_micro_time(now))
+    else:
+        popped = False
+        outcome = controllers.take_changes(Outcome())
+    collected_before = controllers.backoff_collected
+    collect = controllers.collect_backoff(now)
+    return Step(outcome, collect, popped or controllers.backoff_collected != collected_before)
+
+
+def _due(queue: WorkQueue, now: datetime) -> bool:
+    """Whether pop_ready(now) will hand out a key."""
+    if len(queue):
+        return True
+    ready_at = queue.next_ready_at()
+    return ready_at is not None and ready_at <= now
+
+
+def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],
+                      backoff: Mapping[str, FailedPodBackoff]) -> Controllers:
+    """The controllers of a starting reconciler: what the store holds, nothing else in memory."""
+    controllers = Controllers(cache, status_only_interval=STATUS_ONLY_INTERVAL)
+    controllers.expectations = dict(expectations)
+    controllers.backoff = dict(backoff)
+    return controllers

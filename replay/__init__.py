@@ -1,0 +1,1 @@
+"""`kubus replay`: the controllers re-run over a recorded history (docs/replay.md)."""

@@ -1,0 +1,54 @@
+"""What a replay consumes: one bundle per tick of the reconciler's input log.
+
+Every source (an exported file, or the store with JetStream) yields the same bundles, in commit order:
+
+- a ``start`` tick (a reconciler process started) with the messages its cache was bootstrapped with:
+  the last event of every object up to the tick's ``last_seq``, in sequence order (what KUBUS_STATE
+  held), and the store state it loaded (``tick.state``);
+- a ``batch`` tick with the KUBUS_EVENTS messages of its range that no earlier bundle carried (the
+  ones before were consumed by earlier batches, so the live loop skipped them too), the executor
+  results it fed to the controllers, and the decisions it committed, when the source has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from messages.actions import ActionResult
+from reconciler.stepping import Message
+from store.ticks import Tick
+
+
+@dataclass(frozen=True)
+class RecordedAction:
+    key: str
+    payload: bytes  # the outbox payload: the action's JSON, its decision_id the recorded one
+
+
+@dataclass(frozen=True)
+class RecordedDecision:
+    id: int
+    correlation_id: str
+    controller_key: str
+    controller_kind: str
+    partition: int
+    stream_seq: int
+    trigger: str | None
+    decided_at: datetime
+    summary: dict[str, Any]
+    actions: list[RecordedAction]
+
+
+@dataclass
+class Bundle:
+    tick: Tick
+    messages: list[Message]
+    results: list[ActionResult]
+    decisions: list[RecordedDecision] | None  # None: the source has no decisions
+    line: int = 0  # the tick's line in a file (0: not from a file)
+
+    @property
+    def where(self) -> str:
+        return f"tick {self.tick.id}" + (f" (line {self.line})" if self.line else "")

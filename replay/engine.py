@@ -1,0 +1,230 @@
+"""The replay: the reconciler's loop over recorded bundles, with the clock the ticks recorded.
+
+For each tick, in commit order, it does what the live loop did (through `reconciler.stepping`, the very
+functions the live loop runs):
+
+- ``start`` (a reconciler process started): a new cache bootstrapped with the tick's state messages, new
+  controllers holding only what the store held at that point (the replay keeps the store's expectations,
+  failed-pod backoff and consumer positions as the live commits wrote them), not caught up;
+- ``batch``: the controllers are resynced when the loop had just caught up; the tick's messages after
+  their partition's position are folded into the cache; the recorded executor results, the changes and
+  the syncs due at the tick's clock go through `stepping.decide`; what the live loop would have committed
+  moves the replay's copy of the store forward.
+
+No cluster, no NATS, no database: the decisions are handed to an observer (`on_tick`), and compared with
+the recorded ones when asked (`replay.diff`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from messages import codec
+from reconciler import stepping
+from reconciler.cache import Cache
+from reconciler.controllers import Controllers, Decided
+from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
+from reconciler.core.expectations import Expectations
+from replay.bundles import Bundle
+from replay.diff import Divergence, compare_decisions, compare_state
+from replay.fileformat import parse_time
+from replay.whatif import WhatIf
+from store.ticks import BATCH, START
+
+log = logging.getLogger("kubus.replay")
+
+
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+@contextlib.contextmanager
+def tuned_gc() -> Iterator[None]:
+    """Fewer garbage collections while replaying: the cache holds every object of the cluster, decoded, and
+    with the default thresholds each collection of the older generations walks all of them (a replay then
+    spends more time collecting than folding events). Nothing the replay builds is cyclic garbage."""
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+class ReplayError(ValueError):
+    """A history the replay cannot follow (says which tick and why)."""
+
+
+@dataclass
+class Stats:
+    ticks: int = 0
+    starts: int = 0
+    events: int = 0  # messages of the batches (the KUBUS_EVENTS messages replayed)
+    state: int = 0  # messages of the bootstraps
+    results: int = 0
+    decisions: int = 0
+    compared: int = 0  # recorded decisions compared
+    seconds: float = 0.0  # time spent in the engine
+
+
+@dataclass
+class TickOutcome:
+    """What one tick did in the replay: handed to the observer."""
+
+    bundle: Bundle
+    decisions: list[Decided]
+    engine: Engine
+
+
+Observer = Callable[[TickOutcome], None]
+
+
+@dataclass
+class Engine:
+    what_if: WhatIf | None = None
+    compare: bool = False  # compare the decisions (and restarts' state) with the recorded ones
+    stop_at_divergence: bool = True
+    on_tick: Observer | None = None
+    cache: Cache = field(default_factory=Cache)
+    controllers: Controllers | None = None
+    instance: str | None = None
+    caught_up: bool = False
+    positions: dict[int, int] = field(default_factory=dict)
+    stored_expectations: dict[str, Expectations] = field(default_factory=dict)  # as committed to the store
+    stored_backoff: dict[str, FailedPodBackoff] = field(default_factory=dict)
+    stats: Stats = field(default_factory=Stats)
+    divergence: Divergence | None = None
+    now: datetime | None = None
+
+    # --- driving --------------------------------------------------------------------------------------------
+    def run(self, bundles: Iterable[Bundle], until: Callable[[Bundle], bool] | None = None) -> Stats:
+        """Replays the bundles (until one for which `until` says stop, which is not replayed); the stats."""
+        with tuned_gc():
+            for bundle in bundles:
+                if until is not None and until(bundle):
+                    break
+                self.feed(bundle)
+                if self.divergence is not None and self.stop_at_divergence:
+                    break
+        return self.stats
+
+    def feed(self, bundle: Bundle) -> list[Decided]:
+        started = time.perf_counter()
+        tick = bundle.tick
+        if tick.kind == START:
+            self._start(bundle)
+            decisions: list[Decided] = []
+        elif tick.kind == BATCH:
+            decisions = self._batch(bundle)
+        else:
+            raise ReplayError(f"{bundle.where}: unknown tick kind {tick.kind!r}")
+        self.stats.ticks += 1
+        self.stats.seconds += time.perf_counter() - started
+        if self.on_tick is not None:
+            self.on_tick(TickOutcome(bundle, decisions, self))
+        return decisions
+
+    # --- a process starts -----------------------------------------------------------------------------------
+    def _start(self, bundle: Bundle) -> None:
+        tick = bundle.tick
+        state = tick.state
+        if self.controllers is None:
+            if state is not None:  # the replay starts here: take what the process loaded
+                self.positions, self.stored_expectations, self.stored_backoff = _loaded(state)
+            elif (tick.first_seq or 1) > 1:
+                raise ReplayError(f"{bundle.where}: a start that resumed at sequence {tick.first_seq} without a "
+                                  f"record of what it loaded: replay from the beginning of the history")
+        elif self.compare and state is not None and self.divergence is None:
+            positions, expectations, backoff = _loaded(state)
+            self.divergence = compare_state(bundle, (self.positions, self.stored_expectations, self.stored_backoff),
+                                            (positions, expectations, backoff))
+        self.cache = Cache()
+        what_if = self.what_if
+        for seq, subject, payload in bundle.messages:
+            if what_if is not None:
+                changed = what_if.payload(payload)
+                if changed is None:
+                    continue
+                payload = changed
+            try:
+                stepping.bootstrap_one(self.cache, payload, seq)
+            except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
+                log.warning("%s: skipping unusable state message %d on %s: %s", bundle.where, seq, subject, exc)
+        if what_if is not None:
+            for event in what_if.extra_objects(tick.at):
+                self.cache.apply(event, 1)
+        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff)
+        self.caught_up = False
+        self.instance = tick.instance
+        self.now = tick.at
+        self.stats.starts += 1
+        self.stats.state += len(bundle.messages)
+
+    # --- one committed batch --------------------------------------------------------------------------------
+    def _batch(self, bundle: Bundle) -> list[Decided]:
+        tick = bundle.tick
+        controllers = self.controllers
+        if controllers is None:
+            raise ReplayError(f"{bundle.where}: the history must begin with a start tick (a reconciler starting)")
+        if tick.instance != self.instance:
+            raise ReplayError(f"{bundle.where}: a batch of reconciler {tick.instance!r} while {self.instance!r} runs; "
+                              f"interleaved reconcilers cannot be replayed as one")
+        now = tick.at
+        if tick.caught_up and not self.caught_up:
+            self.caught_up = True
+            controllers.resync_all()  # what the live loop did on catching up, right after the previous batch
+        batch = stepping.select(bundle.messages, self.positions)
+        events = batch.events
+        if self.what_if is not None:
+            events = self.what_if.events(events)
+        changes = stepping.fold(self.cache, events)
+        step = stepping.decide(controllers, changes, bundle.results, now, tick.caught_up)
+        self._commit(step, now)
+        for partition, seq in batch.last_seq.items():
+            if seq > self.positions.get(partition, 0):
+                self.positions[partition] = seq
+        self.now = now
+        stats = self.stats
+        stats.events += len(bundle.messages)
+        stats.results += len(bundle.results)
+        decisions = step.outcome.decisions
+        stats.decisions += len(decisions)
+        if self.compare and bundle.decisions is not None and self.divergence is None:
+            stats.compared += len(bundle.decisions)
+            self.divergence = compare_decisions(bundle, decisions)
+        return decisions
+
+    def _commit(self, step: stepping.Step, now: datetime) -> None:
+        """What the live loop's transaction wrote that a later start loads again."""
+        outcome = step.outcome
+        for entry in outcome.backoff:
+            self.stored_backoff[entry.key] = entry
+        for key, value in outcome.expectations.items():
+            self.stored_expectations[key] = Expectations(value.adds, value.dels, frozenset(value.deletion_keys),
+                                                         value.set_at or now)
+        for key in outcome.expectations_deleted:
+            self.stored_expectations.pop(key, None)
+        if step.collect:
+            cutoff = gc_cutoff(now)
+            self.stored_backoff = {k: v for k, v in self.stored_backoff.items() if not v.last_update < cutoff}
+
+
+def _loaded(state: dict[str, Any]) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:
+    """A start tick's record of what the process loaded, as the engine keeps it."""
+    positions = {int(p): int(s) for p, s in (state.get("positions") or {}).items()}
+    expectations = {
+        k: Expectations(int(v["adds"]), int(v["dels"]), frozenset(v.get("deletion_keys") or ()),
+                        None if v.get("set_at") is None else parse_time(v["set_at"]))
+        for k, v in (state.get("expectations") or {}).items()}
+    backoff = {k: FailedPodBackoff(key=k, delay_seconds=float(v["delay_seconds"]),
+                                   last_update=parse_time(v["last_update"]))
+               for k, v in (state.get("backoff") or {}).items()}
+    return positions, expectations, backoff

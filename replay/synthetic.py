@@ -1,0 +1,423 @@
+"""A deterministic in-process cluster with a reconciler in it, recording what the live reconciler records.
+
+For tests and benchmarks of the replay: no processes, no NATS, no database, a virtual clock. The world
+holds an API server's objects, publishes every change as an ObservedEvent into an in-memory KUBUS_EVENTS,
+runs the reconciler's loop over it (batches of up to 500 messages, through `reconciler.stepping`, as
+`reconciler.consuming` does), executes the actions as an executor would (creates in slow-start batches,
+failures injected at a seeded rate, deletes with uid preconditions, status writes), plays kubelets (pods
+Running and Ready one step after they are bound, Failed after `sim.kubus.io/fail-after-seconds`), and keeps
+the input log (ticks), the decisions and their actions, as the store would. `restart()` is a reconciler
+process starting over (cache bootstrapped from the last message of every object, expectations, backoff
+and positions as committed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from kube import codec as kube_codec
+from kube.core import Pod
+from kube.nodeaffinity import get_target_node_name
+from kube.times import format_micro_time, format_time
+from messages import codec, subjects
+from messages.actions import (
+    FAILED,
+    SKIPPED,
+    SUCCEEDED,
+    Action,
+    ActionResult,
+    BumpCollisionCount,
+    CreateControllerRevision,
+    CreatePods,
+    DeleteControllerRevision,
+    DeletePod,
+    PatchControllerRevision,
+    PatchPod,
+    UpdateStatus,
+)
+from messages.naming import NAME_ATTEMPTS, generated_name
+from messages.observed import ADDED, DELETED, MODIFIED, ObservedEvent
+from reconciler import stepping
+from reconciler.cache import Cache
+from reconciler.controllers import Decided
+from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
+from reconciler.core.expectations import Expectations
+from replay.bundles import Bundle, RecordedAction, RecordedDecision
+from replay.diff import normalized
+from replay.source import EventReader, Recorded, bundles, from_list, memory_opener
+from store.ticks import BATCH, START, Tick, state_of
+
+FAIL_AFTER = "sim.kubus.io/fail-after-seconds"
+BATCH_SIZE = 500
+START_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class _Later:
+    at: datetime
+    order: int
+    kind: str  # "start" | "fail"
+    key: tuple[str, str, str]
+    uid: str
+
+
+@dataclass
+class World:
+    nodes: int = 4
+    partitions: int = 4
+    prefix: str = subjects.PREFIX
+    seed: int = 1
+    fail_creates: float = 0.0  # the fraction of pod creates the "API" refuses with a 500
+    kubelet_delay: timedelta = timedelta(milliseconds=200)
+    now: datetime = START_TIME
+    instance: str = "world-0"
+    stream: list[stepping.Message] = field(default_factory=list)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    recorded: list[Recorded] = field(default_factory=list)
+    decisions: int = 0
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
+        self._rv = 0
+        self._uid = 0
+        self._later: list[_Later] = []
+        self._order = 0
+        self._tick_id = 0
+        self._decision_id = 0
+        self._inbox: list[ActionResult] = []
+        self._cursor = 0  # the next stream index the reconciler reads
+        self._restarts = 0
+        self.positions: dict[int, int] = {}
+        self.stored_expectations: dict[str, Expectations] = {}
+        self.stored_backoff: dict[str, FailedPodBackoff] = {}
+        for i in range(self.nodes):
+            name = f"node-{i}"
+            self.create({"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                         "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        self.restart()
+
+    # --- the API ----------------------------------------------------------------------------------------
+    def _publish(self, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        kind = obj["kind"]
+        namespace = meta.get("namespace", "")
+        event = ObservedEvent(kind=kind, type=event_type, namespace=namespace, name=meta["name"], uid=meta["uid"],
+                              resource_version=meta["resourceVersion"], observed_at=format_micro_time(self.now),
+                              ingest="world", object=msgspec.Raw(msgspec.json.encode(obj)))
+        partition = subjects.partition_of(namespace, self.partitions)
+        seq = len(self.stream) + 1
+        self.stream.append((seq, subjects.event_subject(partition, kind, meta["uid"], self.prefix),
+                            codec.encode(event)))
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = msgspec.json.decode(msgspec.json.encode(obj))
+        meta = obj["metadata"]
+        kind = obj["kind"]
+        key = (kind, meta.get("namespace", ""), meta["name"])
+        if key in self.objects:
+            raise ValueError(f"{key} exists")
+        self._uid += 1
+        meta.update({"uid": f"uid-{self._uid:06d}", "resourceVersion": self._next_rv(),
+                     "creationTimestamp": format_time(self.now)})
+        if kind in ("DaemonSet", "ReplicaSet"):
+            meta["generation"] = 1
+        obj.setdefault("status", {})
+        if kind == "Pod" and not obj.get("spec", {}).get("nodeName"):
+            pod = kube_codec.decode(msgspec.json.encode(obj), Pod)
+            node = get_target_node_name(pod) or f"node-{self._uid % self.nodes}"
+            obj["spec"]["nodeName"] = node
+        self.objects[key] = obj
+        self._publish(ADDED, obj)
+        if kind == "Pod":
+            self._schedule("start", key, meta["uid"], self.kubelet_delay)
+        return obj
+
+    def update(self, kind: str, namespace: str, name: str, change: dict[str, Any], *, status: bool = False) -> None:
+        """A merge patch of the object (of its status with `status`); a spec change bumps the generation."""
+        obj = self.objects[(kind, namespace, name)]
+        before = msgspec.json.encode(obj.get("spec"))
+        _merge(obj, msgspec.json.decode(msgspec.json.encode(change)))
+        if not status and kind in ("DaemonSet", "ReplicaSet") and msgspec.json.encode(obj.get("spec")) != before:
+            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._publish(MODIFIED, obj)
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        obj = self.objects.pop((kind, namespace, name))
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._publish(DELETED, obj)
+
+    # --- kubelets ------------------------------------------------------------------------------------------
+    def _schedule(self, kind: str, key: tuple[str, str, str], uid: str, delay: timedelta) -> None:
+        self._order += 1
+        self._later.append(_Later(self.now + delay, self._order, kind, key, uid))
+
+    def _kubelets(self) -> None:
+        due = sorted((x for x in self._later if x.at <= self.now), key=lambda x: (x.at, x.order))
+        self._later = [x for x in self._later if x.at > self.now]
+        for item in due:
+            obj = self.objects.get(item.key)
+            if obj is None or obj["metadata"]["uid"] != item.uid:
+                continue
+            stamp = format_time(self.now)
+            if item.kind == "start":
+                containers = obj["spec"].get("containers") or []
+                self.update("Pod", *item.key[1:], {"status": {
+                    "phase": "Running", "startTime": stamp,
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}],
+                    "containerStatuses": [{"name": c.get("name", ""), "ready": True, "restartCount": 0,
+                                           "image": c.get("image", "")} for c in containers]}}, status=True)
+                fail_after = (obj["metadata"].get("annotations") or {}).get(FAIL_AFTER)
+                if fail_after:
+                    self._schedule("fail", item.key, item.uid, timedelta(seconds=float(fail_after)))
+            else:
+                self.update("Pod", *item.key[1:], {"status": {
+                    "phase": "Failed", "conditions": [{"type": "Ready", "status": "False",
+                                                       "lastTransitionTime": stamp}]}}, status=True)
+
+    # --- the executor ------------------------------------------------------------------------------------
+    def _result(self, action: Action, key: str, outcome: str, *, code: int = 200, message: str = "",
+                uid: str = "", rv: str = "", subject: str = "", reason: str = "") -> None:
+        self._inbox.append(ActionResult(
+            key=key, action_key=action.key, action=str(type(action).__struct_config__.tag),
+            decision_id=action.decision_id, controller=action.controller, outcome=outcome, code=code, reason=reason,
+            message=message, object_uid=uid, resource_version=rv, executor="world", finished_at=format_micro_time(
+                self.now), subject=subject))
+
+    def _execute(self, action: Action) -> None:
+        if isinstance(action, CreatePods):
+            batch, done, failed = 1, 0, False
+            pods = list(action.pods)
+            while done < len(pods):
+                for item in pods[done:done + batch]:
+                    if failed:
+                        self._result(action, item.key, SKIPPED, code=0, message="not attempted")
+                        continue
+                    body = msgspec.json.decode(item.pod)
+                    name = body["metadata"]["name"]
+                    if self._random.random() < self.fail_creates:
+                        self._result(action, item.key, FAILED, code=500, reason="InternalError",
+                                     message="the server has received too many requests",
+                                     subject=f"{action.namespace}/{name}")
+                        failed = True
+                        continue
+                    body["metadata"]["namespace"] = action.namespace
+                    prefix = body["metadata"].pop("generateName", None)
+                    for attempt in range(1, NAME_ATTEMPTS):  # kube-apiserver's generateName retries
+                        if prefix is None or ("Pod", action.namespace, name) not in self.objects:
+                            break
+                        name = body["metadata"]["name"] = generated_name(prefix, item.key, attempt)
+                    obj = self.create(body)
+                    self._result(action, item.key, SUCCEEDED, code=201, uid=obj["metadata"]["uid"],
+                                 rv=obj["metadata"]["resourceVersion"], subject=f"{action.namespace}/{name}")
+                done += batch
+                batch *= 2
+                if failed:
+                    for item in pods[done:]:
+                        self._result(action, item.key, SKIPPED, code=0, message="not attempted")
+                    break
+        elif isinstance(action, DeletePod):
+            self._delete(action, "Pod", action.namespace, action.name, action.uid)
+        elif isinstance(action, DeleteControllerRevision):
+            self._delete(action, "ControllerRevision", action.namespace, action.name, action.uid)
+        elif isinstance(action, PatchPod | PatchControllerRevision):
+            kind = "Pod" if isinstance(action, PatchPod) else "ControllerRevision"
+            target = self.objects.get((kind, action.namespace, action.name))
+            if target is None or target["metadata"]["uid"] != action.uid:
+                self._result(action, action.key, FAILED, code=404, reason="NotFound", message="not found")
+                return
+            self.update(kind, action.namespace, action.name, msgspec.json.decode(action.patch))
+            self._result(action, action.key, SUCCEEDED, rv=target["metadata"]["resourceVersion"],
+                         subject=f"{action.namespace}/{action.name}")
+        elif isinstance(action, CreateControllerRevision):
+            body = msgspec.json.decode(action.revision)
+            body.setdefault("kind", "ControllerRevision")
+            body["metadata"]["namespace"] = action.namespace
+            key = ("ControllerRevision", action.namespace, body["metadata"]["name"])
+            if key in self.objects:
+                self._result(action, action.key, FAILED, code=409, reason="AlreadyExists", message="exists")
+                return
+            obj = self.create(body)
+            self._result(action, action.key, SUCCEEDED, code=201, uid=obj["metadata"]["uid"],
+                         rv=obj["metadata"]["resourceVersion"], subject=f"{action.namespace}/{key[2]}")
+        elif isinstance(action, UpdateStatus | BumpCollisionCount):
+            owner = self.objects.get((action.kind if isinstance(action, UpdateStatus) else "DaemonSet",
+                                      action.namespace, action.name))
+            if owner is None or owner["metadata"]["uid"] != action.uid:
+                self._result(action, action.key, FAILED, code=404, reason="NotFound", message="not found")
+                return
+            if isinstance(action, UpdateStatus):
+                owner["status"] = msgspec.json.decode(action.status)
+            else:
+                owner["status"]["collisionCount"] = action.seen + 1
+            owner["metadata"]["resourceVersion"] = self._next_rv()
+            self._publish(MODIFIED, owner)
+            self._result(action, action.key, SUCCEEDED, rv=owner["metadata"]["resourceVersion"],
+                         subject=f"{action.namespace}/{action.name}")
+        else:  # events, annotations: nothing the controllers watch
+            self._result(action, action.key, SUCCEEDED, code=201)
+
+    def _delete(self, action: Action, kind: str, namespace: str, name: str, uid: str) -> None:
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            self._result(action, action.key, SUCCEEDED, code=404, reason="NotFound", message="already gone",
+                         subject=f"{namespace}/{name}")
+        elif obj["metadata"]["uid"] != uid:
+            self._result(action, action.key, FAILED, code=409, reason="Conflict", message="uid precondition",
+                         subject=f"{namespace}/{name}")
+        else:
+            self.delete(kind, namespace, name)
+            self._result(action, action.key, SUCCEEDED, uid=uid, subject=f"{namespace}/{name}")
+
+    # --- the reconciler ---------------------------------------------------------------------------------
+    def restart(self) -> None:
+        """A reconciler process (re)starting: what `Reconciler.run` does before its first batch."""
+        self._restarts += 1
+        self.instance = f"world-{self._restarts}"
+        top = len(self.stream)
+        self.cache = Cache()
+        last: dict[str, stepping.Message] = {}
+        for message in self.stream:
+            last[message[1]] = message
+        for seq, _, payload in sorted(last.values(), key=lambda m: m[0]):
+            stepping.bootstrap_one(self.cache, payload, seq)
+        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff)
+        start = min(self.positions.values(), default=0) + 1
+        self._cursor = start - 1
+        self._target = top
+        self.caught_up = False
+        self._tick(Tick(instance=self.instance, kind=START, at=self.now, caught_up=False, first_seq=start,
+                        last_seq=top or None,
+                        state=state_of(self.positions, self.stored_expectations, self.stored_backoff)), [])
+        if self._target < start:
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        self.caught_up = True
+        self.controllers.resync_all()
+
+    def _tick(self, tick: Tick, decisions: list[RecordedDecision]) -> None:
+        self._tick_id += 1
+        self.recorded.append(Recorded(dataclasses.replace(tick, id=self._tick_id), decisions))
+
+    def step(self, dt: timedelta = timedelta(milliseconds=100)) -> None:
+        """Time passes; kubelets act; the reconciler runs one batch; the executor applies its actions."""
+        self.now += dt
+        self._kubelets()
+        messages = self.stream[self._cursor:self._cursor + BATCH_SIZE]
+        self._cursor += len(messages)
+        caught_up = self.caught_up
+        batch = stepping.select(messages, self.positions)
+        changes = stepping.fold(self.cache, batch.events)
+        fed, self._inbox = self._inbox, []
+        step = stepping.decide(self.controllers, changes, fed, self.now, caught_up)
+        outcome = step.outcome
+        if batch.last_seq or fed or outcome.decisions or outcome.expectations or outcome.expectations_deleted \
+                or step.touched or step.collect:
+            recorded = [self._record(d) for d in outcome.decisions]
+            for key, value in outcome.expectations.items():
+                self.stored_expectations[key] = Expectations(value.adds, value.dels, frozenset(value.deletion_keys),
+                                                             value.set_at or self.now)
+            for key in outcome.expectations_deleted:
+                self.stored_expectations.pop(key, None)
+            for entry in outcome.backoff:
+                self.stored_backoff[entry.key] = entry
+            if step.collect:
+                cutoff = gc_cutoff(self.now)
+                self.stored_backoff = {k: v for k, v in self.stored_backoff.items() if not v.last_update < cutoff}
+            seqs = [m[0] for m in messages]
+            self._tick(Tick(instance=self.instance, kind=BATCH, at=self.now, caught_up=caught_up,
+                            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None),
+                            result_keys=[r.key for r in fed], results=[msgspec.to_builtins(r) for r in fed],
+                            decision_ids=[d.id for d in recorded]), recorded)
+            for partition, seq in batch.last_seq.items():
+                self.positions[partition] = max(self.positions.get(partition, 0), seq)
+            for decided, decision in zip(outcome.decisions, recorded, strict=True):
+                for action in decided.actions:
+                    self._execute(msgspec.structs.replace(action, decision_id=decision.id))
+        if not self.caught_up and self._cursor >= self._target:
+            self._catch_up()
+
+    def _record(self, decided: Decided) -> RecordedDecision:
+        self._decision_id += 1
+        self.decisions += 1
+        decision_id = self._decision_id
+        actions = sorted((RecordedAction(a.key, codec.encode(msgspec.structs.replace(a, decision_id=decision_id)))
+                          for a in decided.actions), key=lambda a: a.key)
+        return RecordedDecision(
+            id=decision_id, correlation_id=decided.correlation_id, controller_key=decided.controller_key,
+            controller_kind=decided.controller_kind,
+            partition=stepping.partition_number(subjects.partition_of(decided.namespace, self.partitions)),
+            stream_seq=decided.stream_seq, trigger=decided.trigger, decided_at=self.now,
+            summary=normalized(decided.summary), actions=actions)
+
+    def run(self, seconds: float, dt: timedelta = timedelta(milliseconds=100)) -> None:
+        end = self.now + timedelta(seconds=seconds)
+        while self.now < end:
+            self.step(dt)
+
+    def settle(self, limit: int = 2000, dt: timedelta = timedelta(milliseconds=100)) -> None:
+        """Steps until nothing is left to do: every event consumed, no result pending, no kubelet work."""
+        for _ in range(limit):
+            self.step(dt)
+            if self._cursor >= len(self.stream) and not self._inbox and not self._later \
+                    and not len(self.controllers.queue):
+                return
+        raise RuntimeError(f"the world did not settle in {limit} steps")
+
+    # --- the record ------------------------------------------------------------------------------------
+    def bundles(self) -> AsyncIterator[Bundle]:
+        return bundles(from_list(list(self.recorded)), EventReader(memory_opener(list(self.stream))))
+
+    async def bundle_list(self) -> list[Bundle]:
+        return [b async for b in self.bundles()]
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """A JSON merge patch (RFC 7386), in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+# --- manifests --------------------------------------------------------------------------------------------
+def daemonset(name: str, namespace: str, image: str, *, max_unavailable: int | str = 1, max_surge: int | str = 0,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    template_meta: dict[str, Any] = {"labels": {"app": name}}
+    if annotations:
+        template_meta["annotations"] = annotations
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "revisionHistoryLimit": 10,
+                     "updateStrategy": {"type": "RollingUpdate",
+                                        "rollingUpdate": {"maxUnavailable": max_unavailable, "maxSurge": max_surge}},
+                     "template": {"metadata": template_meta,
+                                  "spec": {"containers": [{"name": "main", "image": image}],
+                                           "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                                           "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler"}}}}
+
+
+def replicaset(name: str, namespace: str, replicas: int, image: str = "nginx:1",
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    template_meta: dict[str, Any] = {"labels": {"app": name}}
+    if annotations:
+        template_meta["annotations"] = annotations
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": template_meta,
+                                  "spec": {"containers": [{"name": "main", "image": image}]}}}}

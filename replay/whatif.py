@@ -1,0 +1,248 @@
+"""`kubus replay --set / --spec / --drop / --add-node`: the same history, with one thing changed.
+
+The changes apply to the events the replay folds into its cache (bootstraps included), from the first
+one on: a DaemonSet or ReplicaSet with a different spec, a node with other labels or taints, a node
+that never existed, a node that was always there. The rest of the history is what it was: the cluster
+does not react to the changed decisions (no pod the new decisions create ever shows up), so what a
+what-if shows is the decisions that would follow, tick by tick, from the same observations.
+
+A `--set` path is dotted, with brackets for keys that hold dots (``metadata.labels[kubernetes.io/os]``)
+and numbers for list items (``spec.template.spec.containers.0.image``); the value is YAML
+(``3``, ``"25%"``, ``[a, b]``, ``{}``, ``null``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import yaml  # type: ignore[import-untyped]
+
+from kube.times import format_time
+from messages import codec
+from messages.observed import ADDED, ObservedEvent
+from reconciler.stepping import Payload
+
+CONTROLLER_KINDS = ("DaemonSet", "ReplicaSet")
+_PATH_PART = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
+
+
+class WhatIfError(ValueError):
+    """A change that cannot be understood (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kinds: tuple[str, ...]
+    namespace: str
+    name: str
+
+    def matches(self, event: ObservedEvent) -> bool:
+        return event.kind in self.kinds and event.name == self.name and event.namespace == self.namespace
+
+    def __str__(self) -> str:
+        kind = self.kinds[0] if len(self.kinds) == 1 else "/".join(self.kinds)
+        return f"{kind}/{self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+def parse_target(text: str) -> Target:
+    """``KIND/NAMESPACE/NAME``, ``Node/NAME`` or ``NAMESPACE/NAME`` (a DaemonSet or a ReplicaSet)."""
+    parts = text.split("/")
+    if len(parts) == 2 and parts[0] == "Node":
+        return Target(("Node",), "", parts[1])
+    if len(parts) == 2 and all(parts):
+        return Target(CONTROLLER_KINDS, parts[0], parts[1])
+    if len(parts) == 3 and all(parts):
+        return Target((parts[0],), parts[1], parts[2])
+    raise WhatIfError(f"{text!r}: expected NAMESPACE/NAME, KIND/NAMESPACE/NAME or Node/NAME")
+
+
+def parse_path(text: str) -> list[str]:
+    parts: list[str] = []
+    position = 0
+    for match in _PATH_PART.finditer(text):
+        between = text[position:match.start()]
+        if between not in ("", "."):
+            raise WhatIfError(f"{text!r}: cannot read the path at {between!r}")
+        parts.append(match.group(1) if match.group(1) is not None else match.group(2))
+        position = match.end()
+    if not parts or text[position:]:
+        raise WhatIfError(f"{text!r}: not a path (e.g. spec.updateStrategy.rollingUpdate.maxUnavailable)")
+    return parts
+
+
+@dataclass(frozen=True)
+class SetValue:
+    target: Target
+    path: list[str]
+    value: Any
+
+
+def parse_set(text: str, controller: Target | None) -> SetValue:
+    """``[TARGET:]PATH=VALUE``; without a target, the --controller object."""
+    assignment, _, _ = text.partition("=")
+    if "=" not in text or not assignment:
+        raise WhatIfError(f"--set {text!r}: expected PATH=VALUE")
+    value_text = text[len(assignment) + 1:]
+    target_text, colon, path_text = assignment.rpartition(":")
+    if colon and "/" in target_text:
+        target = parse_target(target_text)
+    else:
+        if controller is None:
+            raise WhatIfError(f"--set {text!r}: which object? Name it (Node/NAME:PATH=VALUE) or give --controller")
+        target, path_text = controller, assignment
+    try:
+        value = yaml.safe_load(value_text) if value_text else ""
+    except yaml.YAMLError as exc:
+        raise WhatIfError(f"--set {text!r}: the value is not YAML: {exc}") from None
+    return SetValue(target, parse_path(path_text), value)
+
+
+def _assign(obj: Any, path: Sequence[str], value: Any, where: str) -> None:
+    for i, key in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(obj, list):
+            obj = obj[_index(key, obj, where)]
+            continue
+        if not isinstance(obj, dict):
+            raise WhatIfError(f"{where}: {'.'.join(path[:i])} is not an object")
+        if obj.get(key) is None:
+            obj[key] = [] if nxt.isdigit() else {}
+        obj = obj[key]
+    last = path[-1]
+    if isinstance(obj, list):
+        index = int(last) if last.isdigit() else -1
+        if index == len(obj):
+            obj.append(value)
+        else:
+            obj[_index(last, obj, where)] = value
+    elif isinstance(obj, dict):
+        if value is None:
+            obj.pop(last, None)
+        else:
+            obj[last] = value
+    else:
+        raise WhatIfError(f"{where}: {'.'.join(path[:-1])} is not an object")
+
+
+def _index(key: str, items: list[Any], where: str) -> int:
+    if not key.isdigit() or int(key) >= len(items):
+        raise WhatIfError(f"{where}: {key!r} is not an index of a list of {len(items)}")
+    return int(key)
+
+
+@dataclass
+class WhatIf:
+    sets: list[SetValue] = field(default_factory=list)
+    specs: dict[Target, dict[str, Any]] = field(default_factory=dict)  # the object's spec replaced
+    drops: list[Target] = field(default_factory=list)  # objects whose events never happened
+    add_nodes: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (name, labels)
+    changed: int = 0  # events changed so far
+
+    def __bool__(self) -> bool:
+        return bool(self.sets or self.specs or self.drops or self.add_nodes)
+
+    def describe(self) -> list[str]:
+        lines = [f"{s.target}: {'.'.join(s.path)} = {_json(s.value)}" for s in self.sets]
+        lines += [f"{t}: spec replaced" for t in self.specs]
+        lines += [f"{t}: dropped" for t in self.drops]
+        lines += [f"Node/{name}: added" + (f" with labels {labels}" if labels else "")
+                  for name, labels in self.add_nodes]
+        return lines
+
+    # --- events -------------------------------------------------------------------------------------------
+    def event(self, event: ObservedEvent) -> ObservedEvent | None:
+        if any(t.matches(event) for t in self.drops):
+            return None
+        sets = [s for s in self.sets if s.target.matches(event)]
+        spec = next((v for t, v in self.specs.items() if t.matches(event)), None)
+        if not sets and spec is None:
+            return event
+        try:
+            obj = msgspec.json.decode(event.object)
+        except msgspec.DecodeError:
+            return event
+        if not isinstance(obj, dict):
+            return event
+        if spec is not None:
+            obj["spec"] = msgspec.json.decode(msgspec.json.encode(spec))
+        for change in sets:
+            _assign(obj, change.path, msgspec.json.decode(msgspec.json.encode(change.value)),
+                    f"--set {change.target}:{'.'.join(change.path)}")
+        self.changed += 1
+        return msgspec.structs.replace(event, object=msgspec.Raw(msgspec.json.encode(obj)))
+
+    def events(self, events: list[tuple[ObservedEvent, int]]) -> list[tuple[ObservedEvent, int]]:
+        changed: list[tuple[ObservedEvent, int]] = []
+        for event, seq in events:
+            new = self.event(event)
+            if new is not None:
+                changed.append((new, seq))
+        return changed
+
+    def payload(self, payload: Payload) -> Payload | None:
+        if isinstance(payload, bytes):
+            try:
+                payload = codec.decode_observed(payload)
+            except codec.BadMessage:
+                return payload
+        return self.event(payload)
+
+    def extra_objects(self, at: datetime) -> list[ObservedEvent]:
+        """The added nodes, Ready, as ADDED events."""
+        created = format_time(at)
+        events = []
+        for name, labels in self.add_nodes:
+            uid = f"what-if-node-{name}"
+            node = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "uid": uid, "resourceVersion": "1", "creationTimestamp": created,
+                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **labels}},
+                    "spec": {},
+                    "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                               "lastHeartbeatTime": created, "lastTransitionTime": created}]}}
+            events.append(ObservedEvent(kind="Node", type=ADDED, name=name, uid=uid, resource_version="1",
+                                        observed_at=created, ingest="what-if",
+                                        object=msgspec.Raw(msgspec.json.encode(node))))
+        return events
+
+
+def parse_add_node(text: str) -> tuple[str, dict[str, str]]:
+    """``NAME`` or ``NAME:LABEL=VALUE,LABEL=VALUE``."""
+    name, _, rest = text.partition(":")
+    labels: dict[str, str] = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise WhatIfError(f"--add-node {text!r}: labels are LABEL=VALUE, comma-separated")
+        labels[key] = value
+    if not name:
+        raise WhatIfError(f"--add-node {text!r}: which node name?")
+    return name, labels
+
+
+def load_spec(path: str, target: Target | None) -> tuple[Target, dict[str, Any]]:
+    """`--spec FILE`: a YAML object (a whole DaemonSet/ReplicaSet manifest, or its spec alone)."""
+    if target is None:
+        raise WhatIfError("--spec needs --controller: whose spec does it replace?")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as exc:
+        raise WhatIfError(f"--spec {path}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise WhatIfError(f"--spec {path}: not a YAML object")
+    spec = loaded.get("spec") if "spec" in loaded and ("kind" in loaded or "metadata" in loaded) else loaded
+    if not isinstance(spec, dict):
+        raise WhatIfError(f"--spec {path}: no spec object in it")
+    kind = loaded.get("kind")
+    if isinstance(kind, str) and kind in CONTROLLER_KINDS and len(target.kinds) > 1:
+        target = Target((kind,), target.namespace, target.name)
+    return target, spec
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()

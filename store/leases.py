@@ -1,0 +1,197 @@
+"""Partition leases and reconciler membership: which reconciler decides for which namespace partition.
+
+A lease is a row of `partition_leases`: an owner, an `epoch` and an expiry. Every acquisition
+increments the epoch, a renewal keeps it; so (owner, epoch) names one uninterrupted tenure. A
+reconciler commits its decisions with `check_fence` in the same transaction: the commit goes through
+only if each partition it decided for is still held by it under the epoch it started with, and not
+expired. Safety rests on that check being in the decision's transaction (row locks on PostgreSQL,
+the single writer on SQLite), not on clocks: clocks only decide when a lease counts as expired,
+that is, when another reconciler may take it over (docs/split.md).
+
+Every function takes `now` from the caller: the store never reads a clock of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import sql
+from store.tables import partition_leases as t
+from store.tables import reconciler_members as m
+
+
+class LeaseLost(Exception):
+    """The reconciler no longer holds these partitions under the epochs it decided with."""
+
+    def __init__(self, partitions: Iterable[int]) -> None:
+        self.partitions = frozenset(partitions)
+        super().__init__(f"lease lost on partition(s) {', '.join(map(str, sorted(self.partitions)))}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    partition: int
+    owner: str | None  # None: released (or never acquired)
+    epoch: int
+    expires_at: datetime | None
+    acquired_at: datetime | None
+
+    def held_at(self, now: datetime) -> bool:
+        """Owned and not expired at `now`."""
+        return self.owner is not None and self.expires_at is not None and self.expires_at > now
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Member:
+    instance: str
+    started_at: datetime
+    heartbeat_at: datetime
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def live_at(self, now: datetime, ttl: float) -> bool:
+        return self.heartbeat_at > now - timedelta(seconds=ttl)
+
+
+# --- membership ----------------------------------------------------------------------------------
+
+async def join(conn: AsyncConnection, instance: str, *, now: datetime, info: Mapping[str, Any] | None = None) -> None:
+    """Register (or re-register, after a restart under the same name) `instance` as started now."""
+    row = {"instance": instance, "started_at": now, "heartbeat_at": now, "info": dict(info or {})}
+    await sql.upsert(conn, m, [row], update=["started_at", "heartbeat_at", "info"])
+
+
+async def heartbeat(conn: AsyncConnection, instance: str, *, now: datetime,
+                    info: Mapping[str, Any] | None = None) -> None:
+    """`instance` is alive at `now` (re-inserted if its row was forgotten meanwhile)."""
+    row = {"instance": instance, "started_at": now, "heartbeat_at": now, "info": dict(info or {})}
+    await sql.upsert(conn, m, [row], update=["heartbeat_at", "info"])
+
+
+async def leave(conn: AsyncConnection, instance: str) -> None:
+    await conn.execute(sa.delete(m).where(m.c.instance == instance))
+
+
+async def members(conn: AsyncConnection) -> list[Member]:
+    """Every registered member, live or not, by name."""
+    rows = await conn.execute(sa.select(m).order_by(m.c.instance))
+    return [Member(instance=r.instance, started_at=r.started_at, heartbeat_at=r.heartbeat_at, info=dict(r.info))
+            for r in rows]
+
+
+async def live_members(conn: AsyncConnection, *, now: datetime, ttl: float) -> list[str]:
+    """The members that heartbeated within the last `ttl` seconds, sorted."""
+    stmt = (sa.select(m.c.instance).where(m.c.heartbeat_at > now - timedelta(seconds=ttl))
+            .order_by(m.c.instance))
+    return [str(i) for i in (await conn.execute(stmt)).scalars()]
+
+
+async def forget_members(conn: AsyncConnection, *, before: datetime) -> list[str]:
+    """Drop members that have not heartbeated since `before` (crashed ones never leave); their names."""
+    stmt = sa.delete(m).where(m.c.heartbeat_at < before).returning(m.c.instance)
+    return sorted(str(i) for i in (await conn.execute(stmt)).scalars())
+
+
+# --- leases --------------------------------------------------------------------------------------
+
+def _lease(r: Any) -> Lease:
+    return Lease(partition=int(r.partition), owner=r.owner, epoch=int(r.epoch), expires_at=r.expires_at,
+                 acquired_at=r.acquired_at)
+
+
+async def leases(conn: AsyncConnection) -> list[Lease]:
+    """Every lease row, by partition (partitions never acquired have none)."""
+    return [_lease(r) for r in await conn.execute(sa.select(t).order_by(t.c.partition))]
+
+
+async def _lock(conn: AsyncConnection, partitions: Collection[int]) -> dict[int, Lease]:
+    """The rows of `partitions`, locked until the transaction ends (PostgreSQL; SQLite has one
+    writer anyway), always in partition order, so two lease transactions never deadlock."""
+    if not partitions:
+        return {}
+    stmt = sa.select(t).where(t.c.partition.in_(sorted(partitions))).order_by(t.c.partition).with_for_update()
+    return {int(r.partition): _lease(r) for r in await conn.execute(stmt)}
+
+
+async def acquire(conn: AsyncConnection, me: str, partitions: Iterable[int], *, now: datetime,
+                  ttl: float) -> dict[int, int]:
+    """Take the partitions that are free, expired, or held by `me` under an earlier tenure (a
+    restart under the same name); the new epoch of each one taken. Partitions another owner
+    holds unexpired are left alone (missing from the result).
+
+    Every acquisition increments the epoch, so whatever decided under the previous one can no
+    longer pass `check_fence`.
+    """
+    taken: dict[int, int] = {}
+    expires = now + timedelta(seconds=ttl)
+    for partition in sorted(set(partitions)):  # one row at a time, in order: no deadlocks
+        stmt = sql.insert(conn, t).values(partition=partition, owner=me, epoch=1, expires_at=expires,
+                                          acquired_at=now)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.c.partition],
+            set_={"owner": stmt.excluded.owner, "epoch": t.c.epoch + 1, "expires_at": stmt.excluded.expires_at,
+                  "acquired_at": stmt.excluded.acquired_at},
+            where=sa.or_(t.c.owner.is_(None), t.c.expires_at.is_(None), t.c.expires_at <= now, t.c.owner == me),
+        )
+        epoch = (await conn.execute(stmt.returning(t.c.epoch))).scalar()
+        if epoch is not None:
+            taken[partition] = int(epoch)
+    return taken
+
+
+def _valid(lease: Lease | None, me: str, epoch: int, now: datetime) -> bool:
+    return lease is not None and lease.owner == me and lease.epoch == epoch and lease.held_at(now)
+
+
+async def _extend(conn: AsyncConnection, partitions: Collection[int], until: datetime) -> None:
+    if partitions:
+        await conn.execute(sa.update(t).where(t.c.partition.in_(sorted(partitions)))
+                           .values(expires_at=sa.case((t.c.expires_at < until, until), else_=t.c.expires_at)))
+
+
+async def renew(conn: AsyncConnection, me: str, held: Mapping[int, int], *, now: datetime, ttl: float) -> set[int]:
+    """Extend the leases `me` holds ({partition: epoch}) to now + ttl; the partitions renewed.
+
+    A lease that expired is not revived even if nobody took it: its tenure ended, and the keeper
+    acquires it afresh (a new epoch) if it still wants it.
+    """
+    rows = await _lock(conn, held)
+    ok = {p for p, epoch in held.items() if _valid(rows.get(p), me, epoch, now)}
+    await _extend(conn, ok, now + timedelta(seconds=ttl))
+    return ok
+
+
+async def release(conn: AsyncConnection, me: str, held: Mapping[int, int]) -> set[int]:
+    """Give up leases (so another reconciler may take them at once); the partitions released.
+
+    The epoch stays: the next acquisition increments it.
+    """
+    rows = await _lock(conn, held)
+    ok = {p for p, epoch in held.items() if (r := rows.get(p)) is not None and r.owner == me and r.epoch == epoch}
+    if ok:
+        await conn.execute(sa.update(t).where(t.c.partition.in_(sorted(ok))).values(owner=None, expires_at=None))
+    return ok
+
+
+async def check_fence(conn: AsyncConnection, me: str, fence: Mapping[int, int], *, now: datetime,
+                      ttl: float | None = None) -> None:
+    """Inside the transaction that commits decisions: raise LeaseLost unless `me` still holds every
+    partition of `fence` ({partition: epoch}) under that epoch and unexpired at `now`.
+
+    The rows stay locked until the transaction ends (PostgreSQL), so no other reconciler can take
+    one over between the check and the commit. With `ttl`, the leases are also extended to
+    now + ttl (a commit is as good a sign of life as a renewal). An empty fence checks nothing.
+    """
+    if not fence:
+        return
+    rows = await _lock(conn, fence)
+    lost = {p for p, epoch in fence.items() if not _valid(rows.get(p), me, epoch, now)}
+    if lost:
+        raise LeaseLost(lost)
+    if ttl is not None:
+        await _extend(conn, fence, now + timedelta(seconds=ttl))

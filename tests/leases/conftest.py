@@ -1,0 +1,7 @@
+"""The lease tests run on SQLite and PostgreSQL with the store suite's fixtures (tests/store/conftest.py)."""
+
+from __future__ import annotations
+
+from tests.store.conftest import backend, clock, db_url, pg_url, store
+
+__all__ = ["backend", "clock", "db_url", "pg_url", "store"]

@@ -1,0 +1,155 @@
+"""What-if replays (a changed spec, a node taken away or added, a tainted node) and `--explain`'s account
+of a sync: per node for a DaemonSet, the diff and the ranking for a ReplicaSet."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.bundles import Bundle
+from replay.report import Options, Replay
+from replay.source import Window
+from replay.whatif import Target, WhatIf, WhatIfError, parse_add_node, parse_path, parse_set, parse_target
+from tests.replay.conftest import NAMESPACE
+
+AGENT = Target(("DaemonSet", "ReplicaSet"), NAMESPACE, "agent")
+WEB = Target(("DaemonSet", "ReplicaSet"), NAMESPACE, "web")
+
+
+def replay(bundles: list[Bundle], **options: Any) -> tuple[Replay, list[dict[str, Any]]]:
+    out = io.StringIO()
+    run = Replay(Options(format="json", **options), out)
+    for bundle in bundles:
+        if not run.feed(bundle):
+            break
+    run.finish("test")
+    return run, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def decisions(printed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in printed if "summary" in p and "controller" in p]
+
+
+# --- parsing ---------------------------------------------------------------------------------------------
+def test_paths_targets_and_values() -> None:
+    assert parse_path("spec.updateStrategy.rollingUpdate.maxUnavailable") == [
+        "spec", "updateStrategy", "rollingUpdate", "maxUnavailable"]
+    assert parse_path("metadata.labels[kubernetes.io/os]") == ["metadata", "labels", "kubernetes.io/os"]
+    assert parse_path("spec.template.spec.containers.0.image") == ["spec", "template", "spec", "containers", "0",
+                                                                   "image"]
+    assert parse_target("Node/node-1") == Target(("Node",), "", "node-1")
+    assert parse_target("DaemonSet/ns/x") == Target(("DaemonSet",), "ns", "x")
+    change = parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable=3", AGENT)
+    assert (change.target, change.value) == (AGENT, 3)
+    assert parse_set("maxUnavailable='25%'", AGENT).value == "25%"
+    node = parse_set("Node/node-2:spec.taints=[{key: x, effect: NoSchedule}]", None)
+    assert node.target == Target(("Node",), "", "node-2") and node.value == [{"key": "x", "effect": "NoSchedule"}]
+    assert parse_add_node("node-9:zone=b,disk=ssd") == ("node-9", {"zone": "b", "disk": "ssd"})
+    with pytest.raises(WhatIfError, match="which object"):
+        parse_set("spec.replicas=3", None)
+    with pytest.raises(WhatIfError, match="expected NAMESPACE/NAME"):
+        parse_target("just-a-name")
+
+
+# --- what if -------------------------------------------------------------------------------------------------
+def test_what_if_max_unavailable_were_2(bundles: list[Bundle]) -> None:
+    what_if = WhatIf(sets=[parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable=2", AGENT)])
+    run, printed = replay(bundles, controller=AGENT, what_if=what_if)
+    steps = [d["summary"]["rollout"] for d in decisions(printed) if isinstance(d["summary"].get("rollout"), dict)]
+    assert steps and all(step["max_unavailable"] == 2 for step in steps)
+    assert max(len(step["deleting"]) for step in steps) == 2  # two old pods at once where one went
+    assert run.engine.what_if is not None and run.engine.what_if.changed > 0
+    # against the record: the first decision that differs, and the replay stops there
+    what_if = WhatIf(sets=[parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable=2", AGENT)])
+    run, printed = replay(bundles, controller=AGENT, what_if=what_if, diff=True)
+    summary = printed[-1]["summary"]
+    assert summary["divergence"]["controller"] == f"DaemonSet/{NAMESPACE}/agent"
+    assert summary["divergence"]["what"].startswith("summary.rollout.max_unavailable: recorded 1, replayed 2")
+
+
+def test_what_if_a_node_never_existed_or_one_more_did(bundles: list[Bundle]) -> None:
+    _, printed = replay(bundles, controller=AGENT, what_if=WhatIf(drops=[parse_target("Node/node-3")]))
+    created = {n for d in decisions(printed) for n in d["summary"].get("creates") or ()}
+    assert created and "node-3" not in created
+    _, printed = replay(bundles, controller=AGENT, what_if=WhatIf(add_nodes=[("node-9", {"zone": "b"})]))
+    first_creates = next(d["summary"]["creates"] for d in decisions(printed) if d["summary"].get("creates"))
+    assert first_creates == ["node-0", "node-1", "node-2", "node-3", "node-9"]
+
+
+def test_what_if_the_spec_were_another(bundles: list[Bundle], tmp_path: Path) -> None:
+    from replay.whatif import load_spec
+
+    spec_file = tmp_path / "web.yaml"
+    spec_file.write_text("kind: ReplicaSet\nmetadata: {name: web}\nspec:\n  replicas: 1\n"
+                         "  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n"
+                         "    spec: {containers: [{name: main, image: 'nginx:1'}]}\n")
+    target, spec = load_spec(str(spec_file), WEB)
+    assert target == Target(("ReplicaSet",), NAMESPACE, "web")
+    _, printed = replay(bundles, controller=WEB, what_if=WhatIf(specs={target: spec}))
+    assert decisions(printed)[0]["summary"]["reason"] == "too few replicas: creating 1"
+
+
+# --- explain -------------------------------------------------------------------------------------------------
+def test_explain_a_daemonset_per_node(bundles: list[Bundle]) -> None:
+    what_if = WhatIf(sets=[
+        parse_set("Node/node-1:spec.taints=[{key: dedicated, value: infra, effect: NoSchedule}]", None),
+        parse_set("Node/node-2:spec.taints=[{key: gone, effect: NoExecute}]", None)])
+    _, printed = replay(bundles, controller=AGENT, explain=True, what_if=what_if)
+    first = decisions(printed)[0]["explain"]
+    nodes = {n["node"]: n for n in first["nodes"]}
+    assert (nodes["node-0"]["should_run"], nodes["node-0"]["should_continue_running"]) == (True, True)
+    assert nodes["node-0"]["why"] == "fits: no selector, affinity or taint in the way"
+    assert (nodes["node-1"]["should_run"], nodes["node-1"]["should_continue_running"]) == (False, True)
+    assert nodes["node-1"]["why"] == "untolerated taint dedicated=infra:NoSchedule: no new pod, but a running one stays"
+    assert (nodes["node-2"]["should_run"], nodes["node-2"]["should_continue_running"]) == (False, False)
+    assert nodes["node-2"]["why"] == "untolerated taint gone:NoExecute: no new pod, and a running one goes"
+    synced = next(d["explain"] for d in decisions(printed) if d["summary"].get("creates"))
+    assert sorted(n["node"] for n in synced["nodes"] if n["action"].startswith("create")) == ["node-0", "node-3"]
+    failed = [n for d in decisions(printed) for n in d["explain"]["nodes"] if "(failed)" in n["action"]]
+    assert failed and all(any(p["phase"] == "Failed" for p in n["pods"]) for n in failed)
+
+
+def test_explain_a_scale_down_with_its_ranking(bundles: list[Bundle]) -> None:
+    _, printed = replay(bundles, controller=WEB, explain=True)
+    scale_down = next(d for d in decisions(printed) if d["summary"].get("deletes"))
+    explained = scale_down["explain"]
+    assert (explained["replicas"], explained["active"], explained["diff"]) == (2, 5, 3)
+    ranking = explained["ranking"]
+    assert [r["position"] for r in ranking] == [1, 2, 3, 4, 5]
+    assert [r["pod"] for r in ranking if r["deleted"]] == scale_down["summary"]["deletes"]
+    assert [r["deleted"] for r in ranking] == [True, True, True, False, False]  # the first ranked go
+
+
+def test_text_explain(bundles: list[Bundle]) -> None:
+    out = io.StringIO()
+    run = Replay(Options(controller=WEB, explain=True), out)
+    for bundle in bundles:
+        run.feed(bundle)
+    run.finish("test")
+    text = out.getvalue()
+    assert "replicas 2, active 5: diff +3; expectations satisfied: manageReplicas ran" in text
+    assert "ranking (upstream's ActivePodsWithRanks, first = deleted first):" in text
+    assert text.count("DELETE") == 3
+
+
+# --- the window ------------------------------------------------------------------------------------------------
+def test_the_window_narrows_what_is_reported_not_what_is_replayed(bundles: list[Bundle]) -> None:
+    _, everything = replay(bundles, controller=WEB)
+    position, reached = 0, {}
+    for bundle in bundles:
+        if bundle.tick.kind == "batch" and bundle.tick.last_seq:
+            position = max(position, bundle.tick.last_seq)
+        reached[bundle.tick.id] = position
+    middle = sorted(set(reached.values()))[len(set(reached.values())) // 2]
+    run, later = replay(bundles, controller=WEB, window=Window(since_seq=middle))
+    assert decisions(later) == [d for d in decisions(everything) if reached[d["tick"]] >= middle]
+    assert decisions(later) and len(decisions(later)) < len(decisions(everything))
+    assert run.engine.stats.ticks == len(bundles)  # every tick replayed, the early ones silently
+    until = bundles[10].tick.at
+    run, early = replay(bundles, controller=WEB, window=Window(until=until))
+    assert decisions(early) == [d for d in decisions(everything) if d["tick"] <= bundles[10].tick.id]
+    assert run.engine.stats.ticks == 11  # it stopped at the first tick past the window
