@@ -30,7 +30,6 @@ from reconciler.cache import Cache, Change
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
-from reconciler.core.workqueue import WorkQueue
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -117,7 +116,7 @@ def decide(controllers: Controllers, changes: Changes, results: list[ActionResul
         controllers.results(results, now)
     controllers.observe(changes, now)
     if caught_up:
-        popped = _due(controllers.queue, now)
+        popped = _due(controllers, now)
         outcome = controllers.sync_ready(now, format_micro_time(now))
     else:
         popped = False
@@ -127,11 +126,11 @@ def decide(controllers: Controllers, changes: Changes, results: list[ActionResul
     return Step(outcome, collect, popped or controllers.backoff_collected != collected_before)
 
 
-def _due(queue: WorkQueue, now: datetime) -> bool:
-    """Whether pop_ready(now) will hand out a key."""
-    if len(queue):
+def _due(controllers: Controllers, now: datetime) -> bool:
+    """Whether sync_ready(now) will hand out a key (a queued, delayed or held-back one)."""
+    if len(controllers.queue):
         return True
-    ready_at = queue.next_ready_at()
+    ready_at = controllers.next_ready_at()
     return ready_at is not None and ready_at <= now
 
 
