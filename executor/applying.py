@@ -185,48 +185,47 @@ async def _update_status(d: Delivery, a: UpdateStatus) -> Effect:
     kind = KINDS.get(a.kind)
     if kind is None:
         return _unknown_kind(a.kind)
-    path = kind.path(a.namespace, a.name)
     new_status = msgspec.json.decode(a.status)
-    conflict: Status | None = None
-    for _ in range(1 + STATUS_UPDATE_RETRIES):
-        got = await d.api.call("GET", path)
-        if not got.ok:
-            return failed(api_status(got))
-        obj: dict[str, Any] = msgspec.json.decode(got.data)
-        uid = obj.get("metadata", {}).get("uid", "")
-        if uid != a.uid:
-            return Effect(FAILED, reason="Gone", message=f"{a.kind} {a.namespace}/{a.name} now has uid {uid}, "
-                                                         f"not {a.uid}: the object this status was for is gone")
+
+    def replace(obj: dict[str, Any]) -> Effect | None:
         obj["status"] = new_status
-        put = await d.api.call("PUT", f"{path}/status", body=_json.encode(obj))
-        if put.ok:
-            return succeeded_with(SUCCEEDED, put.status, put.data)
-        conflict = api_status(put)
-        if put.status != 409:
-            break
-    assert conflict is not None
-    return failed(conflict)
+        return None
+
+    return await _write_status(d, kind, a.kind, a.namespace, a.name, a.uid, replace, "status")
 
 
 async def _bump_collision_count(d: Delivery, a: BumpCollisionCount) -> Effect:
     """GET the DaemonSet, check the uid and that collisionCount is still `seen`, PUT it one higher."""
-    path = KINDS["DaemonSet"].path(a.namespace, a.name)
+    def bump(obj: dict[str, Any]) -> Effect | None:
+        status = obj.setdefault("status", {})
+        live = status.get("collisionCount") or 0
+        if live != a.seen:
+            return Effect(SKIPPED, 200, "AlreadyBumped", f"collisionCount is {live}, not {a.seen}: already bumped",
+                          a.uid)
+        status["collisionCount"] = live + 1
+        return None
+
+    return await _write_status(d, KINDS["DaemonSet"], "DaemonSet", a.namespace, a.name, a.uid, bump, "bump")
+
+
+async def _write_status(d: Delivery, kind: Kind, kind_name: str, namespace: str, name: str, uid: str,
+                        change: Callable[[dict[str, Any]], Effect | None], what: str) -> Effect:
+    """GET, check the uid, `change` the object (or stop with its Effect), PUT /status; a conflict gets
+    one fresh GET and one more PUT (upstream's statusUpdateRetries)."""
+    path = kind.path(namespace, name)
     conflict: Status | None = None
     for _ in range(1 + STATUS_UPDATE_RETRIES):
         got = await d.api.call("GET", path)
         if not got.ok:
             return failed(api_status(got))
         obj: dict[str, Any] = msgspec.json.decode(got.data)
-        uid = obj.get("metadata", {}).get("uid", "")
-        if uid != a.uid:
-            return Effect(FAILED, reason="Gone", message=f"DaemonSet {a.namespace}/{a.name} now has uid {uid}, "
-                                                         f"not {a.uid}: the object this bump was for is gone")
-        status = obj.setdefault("status", {})
-        live = status.get("collisionCount") or 0
-        if live != a.seen:
-            return Effect(SKIPPED, 200, "AlreadyBumped", f"collisionCount is {live}, not {a.seen}: "
-                                                          f"already bumped", uid)
-        status["collisionCount"] = live + 1
+        live_uid = obj.get("metadata", {}).get("uid", "")
+        if live_uid != uid:
+            return Effect(FAILED, reason="Gone", message=f"{kind_name} {namespace}/{name} now has uid {live_uid}, "
+                                                         f"not {uid}: the object this {what} was for is gone")
+        stop = change(obj)
+        if stop is not None:
+            return stop
         put = await d.api.call("PUT", f"{path}/status", body=_json.encode(obj))
         if put.ok:
             return succeeded_with(SUCCEEDED, put.status, put.data)
