@@ -48,6 +48,11 @@ def add_parsers(sub: Any) -> None:
                            default=os.environ.get("KUBUS_RETENTION") or DEFAULT_RETENTION,
                            help="how long the audit trail keeps events, decisions, actions and results, e.g. 7d; "
                                 f"off keeps everything (env KUBUS_RETENTION, default {DEFAULT_RETENTION})")
+        if name == "reconcile":
+            p.add_argument("--lease-ttl", type=_positive, metavar="SECONDS",
+                           default=_positive(os.environ.get("KUBUS_LEASE_TTL") or "10"),
+                           help="seconds a partition lease lasts without renewal: how soon the partitions of a "
+                                "reconciler that died move to the others (env KUBUS_LEASE_TTL, default 10)")
         if name == "up":
             p.add_argument("--sim", action="store_true", help="also run `kubus sim` and use it as the cluster")
             add_sim_arguments(p)
@@ -59,6 +64,16 @@ def add_parsers(sub: Any) -> None:
 
 
 DEFAULT_RETENTION = "30d"
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
 
 
 def _retention(text: str) -> timedelta | None:
@@ -171,8 +186,10 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
 
+        # `kubus up` is alone by construction; `kubus reconcile` shares the partitions with its peers
+        lease_ttl = args.lease_ttl if name == "reconcile" else None
         services["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}",
-                                                        retention=args.retention)
+                                                        retention=args.retention, lease_ttl=lease_ttl)
     if name in ("up", "execute"):
         from executor.config import ExecutorConfig
         from executor.service import run_executor

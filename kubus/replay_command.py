@@ -97,6 +97,8 @@ def _window_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--until-seq", type=int, metavar="SEQ", help="up to the tick that consumed event SEQ")
     g.add_argument("--since", metavar="TIME", help="from this time on (RFC 3339, e.g. 2026-11-23T05:12:03Z)")
     g.add_argument("--until", metavar="TIME", help="up to this time")
+    g.add_argument("--instance", metavar="NAME",
+                   help="only this reconciler's ticks (a split deployment: each member is replayed on its own)")
 
 
 class Refused(Exception):
@@ -109,7 +111,7 @@ def _window(args: argparse.Namespace) -> Any:
 
     try:
         return Window(args.since_seq, args.until_seq, parse_when(args.since) if args.since else None,
-                      parse_when(args.until) if args.until else None)
+                      parse_when(args.until) if args.until else None, args.instance)
     except ValueError as exc:
         raise Refused(str(exc)) from None
 

@@ -10,6 +10,11 @@ controllers' expectations still observe them. Once it has caught up, every contr
 The executors' results come in through `record_results` and are committed by the same loop, in
 the same transaction as the next batch, so expectations have one writer and a burst of events
 and results costs one commit.
+
+In a split deployment (reconciler.partitioned) a Reconciler is given the partitions it holds
+leases on, with their epochs: it bootstraps, replays and decides for those (and reads the cluster
+partition), and ends every committing transaction with `check_fence`, so a reconciler that lost a
+lease commits nothing. It runs until `stop()`; a change of its partitions builds a new one.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +45,7 @@ from store import backoff as backoff_rows
 from store import decisions as decision_rows
 from store import events as event_rows
 from store import expectations as expectation_rows
+from store import leases as lease_rows
 from store import results as result_rows
 from store import ticks as tick_rows
 from store.outbox import OutboxRow
@@ -53,6 +59,7 @@ BATCH = 500
 BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 
 partition_number = stepping.partition_number
+partition_of_subject = stepping.partition_of_subject
 Batch = stepping.Batch
 
 
@@ -63,11 +70,23 @@ def source_seq(msg: Msg) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
+class Stopped(Exception):
+    """The reconciler stopped (its partitions changed) before it committed these results."""
+
+
 class Reconciler:
     def __init__(self, bus: Bus, store: Any, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 instance: str = "reconciler"):
+                 instance: str = "reconciler", partitions: Mapping[int, int] | None = None,
+                 lease_ttl: float | None = None):
         self.bus = bus
         self.instance = instance
+        # None: every partition, unfenced (a reconciler alone by construction, `kubus up`). Otherwise the
+        # partitions held, {partition: lease epoch}: checked by every commit, extended by lease_ttl
+        self.fence: dict[int, int] = dict(partitions or {})
+        self.owned: frozenset[int] | None = None if partitions is None else frozenset(partitions)
+        self._reads = None if self.owned is None else self.owned | {CLUSTER_PARTITION}
+        self.lease_ttl = lease_ttl
+        self._stopping = False
         self._start: tick_rows.Tick | None = None  # recorded with the first commit
         self.bootstrapped_to = 0  # the newest event sequence the cache was bootstrapped with
         self.store = store
@@ -80,6 +99,18 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self._results: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]] = []
         self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
+        self._owns_key = stepping.owns_key(bus.partitions, self.owned or ())
+        if self.owned is not None:
+            self.controllers.owns = self._owns_key
+
+    def reads(self, subject: str) -> bool:
+        """Whether a `<prefix>.<events|state>.<partition>....` message is for this reconciler."""
+        return self._reads is None or partition_of_subject(subject) in self._reads
+
+    def stop(self) -> None:
+        """Ends `run()` after the batch in flight (its partitions changed)."""
+        self._stopping = True
+        self.kick()
 
     # --- bootstrap ---------------------------------------------------------------------------------
     async def bootstrap(self) -> int:
@@ -95,9 +126,10 @@ class Reconciler:
             try:
                 seq = source_seq(msg)
                 self.bootstrapped_to = max(self.bootstrapped_to, seq)
-                change = stepping.bootstrap_one(self.cache, msg.data, seq)
-                if change is not None and not change.replayed:
-                    loaded += 1
+                if self.reads(msg.subject):
+                    change = stepping.bootstrap_one(self.cache, msg.data, seq)
+                    if change is not None and not change.replayed:
+                        loaded += 1
             except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
                 log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
             if msg.metadata.num_pending == 0:
@@ -117,14 +149,23 @@ class Reconciler:
             positions: dict[int, int] = await tx.positions(CONSUMER)
             stored = await tx.all_expectations()
             backoff = await tx.all_backoff()
+        if self.owned is not None:
+            positions, stored, backoff = stepping.held_state(self.cache, self.owned, self._owns_key, positions,
+                                                             stored, backoff)
         self.controllers.expectations = {
             k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in stored.items()}
         self.controllers.backoff = {k: FailedPodBackoff(key=k, delay_seconds=v.delay_seconds, last_update=v.last_update)
                                     for k, v in backoff.items()}
-        start = min(positions.values(), default=0) + 1
+        if self.owned is not None and not positions:  # nothing committed for our partitions yet
+            start = self.bootstrapped_to + 1
+        else:
+            start = min(positions.values(), default=0) + 1
+        state = tick_rows.state_of(positions, stored, backoff)
+        if self.owned is not None:  # how a replay maps namespaces to partitions, as this process did
+            state["partition_count"] = self.bus.partitions
         self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,
                                      first_seq=start, last_seq=self.bootstrapped_to or None,
-                                     state=tick_rows.state_of(positions, stored, backoff))
+                                     partitions=self._tick_partitions(), state=state)
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
         info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
@@ -140,7 +181,7 @@ class Reconciler:
         if target < start:
             self._caught_up()
         try:
-            while True:
+            while not self._stopping:
                 msgs = await self._next_batch()
                 async with self._lock:
                     last = await self._process(msgs, positions)
@@ -151,7 +192,15 @@ class Reconciler:
                     self._caught_up()
                     log.info("caught up with the event history at sequence %d", last)
         finally:
-            await sub.unsubscribe()
+            for _, _, done in self._results:
+                if not done.done():
+                    done.set_exception(Stopped())
+            self._results = []
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    def _tick_partitions(self) -> list[int] | None:
+        return None if self.owned is None else sorted(self.owned)
 
     def _caught_up(self) -> None:
         self.caught_up = True
@@ -198,7 +247,8 @@ class Reconciler:
         return msgs
 
     def _decode(self, msgs: list[Msg], positions: dict[int, int]) -> Batch:
-        return stepping.select([(m.metadata.sequence.stream, m.subject, m.data) for m in msgs], positions)
+        return stepping.select([(m.metadata.sequence.stream, m.subject, m.data) for m in msgs], positions,
+                               self._reads)
 
     def _count(self, event: ObservedEvent) -> None:
         counter = self._consumed.get((event.kind, event.type))
@@ -215,6 +265,27 @@ class Reconciler:
         changes = stepping.fold(self.cache, batch.events, self._count)
         now = self.clock()
         pending, self._results = self._results, []
+        try:
+            decided = await self._step(batch, changes, pending, msgs, caught_up, now)
+        except BaseException as exc:  # LeaseLost, the database away: nothing committed, the results not acked
+            for _, _, done in pending:
+                if not done.done():
+                    done.set_exception(exc if isinstance(exc, Exception) else Stopped())
+            raise
+        for _, _, done in pending:
+            done.set_result(None)
+        if decided:
+            failpoints.hit("reconciler.after-commit")
+        for partition, seq in batch.last_seq.items():
+            positions[partition] = max(positions.get(partition, 0), seq)
+        if decided:
+            self.relay_wakeup.set()
+        return max(batch.last_seq.values(), default=0)
+
+    async def _step(self, batch: Batch, changes: stepping.Changes,
+                    pending: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]],
+                    msgs: list[Msg], caught_up: bool, now: datetime) -> bool:
+        """Decides and commits one batch; whether it decided actions."""
         fed: list[ActionResult] = []
         async with contextlib.AsyncExitStack() as stack:
             tx: Any = None
@@ -233,15 +304,9 @@ class Reconciler:
             if tx is not None:
                 decision_ids = await self._commit(tx, batch, outcome, now)
                 await self._record_tick(tx, msgs, caught_up, fed, now, decision_ids)
-        for _, _, done in pending:
-            done.set_result(None)
-        if any(d.actions for d in outcome.decisions):
-            failpoints.hit("reconciler.after-commit")
-        for partition, seq in batch.last_seq.items():
-            positions[partition] = max(positions.get(partition, 0), seq)
-        if any(d.actions for d in outcome.decisions):
-            self.relay_wakeup.set()
-        return max(batch.last_seq.values(), default=0)
+                # last: a reconciler whose lease moved on commits none of the above (LeaseLost rolls back)
+                await lease_rows.check_fence(tx.conn, self.instance, self.fence, now=now, ttl=self.lease_ttl)
+        return any(d.actions for d in outcome.decisions)
 
     async def _commit(self, tx: Any, batch: Batch, outcome: Outcome, now: datetime) -> list[int]:
         await tx.record_events([
@@ -253,13 +318,14 @@ class Reconciler:
         await _save_expectations(tx, outcome, now)
         ids: list[int] = []
         if outcome.decisions:
+            partitions = [partition_number(self.bus.partition_of(d.namespace)) for d in outcome.decisions]
             ids = await tx.insert_decisions([
                 decision_rows.Decision(
                     correlation_id=d.correlation_id, controller_key=d.controller_key,
-                    controller_kind=d.controller_kind,
-                    partition=partition_number(self.bus.partition_of(d.namespace)), stream_seq=d.stream_seq,
-                    trigger=d.trigger, decided_at=now, duration_ms=d.duration_ms, summary=d.summary)
-                for d in outcome.decisions])
+                    controller_kind=d.controller_kind, partition=partition, stream_seq=d.stream_seq,
+                    trigger=d.trigger, decided_at=now, duration_ms=d.duration_ms, summary=d.summary,
+                    lease_epoch=self.fence.get(partition))
+                for d, partition in zip(outcome.decisions, partitions, strict=True)])
             rows = []
             for decided, decision_id in zip(outcome.decisions, ids, strict=True):
                 result = "error" if "error" in decided.summary else "success"
@@ -287,7 +353,7 @@ class Reconciler:
         seqs = [m.metadata.sequence.stream for m in msgs]
         await tx.record_tick(tick_rows.Tick(
             instance=self.instance, kind=tick_rows.BATCH, at=now, caught_up=caught_up,
-            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None),
+            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None), partitions=self._tick_partitions(),
             result_keys=[r.key for r in fed], results=[msgspec.to_builtins(r) for r in fed],
             decision_ids=decision_ids))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,6 +113,8 @@ class Controllers:
         self.backoff_changed: set[str] = set()
         self.backoff_collected: datetime | None = None
         self._deleted: set[str] = set()
+        # a split deployment's reconciler syncs only the keys of its partitions (None: every key)
+        self.owns: Callable[[str], bool] | None = None
 
     # --- handlers -----------------------------------------------------------------------------------
     def observe(self, changes: list[tuple[Change, int, str]], now: datetime) -> None:
@@ -196,6 +199,8 @@ class Controllers:
         outcome = Outcome()
         self._release_held(now)
         for key in self.queue.pop_ready(now):
+            if self.owns is not None and not self.owns(key):
+                continue
             if self._waiting_for_a_round(key, now):
                 continue
             self.last_synced[key] = now

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from kubus import failpoints, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
+from reconciler.consuming import Stopped
 from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.relay")
@@ -36,7 +38,13 @@ RESULTS_CONSUMER = "reconciler-results"
 RELAY_WINDOW = 0.02  # seconds the relay lets commits gather before one scan of the outbox
 
 
-async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0) -> None:
+SubjectsOf = Callable[[], Collection[str] | None]
+
+
+async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0,
+                subjects_of: SubjectsOf | None = None) -> None:
+    """Publishes the pending outbox rows, on a wakeup or every `interval` seconds; with `subjects_of`,
+    only those bound for the subjects it returns (a split reconciler relays its own partitions')."""
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), interval)
@@ -44,14 +52,14 @@ async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1
             await asyncio.sleep(RELAY_WINDOW)  # a window, not synchronisation: fewer, larger scans
         wakeup.clear()
         try:
-            while await relay_once(bus, store) == RELAY_BATCH:
+            while await relay_once(bus, store, subjects_of() if subjects_of else None) == RELAY_BATCH:
                 pass
         except Exception as exc:  # NATS or the database away: the next round retries the same rows
             log.warning("outbox relay paused: %s", exc)
 
 
-async def relay_once(bus: Bus, store: Any) -> int:
-    rows = await store.pending(RELAY_BATCH)
+async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = None) -> int:
+    rows = await store.pending(RELAY_BATCH, subjects) if subjects is not None else await store.pending(RELAY_BATCH)
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
         return 0
@@ -63,12 +71,29 @@ async def relay_once(bus: Bus, store: Any) -> int:
     return len(rows)
 
 
-async def record_results(bus: Bus, recorder: Any) -> None:
+async def record_results(bus: Bus, recorder: Any, partitions: Collection[int] | None = None,
+                         ack_wait: float = 30.0) -> None:
     """Feeds the executors' results to `recorder.record_results` (the reconciler), acking after it
-    committed them."""
+    committed them.
+
+    With `partitions` (a split reconciler), each partition's results come through a durable of its
+    own, `reconciler-results-<partition>`, which whoever holds the partition binds: results a
+    reconciler did not commit before its partition moved (it died, or its commit raised LeaseLost)
+    are redelivered to the next owner after `ack_wait`."""
+    if partitions is None:
+        await _record(bus, recorder, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait)
+        return
+    async with asyncio.TaskGroup() as group:
+        for p in sorted(partitions):
+            group.create_task(_record(bus, recorder, subjects.result_subject(str(p), bus.prefix),
+                                      f"{RESULTS_CONSUMER}-{p}", ack_wait))
+
+
+async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait: float) -> None:
     stream = bus.stream(subjects.RESULTS_STREAM)
-    sub = await bus.js.pull_subscribe(f"{bus.prefix}.results.>", durable=RESULTS_CONSUMER, stream=stream,
-                                      config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000))
+    sub = await bus.js.pull_subscribe(subject, durable=durable, stream=stream,
+                                      config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000,
+                                                            ack_wait=ack_wait))
     while True:
         try:
             msgs = await sub.fetch(500, timeout=1.0)
@@ -98,6 +123,15 @@ async def record_results(bus: Bus, recorder: Any) -> None:
                 finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00")),
                 subject=result.subject or None, resource_version=result.resource_version or None))
         if rows:
-            await recorder.record_results(results, rows)
+            try:
+                await recorder.record_results(results, rows)
+            except Exception as exc:  # not committed (the partition moved): the next owner gets them
+                log.info("results on %s not recorded, left for redelivery: %s", subject, exc)
+                for msg in msgs:
+                    with contextlib.suppress(Exception):
+                        await msg.nak()
+                if isinstance(exc, Stopped):
+                    return
+                continue
         for msg in msgs:
             await msg.ack()

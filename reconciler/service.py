@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +13,8 @@ from typing import Any
 from kubus.jetstream import Bus
 from kubus.serving import Health
 from reconciler.consuming import Reconciler
+from reconciler.leases import LeaseKeeper
+from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay
 
 log = logging.getLogger("kubus.reconciler")
@@ -20,13 +24,25 @@ RETENTION_INTERVAL = 600.0  # seconds between two prunes of the audit trail
 
 
 async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler",
-                         retention: timedelta | None = None) -> None:
-    reconciler = Reconciler(bus, store, instance=instance)
-    health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
+                         retention: timedelta | None = None, lease_ttl: float | None = None) -> None:
+    """With `lease_ttl`, one member of a split deployment: it holds leases on its share of the
+    partitions (docs/split.md). Without, alone by construction (`kubus up`): every partition, unfenced."""
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
-    tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
-             asyncio.create_task(relay(bus, store, reconciler.relay_wakeup), name="outbox-relay"),
-             asyncio.create_task(record_results(bus, reconciler), name="results-recorder")]
+    if lease_ttl is None:
+        reconciler = Reconciler(bus, store, instance=instance)
+        health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
+        tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
+                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup), name="outbox-relay"),
+                 asyncio.create_task(record_results(bus, reconciler), name="results-recorder")]
+    else:
+        keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
+                             info={"host": socket.gethostname(), "pid": os.getpid()})
+        split = PartitionedReconciler(bus, store, keeper, instance)
+        health.ready_when("reconciler-caught-up", lambda: split.caught_up)
+        tasks = [asyncio.create_task(keeper.run(), name="lease-keeper"),
+                 asyncio.create_task(split.run(), name="reconciler"),
+                 asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects),
+                                     name="outbox-relay")]
     if retention is not None:
         tasks.append(asyncio.create_task(enforce_retention(store, retention), name="retention"))
     try:

@@ -16,9 +16,10 @@ is recorded per batch in `reconciler_ticks` (store/ticks.py), which is what a re
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import msgspec
 
@@ -34,6 +35,9 @@ from reconciler.core.expectations import Expectations
 log = logging.getLogger("kubus.reconciler")
 
 CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
+
+E = TypeVar("E")  # expectations as the store or the controllers hold them
+B = TypeVar("B")  # failed-pod backoff entries, likewise
 
 Payload = bytes | ObservedEvent  # a message as published, or already decoded
 Message = tuple[int, str, Payload]  # (KUBUS_EVENTS sequence, subject, payload)
@@ -55,13 +59,18 @@ class Batch:
     last_seq: dict[int, int]  # partition -> the batch's last sequence there (skipped messages included)
 
 
-def select(messages: Iterable[Message], positions: Mapping[int, int]) -> Batch:
+def select(messages: Iterable[Message], positions: Mapping[int, int],
+           partitions: Container[int] | None = None) -> Batch:
     """The batch's events to apply: those after their partition's committed position, decoded (an
-    unusable one is logged and skipped; its sequence still counts as consumed)."""
+    unusable one is logged and skipped; its sequence still counts as consumed). With `partitions`
+    (a reconciler of a split deployment), messages of other partitions are not this reconciler's:
+    skipped and not counted."""
     events: list[tuple[ObservedEvent, int]] = []
     last_seq: dict[int, int] = {}
     for seq, subject, payload in messages:
         partition = partition_of_subject(subject)
+        if partitions is not None and partition not in partitions:
+            continue
         last_seq[partition] = seq
         if seq <= positions.get(partition, 0):
             continue  # committed before a restart
@@ -132,6 +141,27 @@ def _due(controllers: Controllers, now: datetime) -> bool:
         return True
     ready_at = controllers.next_ready_at()
     return ready_at is not None and ready_at <= now
+
+
+def owns_key(partition_count: int, partitions: Container[int]) -> Callable[[str], bool]:
+    """Whether a controller key (`Kind/namespace/...`) is in one of `partitions` (a split reconciler's)."""
+    def owns(key: str) -> bool:
+        namespace = key.split("/", 2)[1]
+        return partition_number(subjects.partition_of(namespace, partition_count)) in partitions
+    return owns
+
+
+def held_state(cache: Cache, partitions: Container[int], owns: Callable[[str], bool], positions: Mapping[int, int],
+               expectations: Mapping[str, E], backoff: Mapping[str, B]
+               ) -> tuple[dict[int, int], dict[str, E], dict[str, B]]:
+    """What a split reconciler takes of the store's positions, expectations and backoff: its partitions'.
+    The cluster partition's position is left out: every reconciler advances it, so it says nothing of what
+    this one's cache has seen. Called after the bootstrap: the failed-pod backoff, keyed
+    "<ds uid>/<generation>/<node>", is ours when its DaemonSet is in the cache."""
+    ours_ds = {ds.metadata.uid for ds in cache.all("DaemonSet")}
+    return ({p: s for p, s in positions.items() if p in partitions},
+            {k: v for k, v in expectations.items() if owns(k)},
+            {k: v for k, v in backoff.items() if k.split("/", 1)[0] in ours_ds})
 
 
 def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],

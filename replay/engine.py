@@ -97,7 +97,9 @@ class Engine:
     controllers: Controllers | None = None
     instance: str | None = None
     caught_up: bool = False
-    positions: dict[int, int] = field(default_factory=dict)
+    positions: dict[int, int] = field(default_factory=dict)  # as committed to the store
+    loop_positions: dict[int, int] = field(default_factory=dict)  # what the running process skips by
+    reads: frozenset[int] | None = None  # a split reconciler's partitions and the cluster's; None: all
     stored_expectations: dict[str, Expectations] = field(default_factory=dict)  # as committed to the store
     stored_backoff: dict[str, FailedPodBackoff] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
@@ -142,13 +144,13 @@ class Engine:
             elif (tick.first_seq or 1) > 1:
                 raise ReplayError(f"{bundle.where}: a start that resumed at sequence {tick.first_seq} without a "
                                   f"record of what it loaded: replay from the beginning of the history")
-        elif self.compare and state is not None and self.divergence is None:
-            positions, expectations, backoff = _loaded(state)
-            self.divergence = compare_state(bundle, (self.positions, self.stored_expectations, self.stored_backoff),
-                                            (positions, expectations, backoff))
         self.cache = Cache()
         what_if = self.what_if
+        owned = None if tick.partitions is None else frozenset(tick.partitions)
+        self.reads = None if owned is None else owned | {stepping.CLUSTER_PARTITION}
         for seq, subject, payload in bundle.messages:
+            if self.reads is not None and stepping.partition_of_subject(subject) not in self.reads:
+                continue
             if what_if is not None:
                 changed = what_if.payload(payload)
                 if changed is None:
@@ -161,7 +163,22 @@ class Engine:
         if what_if is not None:
             for event in what_if.extra_objects(tick.at):
                 self.cache.apply(event, 1)
-        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff)
+        owns: Callable[[str], bool] | None = None
+        held = (self.positions, self.stored_expectations, self.stored_backoff)
+        if owned is not None:  # a split reconciler loaded only its partitions' state
+            count = (state or {}).get("partition_count")
+            if not isinstance(count, int):
+                raise ReplayError(f"{bundle.where}: a start of a split reconciler without its partition_count")
+            owns = stepping.owns_key(count, owned)
+            held = stepping.held_state(self.cache, owned, owns, *held)
+        if owns is not None and owned is not None and state is not None and self.controllers is not None:
+            # what it took over another member committed: that is the store's, not this replay's, to know
+            held = _adopt(self, _loaded(state), owned, owns)
+        elif self.controllers is not None and self.compare and state is not None and self.divergence is None:
+            self.divergence = compare_state(bundle, held, _loaded(state))
+        self.loop_positions = dict(held[0])
+        self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2])
+        self.controllers.owns = owns
         self.caught_up = False
         self.instance = tick.instance
         self.now = tick.at
@@ -176,12 +193,12 @@ class Engine:
             raise ReplayError(f"{bundle.where}: the history must begin with a start tick (a reconciler starting)")
         if tick.instance != self.instance:
             raise ReplayError(f"{bundle.where}: a batch of reconciler {tick.instance!r} while {self.instance!r} runs; "
-                              f"interleaved reconcilers cannot be replayed as one")
+                              f"interleaved reconcilers cannot be replayed as one: pick one with --instance")
         now = tick.at
         if tick.caught_up and not self.caught_up:
             self.caught_up = True
             controllers.resync_all()  # what the live loop did on catching up, right after the previous batch
-        batch = stepping.select(bundle.messages, self.positions)
+        batch = stepping.select(bundle.messages, self.loop_positions, self.reads)
         events = batch.events
         if self.what_if is not None:
             events = self.what_if.events(events)
@@ -191,6 +208,8 @@ class Engine:
         for partition, seq in batch.last_seq.items():
             if seq > self.positions.get(partition, 0):
                 self.positions[partition] = seq
+            if seq > self.loop_positions.get(partition, 0):
+                self.loop_positions[partition] = seq
         self.now = now
         stats = self.stats
         stats.events += len(bundle.messages)
@@ -215,6 +234,20 @@ class Engine:
         if step.collect:
             cutoff = gc_cutoff(now)
             self.stored_backoff = {k: v for k, v in self.stored_backoff.items() if not v.last_update < cutoff}
+
+
+def _adopt(engine: Engine, loaded: tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]],
+           owned: frozenset[int], owns: Callable[[str], bool]
+           ) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:
+    """A split reconciler's start: the store's state of its partitions, as it loaded it, replaces the replay's."""
+    positions, expectations, backoff = loaded
+    engine.positions.update(positions)
+    engine.stored_expectations = {k: v for k, v in engine.stored_expectations.items() if not owns(k)} | expectations
+    ours_ds = {ds.metadata.uid for ds in engine.cache.all("DaemonSet")}
+    engine.stored_backoff = {k: v for k, v in engine.stored_backoff.items()
+                             if k.split("/", 1)[0] not in ours_ds} | backoff
+    return stepping.held_state(engine.cache, owned, owns, engine.positions, engine.stored_expectations,
+                               engine.stored_backoff)
 
 
 def _loaded(state: dict[str, Any]) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:

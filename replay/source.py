@@ -51,6 +51,7 @@ class Window:
     until_seq: int | None = None
     since: datetime | None = None
     until: datetime | None = None
+    instance: str | None = None  # one reconciler of a split deployment (the ticks of the others are left out)
 
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.since_seq, self.until_seq, self.since, self.until))
@@ -207,6 +208,10 @@ async def bundles(ticks: AsyncIterator[Recorded], events: EventReader) -> AsyncI
             if emitted is None:
                 positions = (tick.state or {}).get("positions") or {}
                 emitted = max((int(s) for s in positions.values()), default=0)
+            elif tick.partitions is not None:
+                # a split reconciler's new set of partitions: it re-reads from the lowest position among them,
+                # and what it took over was read before by another process, not by this one
+                emitted = min(emitted, (tick.first_seq or 1) - 1)
             yield Bundle(tick, messages, [], recorded.decisions)
             continue
         if emitted is None:
@@ -224,13 +229,13 @@ async def from_list(items: Iterable[Recorded]) -> AsyncIterator[Recorded]:
 
 
 # --- the store ---------------------------------------------------------------------------------------------
-async def store_ticks(store: Any, first_id: int, last_id: int, with_decisions: bool = True
-                      ) -> AsyncIterator[Recorded]:
+async def store_ticks(store: Any, first_id: int, last_id: int, with_decisions: bool = True,
+                      instance: str | None = None) -> AsyncIterator[Recorded]:
     """The ticks first_id..last_id with their decisions and actions, read in chunks."""
     after = first_id - 1
     while after < last_id:
         async with store.engine.connect() as conn:
-            chunk = await tick_rows.load(conn, after_id=after, until_id=last_id, limit=TICK_CHUNK)
+            chunk = await tick_rows.load(conn, instance, after_id=after, until_id=last_id, limit=TICK_CHUNK)
             ids = [i for t in chunk for i in t.decision_ids]
             decisions = await load_decisions(conn, ids) if with_decisions else {}
         if not chunk:
@@ -269,6 +274,8 @@ async def load_decisions(conn: Any, ids: Sequence[int]) -> dict[int, RecordedDec
 async def store_window(store: Any, window: Window) -> tuple[int, int] | None:
     async with store.engine.connect() as conn:
         outlines = await tick_rows.outline(conn)
+    if window.instance is not None:
+        outlines = [o for o in outlines if o.instance == window.instance]
     if not outlines:
         return None
     return choose_ticks(outlines, window)
@@ -329,7 +336,8 @@ async def live_bundles(store: Any, bus: Any, window: Window, with_decisions: boo
     reader = EventReader(jetstream_opener(bus), first_seq=1)
     if first > 1:
         async def check() -> AsyncIterator[Recorded]:
-            async for recorded in store_ticks(store, *chosen, with_decisions=with_decisions):
+            async for recorded in store_ticks(store, *chosen, with_decisions=with_decisions,
+                                              instance=window.instance):
                 tick = recorded.tick
                 # a bootstrap needs the last event of every object, however old; a batch its own range
                 needs = (1 if tick.last_seq else None) if tick.kind == START else tick.first_seq
@@ -339,6 +347,6 @@ async def live_bundles(store: Any, bus: Any, window: Window, with_decisions: boo
                 yield recorded
         ticks = check()
     else:
-        ticks = store_ticks(store, *chosen, with_decisions=with_decisions)
+        ticks = store_ticks(store, *chosen, with_decisions=with_decisions, instance=window.instance)
     return bundles(ticks, reader), reader.close
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import TracebackType
@@ -167,9 +167,9 @@ class Store:
             yield Transaction(conn, self._clock)
 
     # outbox relay
-    async def pending(self, limit: int) -> list[OutboxRow]:
+    async def pending(self, limit: int, subjects: Collection[str] | None = None) -> list[OutboxRow]:
         async with self.engine.connect() as conn:
-            return await outbox.pending(conn, limit)
+            return await outbox.pending(conn, limit, subjects)
 
     async def mark_sent(self, keys: Iterable[str]) -> int:
         async with self._writing() as conn:

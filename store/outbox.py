@@ -7,7 +7,7 @@ then marks them sent. A crash between any two steps loses nothing and duplicates
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -64,9 +64,15 @@ async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]
     return inserted
 
 
-async def pending(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
-    """Up to `limit` pending rows, oldest first (key breaks ties, so the order is total)."""
-    stmt = sa.select(t).where(t.c.state == "pending").order_by(t.c.created_at, t.c.key).limit(limit)
+async def pending(conn: AsyncConnection, limit: int, subjects: Collection[str] | None = None) -> list[OutboxRow]:
+    """Up to `limit` pending rows, oldest first (key breaks ties, so the order is total); with
+    `subjects`, only rows bound for those (a reconciler of a split deployment relays its partitions')."""
+    if subjects is not None and not subjects:
+        return []
+    stmt = sa.select(t).where(t.c.state == "pending")
+    if subjects is not None:
+        stmt = stmt.where(t.c.subject.in_(sorted(subjects)))
+    stmt = stmt.order_by(t.c.created_at, t.c.key).limit(limit)
     return [OutboxRow(**r._asdict()) for r in await conn.execute(stmt)]
 
 

@@ -52,7 +52,8 @@ class Pipeline:
             [sys.executable, "-m", "kubus", service, "--nats-url", self.nats_url, "--prefix", self.prefix,
              "--partitions", "4", "--data-dir", str(self.workdir / "data"), "--kubeconfig", str(self.sim.kubeconfig),
              "--metrics-port", "0", "--instance", f"{service}-{self.restarts[service]}",
-             *(["--ack-wait", "3"] if service == "execute" else [])],
+             *(["--ack-wait", "3"] if service == "execute" else []),
+             *(["--lease-ttl", "3"] if service == "reconcile" else [])],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
 
