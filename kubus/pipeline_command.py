@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -118,6 +119,15 @@ def run(name: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def _dump_tasks() -> None:
+    """`kill -USR1 <pid>`: what every task of the service is waiting on, in its log (a stuck service)."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        out.write(f"--- {task.get_name()}\n")
+        task.print_stack(limit=12, file=out)
+    log.warning("asyncio tasks:\n%s", out.getvalue())
+
+
 class StartupError(RuntimeError):
     """A dependency is missing or unreachable at start; the message says which and how to fix it."""
 
@@ -127,6 +137,7 @@ async def _main(name: str, args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     async with contextlib.AsyncExitStack() as stack:
         data_dir = Path(args.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)

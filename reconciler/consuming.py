@@ -56,6 +56,7 @@ log = logging.getLogger("kubus.reconciler")
 CONSUMER = "reconciler"
 CLUSTER_PARTITION = stepping.CLUSTER_PARTITION  # how the cluster partition is stored in consumer_positions
 BATCH = 500
+STATE_WAIT = 10.0  # seconds a starting reconciler waits for KUBUS_STATE to catch up with KUBUS_EVENTS
 BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 
 partition_number = stepping.partition_number
@@ -63,10 +64,9 @@ partition_of_subject = stepping.partition_of_subject
 Batch = stepping.Batch
 
 
-def source_seq(msg: Msg) -> int:
-    """The KUBUS_EVENTS sequence a KUBUS_STATE message was copied from (its Nats-Stream-Source)."""
-    header = (msg.headers or {}).get("Nats-Stream-Source", "")
-    parts = header.split()
+def source_seq(headers: Mapping[str, str] | None) -> int:
+    """The KUBUS_EVENTS sequence a KUBUS_STATE message was copied from (its Nats-Stream-Source header)."""
+    parts = str((headers or {}).get("Nats-Stream-Source", "")).split()
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
@@ -113,8 +113,31 @@ class Reconciler:
         self.kick()
 
     # --- bootstrap ---------------------------------------------------------------------------------
+    async def _state_sourced(self, timeout: float = STATE_WAIT) -> None:
+        """Waits (up to `timeout`) until KUBUS_STATE has copied every event KUBUS_EVENTS holds now.
+
+        The server sources it asynchronously, a little behind. A reconciler that bootstrapped from a
+        state lagging its committed positions would miss the objects whose last events fall in between
+        (replay skips what a partition committed), so it waits for the copy to catch up first."""
+        js = self.bus.js
+        target = (await js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))).state.last_seq
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        state = self.bus.stream(subjects.STATE_STREAM)
+        while target:
+            last = (await js.stream_info(state)).state.last_seq
+            sourced = source_seq((await js.get_msg(state, last)).headers) if last else 0
+            if sourced >= target:
+                return
+            if loop.time() >= deadline:
+                log.warning("KUBUS_STATE has copied events up to %d of %d after %.0f s; bootstrapping anyway",
+                            sourced, target, timeout)
+                return
+            await asyncio.sleep(0.02)  # polling interval of a wait with a deadline
+
     async def bootstrap(self) -> int:
         """Fills the cache from the compacted state; returns how many objects it loaded."""
+        await self._state_sourced()
         info = await self.bus.js.stream_info(self.bus.stream(subjects.STATE_STREAM))
         if not info.state.messages:
             return 0
@@ -124,7 +147,7 @@ class Reconciler:
         async def on_state(msg: Msg) -> None:
             nonlocal loaded
             try:
-                seq = source_seq(msg)
+                seq = source_seq(msg.headers)
                 self.bootstrapped_to = max(self.bootstrapped_to, seq)
                 if self.reads(msg.subject):
                     change = stepping.bootstrap_one(self.cache, msg.data, seq)
@@ -280,7 +303,8 @@ class Reconciler:
             positions[partition] = max(positions.get(partition, 0), seq)
         if decided:
             self.relay_wakeup.set()
-        return max(batch.last_seq.values(), default=0)
+        # every message counts towards catching up, ours or not: the history ends where the stream does
+        return max((m.metadata.sequence.stream for m in msgs), default=0)
 
     async def _step(self, batch: Batch, changes: stepping.Changes,
                     pending: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]],
@@ -361,6 +385,8 @@ class Reconciler:
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
         """Hands the executors' results to the loop; returns once they are committed (the results
         recorder acknowledges them only then). The ones seen for the first time reach the controllers."""
+        if self._stopping:
+            raise Stopped()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._results.append((results, rows, done))
         self.kick()

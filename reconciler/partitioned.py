@@ -16,7 +16,6 @@ objects); it happens when members join or leave, not per event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from store.leases import LeaseLost
 
 log = logging.getLogger("kubus.reconciler")
 
+STOP_TIMEOUT = 10.0  # seconds a stopped loop and its results consumers get to end
 MIN_RESULTS_ACK_WAIT = 5.0  # seconds; results a dead owner held come back to the next one after this
 
 
@@ -122,8 +122,13 @@ class PartitionedReconciler:
             reconciler.stop()
             for task in (loop, results):
                 task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LeaseLost):
-                await asyncio.gather(loop, results, return_exceptions=True)
+            ended, stuck = await asyncio.wait([loop, results], timeout=STOP_TIMEOUT)
+            for task in ended:  # retrieved here; what mattered was raised above
+                if not task.cancelled():
+                    task.exception()
+            if stuck:  # never seen; said loudly rather than hanging the handover
+                log.error("the loop for partition(s) %s did not stop within %.0f s: %s", _fmt(frozenset(fence)),
+                          STOP_TIMEOUT, ", ".join(t.get_name() for t in stuck))
 
 
 def _fmt(partitions: frozenset[int]) -> str:

@@ -184,3 +184,30 @@ async def test_a_reconciler_whose_lease_moved_on_commits_nothing(bus: Bus, store
             "select d.controller_key, d.partition, d.lease_epoch from decisions d "
             "join outbox o on o.decision_id = d.id"))).all()
     assert rows == [(f"StandIn/{name}", 1, epochs[1])]
+
+
+async def test_a_member_catches_up_when_the_history_ends_in_other_partitions(bus: Bus, store: Store) -> None:
+    """Catching up is reaching the stream's end, whichever partition its last events are in."""
+    names = namespaces_per_partition(1)
+    await publish(bus, namespace_event(names[1][0], 1))
+    for group in (names[0], names[2], names[3]):
+        await publish(bus, namespace_event(group[0], 1))
+    async with store.transaction() as tx:
+        epochs = await leases.acquire(tx.conn, "a", [1], now=datetime.now(UTC), ttl=60)
+        await tx.advance("reconciler", 1, 1)  # a previous owner committed partition 1's event
+    member = Reconciler(bus, store, instance="a", partitions=epochs, lease_ttl=60)
+    task = asyncio.create_task(member.run())
+
+    async def decided() -> bool:
+        async with store.engine.connect() as conn:
+            return bool((await conn.execute(sa.text("select count(*) from outbox"))).scalar_one())
+
+    try:
+        await until(decided, "the decision for the namespace in partition 1")
+        assert member.caught_up
+    finally:
+        member.stop()
+        await asyncio.wait_for(task, 20)
+    async with store.engine.connect() as conn:
+        keys = (await conn.execute(sa.text("select controller_key from decisions"))).scalars().all()
+    assert keys == [f"StandIn/{names[1][0]}"]
