@@ -35,7 +35,7 @@ from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
-from reconciler import stepping
+from reconciler import bootstrapping, stepping
 from reconciler.audit_targets import targets_of
 from reconciler.cache import Cache
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
@@ -56,18 +56,11 @@ log = logging.getLogger("kubus.reconciler")
 CONSUMER = "reconciler"
 CLUSTER_PARTITION = stepping.CLUSTER_PARTITION  # how the cluster partition is stored in consumer_positions
 BATCH = 500
-STATE_WAIT = 10.0  # seconds a starting reconciler waits for KUBUS_STATE to catch up with KUBUS_EVENTS
 BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 
 partition_number = stepping.partition_number
 partition_of_subject = stepping.partition_of_subject
 Batch = stepping.Batch
-
-
-def source_seq(headers: Mapping[str, str] | None) -> int:
-    """The KUBUS_EVENTS sequence a KUBUS_STATE message was copied from (its Nats-Stream-Source header)."""
-    parts = str((headers or {}).get("Nats-Stream-Source", "")).split()
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 class Stopped(Exception):
@@ -113,56 +106,10 @@ class Reconciler:
         self.kick()
 
     # --- bootstrap ---------------------------------------------------------------------------------
-    async def _state_sourced(self, timeout: float = STATE_WAIT) -> None:
-        """Waits (up to `timeout`) until KUBUS_STATE has copied every event KUBUS_EVENTS holds now.
-
-        The server sources it asynchronously, a little behind. A reconciler that bootstrapped from a
-        state lagging its committed positions would miss the objects whose last events fall in between
-        (replay skips what a partition committed), so it waits for the copy to catch up first."""
-        js = self.bus.js
-        target = (await js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))).state.last_seq
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        state = self.bus.stream(subjects.STATE_STREAM)
-        while target:
-            last = (await js.stream_info(state)).state.last_seq
-            sourced = source_seq((await js.get_msg(state, last)).headers) if last else 0
-            if sourced >= target:
-                return
-            if loop.time() >= deadline:
-                log.warning("KUBUS_STATE has copied events up to %d of %d after %.0f s; bootstrapping anyway",
-                            sourced, target, timeout)
-                return
-            await asyncio.sleep(0.02)  # polling interval of a wait with a deadline
-
     async def bootstrap(self) -> int:
-        """Fills the cache from the compacted state; returns how many objects it loaded."""
-        await self._state_sourced()
-        info = await self.bus.js.stream_info(self.bus.stream(subjects.STATE_STREAM))
-        if not info.state.messages:
-            return 0
-        loaded = 0
-        done = asyncio.Event()
-
-        async def on_state(msg: Msg) -> None:
-            nonlocal loaded
-            try:
-                seq = source_seq(msg.headers)
-                self.bootstrapped_to = max(self.bootstrapped_to, seq)
-                if self.reads(msg.subject):
-                    change = stepping.bootstrap_one(self.cache, msg.data, seq)
-                    if change is not None and not change.replayed:
-                        loaded += 1
-            except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
-                log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
-            if msg.metadata.num_pending == 0:
-                done.set()
-
-        sub = await self.bus.js.subscribe(
-            f"{self.bus.prefix}.state.>", stream=self.bus.stream(subjects.STATE_STREAM), cb=on_state,
-            ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
-        await done.wait()
-        await sub.unsubscribe()
+        """Fills the cache from the compacted state (our partitions' and the cluster's objects); returns
+        how many objects it loaded."""
+        loaded, self.bootstrapped_to = await bootstrapping.bootstrap(self.bus, self.cache, self.reads)
         return loaded
 
     # --- consuming --------------------------------------------------------------------------------

@@ -129,10 +129,12 @@ async def test_a_member_that_leaves_hands_its_partitions_over(
     # each member replays on its own, its second set of partitions included, deciding what it decided
     members["b"].cancel()
     await asyncio.gather(members["b"], return_exceptions=True)
-    for name in ("a", "b"):
-        engine = await replayed(bus, store, Window(instance=name))
-        assert engine.divergence is None, f"replay of {name}: {engine.divergence}"
-        assert engine.stats.compared > 0 if name == "b" else engine.stats.starts > 0
+    engine = await replayed(bus, store, Window(instance="b"))
+    assert engine.divergence is None, f"replay of b: {engine.divergence}"
+    assert engine.stats.starts >= 1 and engine.stats.compared > 0
+    if await live_bundles(store, bus, Window(instance="a")) is not None:  # "a" may have left before any commit
+        engine = await replayed(bus, store, Window(instance="a"))
+        assert engine.divergence is None, f"replay of a: {engine.divergence}"
 
 
 async def replayed(bus: Bus, store: Store, window: Window) -> Engine:

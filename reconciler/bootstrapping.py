@@ -1,0 +1,85 @@
+"""A starting reconciler's cache, from KUBUS_STATE: the last event of every object, as the server keeps it.
+
+KUBUS_STATE is sourced from KUBUS_EVENTS by the server, asynchronously and a little behind. The loop
+then replays KUBUS_EVENTS from its lowest committed position and skips, per partition, what was already
+committed; so an object whose last event is older than a committed position is known only through the
+bootstrap, and the bootstrap must not start before the copy has caught up with the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+import msgspec
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from kubus.jetstream import Bus
+from messages import codec, subjects
+from reconciler import stepping
+from reconciler.cache import Cache
+
+log = logging.getLogger("kubus.reconciler")
+
+STATE_WAIT = 10.0  # seconds a starting reconciler waits for KUBUS_STATE to catch up with KUBUS_EVENTS
+STATE_POLL = 0.02  # seconds between two looks at how far the copy is
+
+
+def source_seq(headers: Mapping[str, str] | None) -> int:
+    """The KUBUS_EVENTS sequence a KUBUS_STATE message was copied from (its Nats-Stream-Source header)."""
+    parts = str((headers or {}).get("Nats-Stream-Source", "")).split()
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> None:
+    """Waits (up to `timeout`; then logs and goes on) until KUBUS_STATE has copied every event KUBUS_EVENTS
+    holds now. Sourcing is in order, so the copy's newest message says how far it got."""
+    js = bus.js
+    target = (await js.stream_info(bus.stream(subjects.EVENTS_STREAM))).state.last_seq
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    state = bus.stream(subjects.STATE_STREAM)
+    while target:
+        last = (await js.stream_info(state)).state.last_seq
+        sourced = source_seq((await js.get_msg(state, last)).headers) if last else 0
+        if sourced >= target:
+            return
+        if loop.time() >= deadline:
+            log.warning("KUBUS_STATE has copied events up to %d of %d after %.0f s; bootstrapping anyway",
+                        sourced, target, timeout)
+            return
+        await asyncio.sleep(STATE_POLL)  # the polling interval of a wait with a deadline
+
+
+async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> tuple[int, int]:
+    """Folds KUBUS_STATE's messages whose subjects `reads` into `cache`: (objects loaded, the newest event
+    sequence the state held, whoever's partition it was in)."""
+    await wait_for_state(bus)
+    info = await bus.js.stream_info(bus.stream(subjects.STATE_STREAM))
+    if not info.state.messages:
+        return 0, 0
+    loaded = newest = 0
+    done = asyncio.Event()
+
+    async def on_state(msg: Msg) -> None:
+        nonlocal loaded, newest
+        try:
+            seq = source_seq(msg.headers)
+            newest = max(newest, seq)
+            if reads(msg.subject):
+                change = stepping.bootstrap_one(cache, msg.data, seq)
+                if change is not None and not change.replayed:
+                    loaded += 1
+        except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
+            log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
+        if msg.metadata.num_pending == 0:
+            done.set()
+
+    sub = await bus.js.subscribe(
+        f"{bus.prefix}.state.>", stream=bus.stream(subjects.STATE_STREAM), cb=on_state,
+        ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
+    await done.wait()
+    await sub.unsubscribe()
+    return loaded, newest
