@@ -105,8 +105,10 @@ class PartitionedReconciler:
         if self._changed.is_set():  # the set moved again while we were getting here
             reconciler.stop()
         loop = asyncio.create_task(reconciler.run(), name="reconciler-partitions")
+        stop_results = asyncio.Event()
         results = asyncio.create_task(
-            record_results(self.bus, reconciler, fence, ack_wait=max(self.keeper.ttl, MIN_RESULTS_ACK_WAIT)),
+            record_results(self.bus, reconciler, fence, ack_wait=max(self.keeper.ttl, MIN_RESULTS_ACK_WAIT),
+                           stop=stop_results),
             name="results-recorder")
         try:
             await asyncio.wait([loop, results], return_when=asyncio.FIRST_COMPLETED)
@@ -120,13 +122,15 @@ class PartitionedReconciler:
                 self.keeper.wake()
         finally:
             reconciler.stop()
-            for task in (loop, results):
-                task.cancel()
+            stop_results.set()  # ends within a fetch; cancelling it would strand what the server sent
+            loop.cancel()
             ended, stuck = await asyncio.wait([loop, results], timeout=STOP_TIMEOUT)
+            for task in stuck:
+                task.cancel()
             for task in ended:  # retrieved here; what mattered was raised above
                 if not task.cancelled():
                     task.exception()
-            if stuck:  # never seen; said loudly rather than hanging the handover
+            if stuck:  # said loudly rather than hanging the handover
                 log.error("the loop for partition(s) %s did not stop within %.0f s: %s", _fmt(frozenset(fence)),
                           STOP_TIMEOUT, ", ".join(t.get_name() for t in stuck))
 

@@ -72,29 +72,44 @@ async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = No
 
 
 async def record_results(bus: Bus, recorder: Any, partitions: Collection[int] | None = None,
-                         ack_wait: float = 30.0) -> None:
+                         ack_wait: float = 30.0, stop: asyncio.Event | None = None) -> None:
     """Feeds the executors' results to `recorder.record_results` (the reconciler), acking after it
     committed them.
 
     With `partitions` (a split reconciler), each partition's results come through a durable of its
     own, `reconciler-results-<partition>`, which whoever holds the partition binds: results a
     reconciler did not commit before its partition moved (it died, or its commit raised LeaseLost)
-    are redelivered to the next owner after `ack_wait`."""
+    are redelivered to the next owner after `ack_wait`.
+
+    `stop` ends it within a fetch (a second): what a fetch brought in after it was set is handed back
+    (nak) for the next binding at once. Rebuilding a split reconciler's loop stops its recorder that way
+    rather than by cancelling it mid-fetch, which would strand the results the server had already sent
+    until their ack wait ran out."""
+    stop = stop or asyncio.Event()
     if partitions is None:
-        await _record(bus, recorder, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait)
+        await _record(bus, recorder, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait, stop)
         return
     async with asyncio.TaskGroup() as group:
         for p in sorted(partitions):
             group.create_task(_record(bus, recorder, subjects.result_subject(str(p), bus.prefix),
-                                      f"{RESULTS_CONSUMER}-{p}", ack_wait))
+                                      f"{RESULTS_CONSUMER}-{p}", ack_wait, stop))
 
 
-async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait: float) -> None:
+async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait: float,
+                  stop: asyncio.Event) -> None:
     stream = bus.stream(subjects.RESULTS_STREAM)
     sub = await bus.js.pull_subscribe(subject, durable=durable, stream=stream,
                                       config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000,
                                                             ack_wait=ack_wait))
-    while True:
+    try:
+        await _record_until(bus, recorder, sub, subject, stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+async def _record_until(bus: Bus, recorder: Any, sub: Any, subject: str, stop: asyncio.Event) -> None:
+    while not stop.is_set():
         try:
             msgs = await sub.fetch(500, timeout=1.0)
         except TimeoutError:  # nats-py's fetch timeout is a TimeoutError: nothing to record yet
@@ -103,6 +118,11 @@ async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait:
             log.warning("results consumer paused: %s", exc)
             await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
             continue
+        if stop.is_set():  # fetched for a loop that has ended: the next binding takes them now
+            for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            return
         results: list[ActionResult] = []
         rows: list[ResultRow] = []
         for msg in msgs:
