@@ -120,6 +120,7 @@ class EventReader:
         self._peeked: Message | None = None
         self._ahead: deque[Message] = deque()
         self.cursor = 0  # the last sequence read
+        self.handed = 0  # the last sequence `read` has gone past (handed out or skipped)
         self.shadow: dict[str, tuple[int, Payload]] = {}
         self.ended = False
 
@@ -148,15 +149,33 @@ class EventReader:
             self._ahead.append(message)
 
     async def read(self, after: int, upto: int) -> list[Message]:
-        """The messages with after < seq <= upto; earlier ones are gone from then on."""
-        await self._pull(upto)
+        """The messages with after < seq <= upto. Usually forward of the last read; a split reconciler that
+        took partitions over went back to their positions, and what this pass has gone past is read again
+        with a second pass over that range."""
         taken: list[Message] = []
+        if after < self.handed:
+            taken = await self._reread(after, min(self.handed, upto))
+        await self._pull(upto)
         ahead = self._ahead
         while ahead and ahead[0][0] <= upto:
             message = ahead.popleft()
+            self.handed = message[0]
             if message[0] > after:
                 taken.append(message)
         return taken
+
+    async def _reread(self, after: int, upto: int) -> list[Message]:
+        again: list[Message] = []
+        messages = self._open(after + 1)
+        try:
+            async for message in messages:
+                if message[0] > upto:
+                    break
+                again.append(message)
+        finally:
+            if hasattr(messages, "aclose"):
+                await messages.aclose()
+        return again
 
     async def state_at(self, seq: int) -> list[Message]:
         """The last message of every subject up to `seq`, in sequence order (KUBUS_STATE at that point)."""

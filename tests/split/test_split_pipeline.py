@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 import zlib
 from collections import Counter
@@ -639,3 +641,20 @@ def test_kill_9_while_only_its_own_namespaces_roll(deployment: Deployment, tmp_p
         per = Counter((r.node, r.revision_hash) for r in fresh if r.namespace == ns)
         assert per == Counter({(n, new_hash): 1 for n in NODE_NAMES}), f"{ns}: pods created per (node, revision): {per}"
     check_fencing(dep)
+
+
+def test_each_member_replays_without_divergence(deployment: Deployment) -> None:
+    """`kubus replay --diff --instance NAME` on every reconciler of the history above, takeovers, kills
+    and rebalances included: each one's decisions replay byte for byte from the recorded events."""
+    dep = deployment.dep
+    members = [m for (m,) in dep.sql("select distinct instance from reconciler_ticks order by instance")]
+    assert len(members) >= 3, members
+    for member in members:
+        result = subprocess.run([sys.executable, "-m", "kubus", "replay", "--diff", "--instance", member,
+                                 "--format", "json", "--db-url", dep.db_url, "--nats-url", dep.nats_url,
+                                 "--prefix", dep.prefix], capture_output=True, text=True, timeout=120)
+        assert result.stdout.strip(), f"{member}: kubus replay exited {result.returncode}: {result.stderr}"
+        summary = json.loads(result.stdout.strip().splitlines()[-1])["summary"]
+        assert result.returncode == 0, f"{member}: {summary}"
+        assert summary.get("divergence") is None, f"{member}: {summary}"
+        assert summary["starts"] >= 1 and summary["compared"] == summary["decisions"], f"{member}: {summary}"
