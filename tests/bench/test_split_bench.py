@@ -37,8 +37,11 @@ def test_failover_after_kill_9_and_sigterm_at_a_tiny_size(capsys: pytest.Capture
     killed, stopped = results[2.0]
     assert (killed.how, stopped.how) == ("kill -9", "SIGTERM")
     for r in (killed, stopped):
-        assert r.partitions and 0 < r.taken <= 2 * r.bound
-        assert 0 < r.first_decision <= r.all_decided <= r.pods
+        # a clean stop hands its leases back while it is still shutting down: its times, counted from
+        # the exit, may be a little negative, never before the SIGTERM
+        earliest = 0.0 if r is killed else -r.exiting
+        assert r.partitions and earliest < r.taken <= 2 * r.bound
+        assert earliest < r.first_decision <= r.all_decided <= r.pods
         assert r.control > 0
     assert killed.expired > 0 and stopped.exiting > 0
     out = capsys.readouterr().out
