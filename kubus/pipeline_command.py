@@ -37,10 +37,10 @@ def add_parsers(sub: Any) -> None:
         p: argparse.ArgumentParser = sub.add_parser(name, help=helptext, description=helptext)
         _common(p)
         if name in ("up", "execute"):
-            p.add_argument("--qps", type=float, default=float(os.environ.get("KUBUS_QPS", "20")),
+            p.add_argument("--qps", type=float, default=str(os.environ.get("KUBUS_QPS", "20")),
                            help="API requests per second, as kube-controller-manager's --kube-api-qps "
                                 "(env KUBUS_QPS; 0 disables the limiter)")
-            p.add_argument("--burst", type=int, default=int(os.environ.get("KUBUS_BURST", "30")),
+            p.add_argument("--burst", type=int, default=str(os.environ.get("KUBUS_BURST", "30")),
                            help="API request burst, as --kube-api-burst (env KUBUS_BURST)")
             p.add_argument("--ack-wait", type=float, default=30.0,
                            help="seconds before an action held by a dead executor is redelivered")
@@ -51,7 +51,7 @@ def add_parsers(sub: Any) -> None:
                                 f"off keeps everything (env KUBUS_RETENTION, default {DEFAULT_RETENTION})")
         if name == "reconcile":
             p.add_argument("--lease-ttl", type=_positive, metavar="SECONDS",
-                           default=_positive(os.environ.get("KUBUS_LEASE_TTL") or "10"),
+                           default=os.environ.get("KUBUS_LEASE_TTL") or "10",
                            help="seconds a partition lease lasts without renewal: how soon the partitions of a "
                                 "reconciler that died move to the others (env KUBUS_LEASE_TTL, default 10)")
         if name == "up":
@@ -98,9 +98,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="where the embedded NATS and SQLite keep their data (env KUBUS_DATA_DIR)")
     g.add_argument("--prefix", default=env("KUBUS_PREFIX", subjects.PREFIX),
                    help="subject and stream prefix, to run several kubus on one NATS (env KUBUS_PREFIX)")
-    g.add_argument("--partitions", type=int, default=int(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
+    g.add_argument("--partitions", type=int, default=str(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
                    help="namespace partitions, fixed when the streams are first created (env KUBUS_PARTITIONS)")
-    g.add_argument("--metrics-port", type=int, default=int(env("KUBUS_METRICS_PORT", "8080")),
+    g.add_argument("--metrics-port", type=int, default=str(env("KUBUS_METRICS_PORT", "8080")),
                    help="port for /metrics, /healthz and /readyz (env KUBUS_METRICS_PORT; 0 disables)")
     g.add_argument("--instance", default=env("KUBUS_INSTANCE", f"{os.uname().nodename}-{os.getpid()}"),
                    help="this process's name in messages and the audit trail (env KUBUS_INSTANCE)")

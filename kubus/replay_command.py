@@ -75,7 +75,7 @@ def add_parsers(sub: Any) -> None:
     imp.add_argument("--no-store", action="store_true", help="load the stream only")
     _source_arguments(imp.add_argument_group("target"))
     imp.add_argument("--partitions", type=int,
-                     default=int(os.environ.get("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
+                     default=str(os.environ.get("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
                      help="namespace partitions of new streams (env KUBUS_PARTITIONS)")
     imp.set_defaults(run=run_import)
 

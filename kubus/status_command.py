@@ -45,10 +45,10 @@ def add_parser(sub: Any) -> None:
                    help="NATS with JetStream (env KUBUS_NATS_URL); without it lag and the work queue are not shown")
     g.add_argument("--prefix", default=env("KUBUS_PREFIX", subjects.PREFIX),
                    help="subject and stream prefix (env KUBUS_PREFIX)")
-    g.add_argument("--partitions", type=int, default=int(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
+    g.add_argument("--partitions", type=int, default=str(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
                    help="namespace partitions, when NATS cannot say (env KUBUS_PARTITIONS); "
                         "the streams' own count wins")
-    p.add_argument("--lease-ttl", type=float, default=float(env("KUBUS_LEASE_TTL", str(DEFAULT_LEASE_TTL))),
+    p.add_argument("--lease-ttl", type=float, default=str(env("KUBUS_LEASE_TTL", str(DEFAULT_LEASE_TTL))),
                    help="seconds without a heartbeat after which a member counts as gone (env KUBUS_LEASE_TTL)")
     p.add_argument("--consumer", default=DEFAULT_CONSUMER, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
