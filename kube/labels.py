@@ -72,6 +72,14 @@ class Selector:
             return equalities <= have.items()  # a subset test in C: controllers match thousands of pods
         return all(requirement.matches(have) for requirement in self.requirements)
 
+    @property
+    def label_pairs(self) -> ItemsView[str, str] | None:
+        """The selector as `key=value` pairs when that is all it says, else None (then ask `matches`).
+
+        `pairs <= labels.items()` is `matches(labels)` for a dict: loops over thousands of pods test
+        it inline, without a method call per pod."""
+        return None if self.matches_nothing else self._equalities
+
     @functools.cached_property
     def _equalities(self) -> ItemsView[str, str] | None:
         """The selector as `key=value` pairs when that is all it says (matchLabels), else None."""

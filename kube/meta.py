@@ -35,7 +35,7 @@ IntOrString = int | str
 T = TypeVar("T")
 
 
-class Model(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
+class Model(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel", gc=False):
     """Base of nested API types: camelCase on the wire, defaults omitted.
 
     Subclasses inherit ``rename`` and ``omit_defaults`` but not ``kw_only``,
@@ -43,7 +43,7 @@ class Model(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
     """
 
 
-class Resource(msgspec.Struct, kw_only=True, rename="camel"):
+class Resource(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     """Base of top-level kinds: every field is written, so apiVersion and kind always are."""
 
 

@@ -19,7 +19,10 @@ __all__ = ["adopt_patch", "get_controller_of", "is_controlled_by", "new_controll
 
 def get_controller_of(meta: ObjectMeta) -> OwnerReference | None:
     """metav1.GetControllerOf: the first owner reference with ``controller: true``."""
-    return next((ref for ref in meta.owner_references if ref.controller), None)
+    for ref in meta.owner_references:  # a loop, not next(genexpr): called for every event and pod
+        if ref.controller:
+            return ref
+    return None
 
 
 def is_controlled_by(meta: ObjectMeta, owner_uid: str) -> bool:

@@ -5,12 +5,16 @@ Time is passed in (``now``), never read here.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from kube.core import CONDITION_TRUE, POD_FAILED, POD_READY, POD_SUCCEEDED, Pod, PodCondition
 from kube.times import parse_time
 
 __all__ = [
+    "PodFacts",
     "get_pod_condition",
     "get_pod_ready_condition",
     "is_pod_active",
@@ -18,6 +22,7 @@ __all__ = [
     "is_pod_ready",
     "is_pod_terminal",
     "is_pod_terminating",
+    "pod_facts",
     "pod_key",
 ]
 
@@ -81,3 +86,46 @@ def pod_key(pod: Pod) -> str:
     """cache.MetaNamespaceKeyFunc: ``namespace/name``, or just ``name`` without a namespace."""
     meta = pod.metadata
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+class PodFacts(NamedTuple):
+    """What the controllers read from a pod in every sync, read once per pod version (`pod_facts`).
+
+    A ReplicaSet sync visits each of its pods (thousands) for the same few facts, and a pod is an
+    immutable object replaced on every update: the reconciler's cache computes these when it stores
+    the pod, and a sync unpacks a tuple instead of walking conditions and owner references again.
+    """
+
+    pod: Pod
+    controller_uid: str | None  # the uid of get_controller_of(metadata), None without a controller
+    terminal: bool  # is_pod_terminal
+    deleting: bool  # metadata.deletionTimestamp is set
+    labels: dict[str, str]  # metadata.labels
+    ready: bool  # is_pod_ready
+    ready_since: datetime | None  # the Ready condition's lastTransitionTime when Ready, None if unset or invalid
+
+
+def pod_facts(pod: Pod, labels: dict[str, str] | None = None) -> PodFacts:
+    """The pod's facts; `labels`, if given, is a dict equal to its labels to keep instead of its own.
+
+    The controller's uid is interned: a sync compares it with its own (interned) uid for every pod,
+    and equal interned strings compare by identity, without reading either string."""
+    meta, status = pod.metadata, pod.status
+    controller_uid = None
+    for owner in meta.owner_references:  # get_controller_of
+        if owner.controller:
+            controller_uid = sys.intern(owner.uid)
+            break
+    ready, ready_since = False, None
+    for condition in status.conditions:  # the first Ready condition, as is_pod_ready and is_pod_available
+        if condition.type == POD_READY:
+            if condition.status == CONDITION_TRUE:
+                ready = True
+                if condition.last_transition_time:
+                    with contextlib.suppress(ValueError):  # not available, as is_pod_available says
+                        ready_since = parse_time(condition.last_transition_time)
+            break
+    return PodFacts(pod, controller_uid, status.phase in (POD_SUCCEEDED, POD_FAILED),
+                    meta.deletion_timestamp is not None, meta.labels if labels is None else labels, ready,
+                    ready_since)
+

@@ -118,22 +118,25 @@ class Controllers:
 
     # --- handlers -----------------------------------------------------------------------------------
     def observe(self, changes: list[tuple[Change, int, str]], now: datetime) -> None:
+        cache = self.cache
         for change, seq, msg_id in changes:
-            self.last_seq = max(self.last_seq, seq)
+            if seq > self.last_seq:
+                self.last_seq = seq
             wakeups = Wakeups()
-            if change.kind == "ReplicaSet":
-                rs_handlers.on_replicaset(change, wakeups, self.cache)
-            elif change.kind == "Pod":
-                rs_handlers.on_pod(change, self.cache, wakeups)
-                ds_handlers.on_pod(change, self.cache, wakeups)
+            kind = change.kind
+            if kind == "Pod":  # most events are pods'
+                rs_handlers.on_pod(change, cache, wakeups)
+                ds_handlers.on_pod(change, cache, wakeups)
                 _standin_pod(change, wakeups)
-            elif change.kind == "DaemonSet":
-                ds_handlers.on_daemonset(change, wakeups, self.cache)
-            elif change.kind == "Node":
-                ds_handlers.on_node(change, self.cache, wakeups)
-            elif change.kind == "ControllerRevision":
-                ds_handlers.on_controller_revision(change, self.cache, wakeups)
-            elif change.kind == "Namespace" and not change.replayed:
+            elif kind == "ReplicaSet":
+                rs_handlers.on_replicaset(change, wakeups, cache)
+            elif kind == "DaemonSet":
+                ds_handlers.on_daemonset(change, wakeups, cache)
+            elif kind == "Node":
+                ds_handlers.on_node(change, cache, wakeups)
+            elif kind == "ControllerRevision":
+                ds_handlers.on_controller_revision(change, cache, wakeups)
+            elif kind == "Namespace" and not change.replayed:
                 wakeups.enqueue.append(standin.controller_key(change.name))
             self._wake(wakeups, msg_id, now)
 

@@ -9,16 +9,15 @@ pod as it really is.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
 
-from kube.core import POD_FAILED, POD_SUCCEEDED, Pod
+from kube.core import Pod
 from kube.labels import Selector
 from kube.meta import ObjectMeta
 from kube.ownership import get_controller_of
-
-_TERMINAL: Final = frozenset({POD_SUCCEEDED, POD_FAILED})
+from kube.pods import PodFacts, pod_facts
 
 
 @dataclass
@@ -65,40 +64,54 @@ def filter_claimed(controller: ObjectMeta, selector: Selector, pods: Sequence[Po
             and selector.matches(p.metadata.labels)]
 
 
+@dataclass
+class ActiveClaim:
+    """claim_active's outcome: the claimed pods as their facts (the status counts read them)."""
+
+    claimed: list[PodFacts] = field(default_factory=list)
+    adopt: list[Pod] = field(default_factory=list)  # orphans to take (already in `claimed`)
+    release: list[Pod] = field(default_factory=list)  # ours, but the selector no longer matches
+    terminating: list[Pod] = field(default_factory=list)  # ours, matching, being deleted, not terminal
+
+
 def claim_active_pods(controller: ObjectMeta, selector: Selector, pods: Sequence[Pod]) -> tuple[Claim, list[Pod]]:
     """syncReplicaSet's three steps over its pods in one pass: FilterActivePods then ClaimPods on
-    the active ones, and FilterTerminatingPods then FilterClaimedPods on the terminating ones.
+    the active ones, and FilterTerminatingPods then FilterClaimedPods on the terminating ones."""
+    claim = claim_active(controller, selector, [pod_facts(p) for p in pods])
+    return Claim([f.pod for f in claim.claimed], claim.adopt, claim.release), claim.terminating
 
-    One pass instead of three: at 10,000 pods each pass costs more in memory traffic than in work.
+
+def claim_active(controller: ObjectMeta, selector: Selector, pods: Sequence[PodFacts]) -> ActiveClaim:
+    """claim_active_pods over the pods' facts (the reconciler's cache keeps them, see Cache.pod_facts).
+
+    One pass instead of three, over facts read once per pod version: a ReplicaSet syncs over and over
+    with thousands of pods, most of them unchanged since its last sync.
     """
-    claim = Claim()
-    terminating: list[Pod] = []
+    claim = ActiveClaim()
+    claimed, terminating = claim.claimed, claim.terminating
     deleting = controller.deletion_timestamp is not None
-    uid = controller.uid
-    for pod in pods:
-        if pod.status.phase in _TERMINAL:
+    uid = sys.intern(controller.uid)  # PodFacts.controller_uid is interned: compared by identity when equal
+    pairs = selector.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
+    matches = selector.matches
+    for facts in pods:
+        pod, owner, terminal, pod_deleting, labels, _, _ = facts
+        if terminal:
             continue  # neither active nor terminating
-        meta = pod.metadata
-        ref = None
-        for owner in meta.owner_references:
-            if owner.controller:
-                ref = owner
-                break
-        if meta.deletion_timestamp is not None:
-            if ref is not None and ref.uid == uid and selector.matches(meta.labels):
+        if pod_deleting:
+            if owner == uid and (pairs <= labels.items() if pairs is not None else matches(labels)):
                 terminating.append(pod)
             continue
-        matches = selector.matches(meta.labels)
-        if ref is not None:
-            if ref.uid != uid:
+        matched = pairs <= labels.items() if pairs is not None else matches(labels)
+        if owner is not None:
+            if owner != uid:
                 continue
-            if matches:
-                claim.claimed.append(pod)
+            if matched:
+                claimed.append(facts)
             elif not deleting:
                 claim.release.append(pod)
             continue
-        if deleting or not matches or (controller.namespace and controller.namespace != meta.namespace):
+        if deleting or not matched or (controller.namespace and controller.namespace != pod.metadata.namespace):
             continue
         claim.adopt.append(pod)
-        claim.claimed.append(pod)
-    return claim, terminating
+        claimed.append(facts)
+    return claim

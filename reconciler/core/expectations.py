@@ -7,7 +7,7 @@ shell persists them with the decision that set them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 EXPECTATIONS_TIMEOUT = timedelta(minutes=5)
@@ -30,19 +30,20 @@ class Expectations:
         """SatisfiedExpectations: fulfilled, expired, or never set."""
         return self.set_at is None or self.fulfilled() or self.expired(now)
 
+    # The constructor rather than dataclasses.replace: these run once per observed pod event.
     def creation_observed(self) -> Expectations:
-        return replace(self, adds=self.adds - 1)
+        return Expectations(self.adds - 1, self.dels, self.deletion_keys, self.set_at)
 
     def deletion_observed(self, key: str | None = None) -> Expectations:
         """With UID tracking a deletion counts once, and only for a key that was expected."""
         if key is not None:
             if key not in self.deletion_keys:
                 return self
-            return replace(self, dels=self.dels - 1, deletion_keys=self.deletion_keys - {key})
-        return replace(self, dels=self.dels - 1)
+            return Expectations(self.adds, self.dels - 1, self.deletion_keys - {key}, self.set_at)
+        return Expectations(self.adds, self.dels - 1, self.deletion_keys, self.set_at)
 
     def lowered(self, adds: int = 0, dels: int = 0) -> Expectations:
-        return replace(self, adds=self.adds - adds, dels=self.dels - dels)
+        return Expectations(self.adds - adds, self.dels - dels, self.deletion_keys, self.set_at)
 
 
 def expect(adds: int, dels: int, now: datetime, deletion_keys: frozenset[str] = frozenset()) -> Expectations:

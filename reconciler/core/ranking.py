@@ -214,44 +214,57 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
     `_less` is not a consistent order at all (A < C and C < B by UID, B < A by restarts): upstream's
     result depends on its informer's map order, and kubus's on UIDs.
     """
-    buckets: dict[datetime, int] = {}  # pods share timestamps: they come and turn Ready in bursts
+    buckets: dict[datetime | None, tuple[int, int]] = {None: (0, 0)}  # a time's key fields, a zero one (0, 0)
+    # timestamp text -> (the time, its key fields): pods share timestamps, as they come and turn Ready in
+    # bursts, so each text is parsed and bucketed once per call
+    stamps: dict[str | None, tuple[datetime | None, tuple[int, int]]] = {}
 
-    def bucket(moment: datetime) -> int:
-        found = buckets.get(moment)
+    def stamp(text: str | None) -> tuple[datetime | None, tuple[int, int]]:
+        found = stamps.get(text)
         if found is None:
-            found = buckets[moment] = _log2_bucket(moment, now)
+            moment = _time(text)
+            fields = buckets.get(moment)
+            if fields is None:
+                assert moment is not None
+                fields = buckets[moment] = (1, _log2_bucket(moment, now))
+            found = stamps[text] = (moment, fields)
         return found
 
-    parse = _time
     heads: list[tuple[Any, ...]] = []
     tails: list[tuple[int, int, int, str]] = []
     ready_times: dict[tuple[Any, ...], set[datetime | None]] = {}
+    shared: list[set[datetime | None] | None] = []  # the pod's set in ready_times (None if not Ready)
+    phases = _PHASE_ORDINAL
     for pod, rank in zip(pods, ranks, strict=True):
         # the fields of _Ranked.of, read without building one: this loop runs over every pod
         status, meta = pod.status, pod.metadata
-        ready, ready_time = False, None
+        ready, ready_text = False, None
         for condition in status.conditions:
             if condition.type == POD_READY:
                 if condition.status == CONDITION_TRUE:
-                    ready, ready_time = True, parse(condition.last_transition_time)
+                    ready, ready_text = True, condition.last_transition_time
                 break
+        head: tuple[Any, ...] = (1 if pod.spec.node_name else 0, phases.get(status.phase, 0), ready,
+                                 deletion_cost(meta.annotations) if meta.annotations else 0, -rank)
+        if ready:
+            ready_time, fields = stamp(ready_text)  # a time that is unset or invalid counts as zero: (0, 0)
+            head = (*head, *fields)
+            times = ready_times.get(head)
+            if times is None:
+                times = ready_times[head] = {ready_time}
+            else:
+                times.add(ready_time)
+            shared.append(times)
+        else:
+            shared.append(None)
         restarts = 0
         for container in status.container_statuses:
             if container.restart_count > restarts:
                 restarts = container.restart_count
-        created_at = parse(meta.creation_timestamp)
-        head: tuple[Any, ...] = (1 if pod.spec.node_name else 0, _PHASE_ORDINAL.get(status.phase, 0), ready,
-                                 deletion_cost(meta.annotations) if meta.annotations else 0, -rank)
-        if ready:
-            head = (*head, *((0, 0) if ready_time is None else (1, bucket(ready_time))))
-            ready_times.setdefault(head, set()).add(ready_time)
         heads.append(head)
-        tails.append((-restarts, *((0, 0) if created_at is None else (1, bucket(created_at))), meta.uid))
-    keys = []
-    for head, tail in zip(heads, tails, strict=True):
-        times = ready_times.get(head)
-        keys.append((*head, tail[3], *tail) if times is not None and len(times) > 1 else (*head, "", *tail))
-    return keys
+        tails.append((-restarts, *stamp(meta.creation_timestamp)[1], meta.uid))
+    return [(*head, tail[3], *tail) if times is not None and len(times) > 1 else (*head, "", *tail)
+            for head, tail, times in zip(heads, tails, shared, strict=True)]
 
 
 def ranks_by_related_pods_on_same_node(pods_to_rank: list[Pod], related_pods: list[Pod]) -> list[int]:

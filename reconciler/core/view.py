@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from kube.pods import PodFacts
+
 
 class CacheView(Protocol):
     """Read-only lookups over the informer-like cache (reconciler.cache.Cache implements it)."""
@@ -18,10 +20,14 @@ class CacheView(Protocol):
 
     def owned_or_orphans(self, kind: str, namespace: str, controller_uid: str) -> list[Any]: ...
 
+    def owned_or_orphan_pods(self, namespace: str, controller_uid: str) -> list[PodFacts]:
+        """owned_or_orphans("Pod", ...) as the pods' facts (kube.pods.pod_facts), in the same order."""
+        ...
+
     def all(self, kind: str) -> list[Any]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Wakeups:
     """What event handlers ask for: keys to sync now or later, and expectations to lower."""
 

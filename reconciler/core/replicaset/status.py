@@ -11,7 +11,7 @@ import msgspec
 from kube.apps import ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
 from kube.core import CONDITION_TRUE, Pod
 from kube.labels import selector_from_set
-from kube.pods import get_pod_ready_condition, is_pod_available, is_pod_ready
+from kube.pods import PodFacts, get_pod_ready_condition, is_pod_ready, pod_facts
 from kube.times import format_time, parse_time
 
 REPLICA_FAILURE: Final = "ReplicaFailure"
@@ -25,14 +25,25 @@ def calculate_status(rs: ReplicaSet, active: Sequence[Pod], terminating: Sequenc
 
     `terminating` is None when status.terminatingReplicas is not reported (the feature gate off).
     """
+    return status_of(rs, [pod_facts(p) for p in active], None if terminating is None else len(terminating),
+                     manage_error, now)
+
+
+def status_of(rs: ReplicaSet, active: Sequence[PodFacts], terminating: int | None, manage_error: str | None,
+              now: datetime) -> ReplicaSetStatus:
+    """calculate_status over the active pods' facts, given the count of terminating ones (or None)."""
     template_labels = selector_from_set(rs.spec.template.metadata.labels)
+    pairs = template_labels.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
+    min_ready_seconds = rs.spec.min_ready_seconds
+    # is_pod_available's test, `became_ready + minReadySeconds <= now`, with the sum's operand made once
+    min_ready = timedelta(seconds=min_ready_seconds)
     fully_labeled = ready = available = 0
-    for pod in active:
-        if template_labels.matches(pod.metadata.labels):
+    for _, _, _, _, labels, pod_ready, ready_since in active:
+        if pairs <= labels.items() if pairs is not None else template_labels.matches(labels):
             fully_labeled += 1
-        if is_pod_ready(pod):
+        if pod_ready:
             ready += 1
-            if is_pod_available(pod, rs.spec.min_ready_seconds, now):
+            if min_ready_seconds == 0 or (ready_since is not None and ready_since + min_ready <= now):
                 available += 1
     conditions = list(rs.status.conditions)
     failure = next((c for c in conditions if c.type == REPLICA_FAILURE), None)
@@ -47,7 +58,7 @@ def calculate_status(rs: ReplicaSet, active: Sequence[Pod], terminating: Sequenc
     return msgspec.structs.replace(
         rs.status, replicas=len(active), fully_labeled_replicas=fully_labeled, ready_replicas=ready,
         available_replicas=available, conditions=conditions,
-        terminating_replicas=None if terminating is None else len(terminating))
+        terminating_replicas=terminating)
 
 
 def replicas_of(rs: ReplicaSet) -> int:

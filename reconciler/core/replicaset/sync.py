@@ -23,12 +23,12 @@ from kube.core import Pod
 from kube.labels import SelectorError, selector_from_label_selector
 from kube.ownership import get_controller_of, new_controller_ref
 from kube.pods import pod_key
-from reconciler.core.claiming import claim_active_pods
+from reconciler.core.claiming import claim_active
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
 from reconciler.core.ranking import get_pods_to_delete
 from reconciler.core.replicaset.handlers import API_VERSION, KIND, split_key
-from reconciler.core.replicaset.status import calculate_status, min_next_availability_check, needs_write, replicas_of
+from reconciler.core.replicaset.status import min_next_availability_check, needs_write, replicas_of, status_of
 from reconciler.core.view import BadInput, CacheView
 
 BURST_REPLICAS: Final = 500
@@ -78,11 +78,11 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
         plan.warnings.append(BadInput("InvalidSelector", f"invalid selector: {exc}", "spec.selector"))
         plan.explain = {"reason": "invalid selector", "error": str(exc)}
         return plan
-    claim, claimed_terminating = claim_active_pods(rs.metadata, selector,
-                                                   view.owned_or_orphans("Pod", namespace, rs.metadata.uid))
+    # the pods come in no particular order, and nothing below depends on it: adoptions and releases are
+    # sorted by name, the ranking's keys end with the uid, the status counts
+    claim = claim_active(rs.metadata, selector, view.owned_or_orphan_pods(namespace, rs.metadata.uid))
     plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
-    active = claim.claimed
-    terminating = claimed_terminating if terminating_replicas else None
+    active = [facts.pod for facts in claim.claimed]
     replicas = replicas_of(rs)
     plan.diff = len(active) - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
@@ -90,7 +90,8 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
         manage_error = _manage(plan, rs, active, view, expectations, manage_error, now, key_base, burst) \
             or manage_error
     plan.manage_error = manage_error
-    status = calculate_status(rs, active, terminating, manage_error, now)
+    status = status_of(rs, claim.claimed, len(claim.terminating) if terminating_replicas else None, manage_error,
+                       now)
     if needs_write(rs, status):
         plan.status = msgspec.structs.replace(status, observed_generation=rs.metadata.generation)
     if rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
