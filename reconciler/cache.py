@@ -118,8 +118,10 @@ class Cache:
     def all(self, kind: str) -> list[Any]:
         return list(self.objects[kind].values())
 
-    def apply(self, event: ObservedEvent, seq: int) -> Change | None:
-        """Folds one event in; returns what changed, or None for a stale or unusable event."""
+    def apply(self, event: ObservedEvent, seq: int, final_state: bool = True) -> Change | None:
+        """Folds one event in; returns what changed, or None for a stale or unusable event. Without
+        `final_state`, the deletion of an object the cache never held reports no old state instead of
+        decoding the one the event carries (a bootstrap's tombstones: nobody looks at them)."""
         type_, uid = event.type, event.uid
         if type_ == QUARANTINED:
             self.quarantined += 1
@@ -137,7 +139,7 @@ class Cache:
                 self._unindex(kind, uid, old)
             self.seqs[uid] = seq
             table.pop(uid, None)
-            final = old if old is not None else _decode_final_state(event)
+            final = old if old is not None else _decode_final_state(event) if final_state else None
             return Change(kind, event.namespace, event.name, uid, final, None, type_)
         try:
             new = decode_object(event)

@@ -108,7 +108,7 @@ def bootstrap_one(cache: Cache, payload: Payload, seq: int) -> Change | None:
     Raises codec.BadMessage, msgspec.DecodeError or ValueError for an unusable message (the caller
     logs and skips it)."""
     event = payload if isinstance(payload, ObservedEvent) else codec.decode_observed(payload)
-    return cache.apply(event, seq)
+    return cache.apply(event, seq, final_state=False)  # what a deleted object was matters to no bootstrap
 
 
 @dataclass
