@@ -5,12 +5,12 @@ Time is passed in (``now``), never read here.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from kube.core import CONDITION_TRUE, POD_FAILED, POD_READY, POD_SUCCEEDED, Pod, PodCondition
+from kube.ownership import get_controller_of
 from kube.times import parse_time
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "is_pod_terminating",
     "pod_facts",
     "pod_key",
+    "ready_since",
 ]
 
 
@@ -57,14 +58,20 @@ def is_pod_available(pod: Pod, min_ready_seconds: int, now: datetime) -> bool:
         return False
     if min_ready_seconds == 0:
         return True
+    became_ready = ready_since(pod)
+    return became_ready is not None and became_ready + timedelta(seconds=min_ready_seconds) <= now
+
+
+def ready_since(pod: Pod) -> datetime | None:
+    """When a Ready pod became Ready (its Ready condition's lastTransitionTime); None when it is not Ready,
+    or the time is missing or unreadable (such a pod is never available with minReadySeconds > 0)."""
     condition = get_pod_ready_condition(pod)
-    if condition is None or not condition.last_transition_time:
-        return False
+    if condition is None or condition.status != CONDITION_TRUE or not condition.last_transition_time:
+        return None
     try:
-        became_ready = parse_time(condition.last_transition_time)
+        return parse_time(condition.last_transition_time)
     except ValueError:
-        return False
-    return became_ready + timedelta(seconds=min_ready_seconds) <= now
+        return None
 
 
 def is_pod_terminal(pod: Pod) -> bool:
@@ -110,22 +117,9 @@ def pod_facts(pod: Pod, labels: dict[str, str] | None = None) -> PodFacts:
 
     The controller's uid is interned: a sync compares it with its own (interned) uid for every pod,
     and equal interned strings compare by identity, without reading either string."""
-    meta, status = pod.metadata, pod.status
-    controller_uid = None
-    for owner in meta.owner_references:  # get_controller_of
-        if owner.controller:
-            controller_uid = sys.intern(owner.uid)
-            break
-    ready, ready_since = False, None
-    for condition in status.conditions:  # the first Ready condition, as is_pod_ready and is_pod_available
-        if condition.type == POD_READY:
-            if condition.status == CONDITION_TRUE:
-                ready = True
-                if condition.last_transition_time:
-                    with contextlib.suppress(ValueError):  # not available, as is_pod_available says
-                        ready_since = parse_time(condition.last_transition_time)
-            break
-    return PodFacts(pod, controller_uid, status.phase in (POD_SUCCEEDED, POD_FAILED),
-                    meta.deletion_timestamp is not None, meta.labels if labels is None else labels, ready,
-                    ready_since)
+    meta = pod.metadata
+    controller = get_controller_of(meta)
+    return PodFacts(pod, None if controller is None else sys.intern(controller.uid), is_pod_terminal(pod),
+                    meta.deletion_timestamp is not None, meta.labels if labels is None else labels,
+                    is_pod_ready(pod), ready_since(pod))
 

@@ -61,6 +61,8 @@ BATCH_WINDOW = 0.05  # seconds a batch may wait for more events once one arrived
 partition_number = stepping.partition_number
 partition_of_subject = stepping.partition_of_subject
 Batch = stepping.Batch
+# results handed to the loop, each batch with the future its recorder awaits (set once committed)
+Pending = list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]]
 
 
 class Stopped(Exception):
@@ -78,6 +80,7 @@ class Reconciler:
         self.fence: dict[int, int] = dict(partitions or {})
         self.owned: frozenset[int] | None = None if partitions is None else frozenset(partitions)
         self._reads = None if self.owned is None else self.owned | {CLUSTER_PARTITION}
+        self._tick_partitions = None if self.owned is None else sorted(self.owned)  # as ticks record them
         self.lease_ttl = lease_ttl
         self._stopping = False
         self._start: tick_rows.Tick | None = None  # recorded with the first commit
@@ -90,7 +93,7 @@ class Reconciler:
         self.relay_wakeup = asyncio.Event()
         self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
         self._lock = asyncio.Lock()
-        self._results: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]] = []
+        self._results: Pending = []
         self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
         self._owns_key = stepping.owns_key(bus.partitions, self.owned or ())
         if self.owned is not None:
@@ -135,7 +138,7 @@ class Reconciler:
             state["partition_count"] = self.bus.partitions
         self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,
                                      first_seq=start, last_seq=self.bootstrapped_to or None,
-                                     partitions=self._tick_partitions(), state=state)
+                                     partitions=self._tick_partitions, state=state)
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
         info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
@@ -162,15 +165,10 @@ class Reconciler:
                     self._caught_up()
                     log.info("caught up with the event history at sequence %d", last)
         finally:
-            for _, _, done in self._results:
-                if not done.done():
-                    done.set_exception(Stopped())
+            _fail(self._results, Stopped())
             self._results = []
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-
-    def _tick_partitions(self) -> list[int] | None:
-        return None if self.owned is None else sorted(self.owned)
 
     def _caught_up(self) -> None:
         self.caught_up = True
@@ -238,9 +236,7 @@ class Reconciler:
         try:
             decided = await self._step(batch, changes, pending, msgs, caught_up, now)
         except BaseException as exc:  # LeaseLost, the database away: nothing committed, the results not acked
-            for _, _, done in pending:
-                if not done.done():
-                    done.set_exception(exc if isinstance(exc, Exception) else Stopped())
+            _fail(pending, exc if isinstance(exc, Exception) else Stopped())
             raise
         for _, _, done in pending:
             done.set_result(None)
@@ -254,7 +250,7 @@ class Reconciler:
         return max((m.metadata.sequence.stream for m in msgs), default=0)
 
     async def _step(self, batch: Batch, changes: stepping.Changes,
-                    pending: list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]],
+                    pending: Pending,
                     msgs: list[Msg], caught_up: bool, now: datetime) -> bool:
         """Decides and commits one batch; whether it decided actions."""
         fed: list[ActionResult] = []
@@ -324,7 +320,7 @@ class Reconciler:
         seqs = [m.metadata.sequence.stream for m in msgs]
         await tx.record_tick(tick_rows.Tick(
             instance=self.instance, kind=tick_rows.BATCH, at=now, caught_up=caught_up,
-            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None), partitions=self._tick_partitions(),
+            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None), partitions=self._tick_partitions,
             result_keys=[r.key for r in fed], results=[msgspec.to_builtins(r) for r in fed],
             decision_ids=decision_ids))
 
@@ -338,6 +334,13 @@ class Reconciler:
         self._results.append((results, rows, done))
         self.kick()
         await done
+
+
+def _fail(pending: Pending, exc: Exception) -> None:
+    """Results handed to the loop that it will not commit: their recorder leaves them for redelivery."""
+    for _, _, done in pending:
+        if not done.done():
+            done.set_exception(exc)
 
 
 async def _save_expectations(tx: Any, outcome: Outcome, now: datetime) -> None:

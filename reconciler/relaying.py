@@ -59,7 +59,7 @@ async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1
 
 
 async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = None) -> int:
-    rows = await store.pending(RELAY_BATCH, subjects) if subjects is not None else await store.pending(RELAY_BATCH)
+    rows = await store.pending(RELAY_BATCH, subjects)
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
         return 0

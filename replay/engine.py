@@ -168,17 +168,18 @@ class Engine:
                 self.cache.apply(event, 1)
         owns: Callable[[str], bool] | None = None
         held = (self.positions, self.stored_expectations, self.stored_backoff)
-        if owned is not None:  # a split reconciler loaded only its partitions' state
+        if owned is None:
+            if self.controllers is not None and self.compare and state is not None and self.divergence is None:
+                self.divergence = compare_state(bundle, held, _loaded(state))
+        else:  # a split reconciler loaded only its partitions' state
             count = (state or {}).get("partition_count")
             if not isinstance(count, int):
                 raise ReplayError(f"{bundle.where}: a start of a split reconciler without its partition_count")
             owns = stepping.owns_key(count, owned)
+            if state is not None and self.controllers is not None:
+                # what it took over another member committed: that is the store's, not this replay's, to know
+                _adopt(self, _loaded(state), owned, owns)
             held = stepping.held_state(self.cache, owned, owns, *held)
-        if owns is not None and owned is not None and state is not None and self.controllers is not None:
-            # what it took over another member committed: that is the store's, not this replay's, to know
-            held = _adopt(self, _loaded(state), owned, owns)
-        elif self.controllers is not None and self.compare and state is not None and self.divergence is None:
-            self.divergence = compare_state(bundle, held, _loaded(state))
         self.loop_positions = dict(held[0])
         self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2])
         self.controllers.owns = owns
@@ -240,17 +241,15 @@ class Engine:
 
 
 def _adopt(engine: Engine, loaded: tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]],
-           owned: frozenset[int], owns: Callable[[str], bool]
-           ) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:
+           owned: frozenset[int], owns: Callable[[str], bool]) -> None:
     """A split reconciler's start: the store's state of its partitions, as it loaded it, replaces the replay's."""
     positions, expectations, backoff = loaded
+    _, ours_expected, ours_backoff = stepping.held_state(engine.cache, owned, owns, {}, engine.stored_expectations,
+                                                         engine.stored_backoff)
     engine.positions.update(positions)
-    engine.stored_expectations = {k: v for k, v in engine.stored_expectations.items() if not owns(k)} | expectations
-    ours_ds = {ds.metadata.uid for ds in engine.cache.all("DaemonSet")}
-    engine.stored_backoff = {k: v for k, v in engine.stored_backoff.items()
-                             if k.split("/", 1)[0] not in ours_ds} | backoff
-    return stepping.held_state(engine.cache, owned, owns, engine.positions, engine.stored_expectations,
-                               engine.stored_backoff)
+    engine.stored_expectations = {k: v for k, v in engine.stored_expectations.items()
+                                  if k not in ours_expected} | expectations
+    engine.stored_backoff = {k: v for k, v in engine.stored_backoff.items() if k not in ours_backoff} | backoff
 
 
 def _loaded(state: dict[str, Any]) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:

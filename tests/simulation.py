@@ -157,3 +157,12 @@ def table_rows(output: str) -> list[dict[str, str]]:
         cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
         rows.append(dict(zip(names, cells, strict=True)))
     return rows
+
+
+def target_node(pod: dict[str, Any]) -> str:
+    """GetTargetNodeName: spec.nodeName, else the node the DaemonSet pinned the pod to."""
+    if pod["spec"].get("nodeName"):
+        return str(pod["spec"]["nodeName"])
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    return str(terms[0]["matchFields"][0]["values"][0])

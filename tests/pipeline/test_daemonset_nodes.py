@@ -29,7 +29,7 @@ import pytest
 
 from tests.pipeline import test_replicaset as shared
 from tests.pipeline.harness import Pipeline
-from tests.simulation import Kubectl, table_rows, wait_for
+from tests.simulation import Kubectl, table_rows, target_node, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
 
@@ -194,15 +194,6 @@ def get_ds(p: Pipeline, ns: str, name: str) -> dict[str, Any]:
     code, body = p.sim.request("GET", f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}")
     assert code == 200, body
     return dict(body)
-
-
-def target_node(pod: dict[str, Any]) -> str:
-    """GetTargetNodeName: spec.nodeName, else the node the DaemonSet pinned the pod to."""
-    if pod["spec"].get("nodeName"):
-        return str(pod["spec"]["nodeName"])
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"]
-    return str(terms[0]["matchFields"][0]["values"][0])
 
 
 def daemon_pods(p: Pipeline, ns: str, name: str) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from reconciler.core.daemonset import history
 from tests.pipeline import test_replicaset as shared
 from tests.pipeline.harness import Pipeline
 from tests.pipeline.test_replicaset import Services
-from tests.simulation import Kubectl
+from tests.simulation import Kubectl, target_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
 
@@ -143,14 +143,6 @@ def revisions(p: Pipeline, ns: str) -> list[dict[str, Any]]:
     assert code == 200, body
     return sorted(body["items"], key=lambda r: r["revision"])
 
-
-def target_node(pod: dict[str, Any]) -> str:
-    """util.GetTargetNodeName: spec.nodeName, or before binding the pinned node affinity's metadata.name."""
-    if pod["spec"].get("nodeName"):
-        return str(pod["spec"]["nodeName"])
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"]
-    return str(terms[0]["matchFields"][0]["values"][0])
 
 
 def image_of(pod: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import secrets
 import signal
@@ -37,31 +36,24 @@ from kubus.natsserver import binary as nats_binary
 from kubus.natsserver import free_port
 from tests.simulation import Kubectl, wait_for
 from tests.simulation import SimProcess as Sim
+from tests.store.conftest import PG_ADMIN_URL
+from tests.store.conftest import _admin as admin
 
 __all__ = ["Kubectl", "PodHistory", "PodRecord", "SplitDeployment", "fresh_database", "wait_for"]
 
 T = TypeVar("T")
 
-PG_ADMIN_URL = os.environ.get("KUBUS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 KINDS = ("ingest", "reconcile", "execute")
 
 
 # --- the database ----------------------------------------------------------------------------------
-async def _admin(statement: str) -> None:
-    conn = await asyncpg.connect(PG_ADMIN_URL, timeout=10)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
     """A PostgreSQL database of its own (on the server of KUBUS_TEST_PG_URL), dropped afterwards; its URL."""
     name = f"kubus_split_{secrets.token_hex(6)}"
     try:
-        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+        asyncio.run(admin(f'CREATE DATABASE "{name}"'))
     except (OSError, asyncpg.PostgresError) as exc:
         raise RuntimeError(f"cannot create a test database on PostgreSQL via {PG_ADMIN_URL} ({exc}); start it on "
                            f"127.0.0.1:5432 or set KUBUS_TEST_PG_URL") from exc
@@ -70,7 +62,7 @@ def fresh_database() -> Iterator[str]:
     finally:
         # FORCE: a service that was killed may leave a connection the server has not noticed yet
         began = time.monotonic()
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         print(f"dropped database {name} in {time.monotonic() - began:.1f}s")
 
 

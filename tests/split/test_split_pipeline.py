@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from tests.simulation import target_node
 from tests.split.harness import Kubectl, PodHistory, PodRecord, SplitDeployment, fresh_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
@@ -130,13 +131,6 @@ def controller_of(pod: dict[str, Any]) -> str | None:
     ref = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
     return f"{ref['kind']}/{ref['name']}" if ref else None
 
-
-def target_node(pod: dict[str, Any]) -> str:
-    if pod["spec"].get("nodeName"):
-        return str(pod["spec"]["nodeName"])
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"]
-    return str(terms[0]["matchFields"][0]["values"][0])
 
 
 @dataclass
