@@ -179,7 +179,8 @@ class Engine:
             if state is not None and self.controllers is not None:
                 # what it took over another member committed: that is the store's, not this replay's, to know
                 _adopt(self, _loaded(state), owned, owns)
-            held = stepping.held_state(self.cache, owned, owns, *held)
+            held = stepping.held_state(self.cache, owned, owns, self.positions, self.stored_expectations,
+                                       self.stored_backoff)
         self.loop_positions = dict(held[0])
         self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2])
         self.controllers.owns = owns
