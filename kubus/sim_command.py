@@ -10,6 +10,7 @@ from typing import Any
 
 from kubus import logs
 from sim.cluster import SimCluster, SimConfig
+from sim.faults import FAULTS
 from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint
 
 log = logging.getLogger("kubus.sim")
@@ -54,7 +55,7 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SECONDS",
                    help="how often watches that allow bookmarks get one (default 60)")
     g.add_argument("--fault", action="append", default=[], metavar="RESOURCE:VERB:FRACTION:FAULT",
-                   help="inject faults, e.g. pods:create:0.2:500 (429, 500, 409, timeout, timeout-applied)")
+                   help=f"inject faults, e.g. pods:create:0.2:500 ({', '.join(FAULTS)})")
     g.add_argument("--seed", type=int, default=None, help="seed for generated names, uids and faults")
 
 

@@ -132,8 +132,13 @@ class ApiServer:
         if route is None:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         verb = self._verb(request, route)
+
+        async def name() -> str:
+            return route.name or (self.registry.name_for_create(route.resource, route.ns, await self._body(request))
+                                  if verb == "create" else "")
+
         try:
-            await self.faults.intercept(route.resource.plural, verb, route.subresource)
+            await self.faults.intercept(route.resource, verb, route.subresource, name)
         except AppliedThenTimeout:
             await getattr(self, f"_{verb}")(request, route)
             await asyncio.sleep(self.faults.timeout_seconds)

@@ -1,10 +1,20 @@
 """Fault injection: make a fraction of the requests for one resource and verb fail.
 
-A rule is `RESOURCE:VERB:FRACTION:FAULT`, e.g. `pods:create:0.2:500`. FAULT is 429, 500 or 409
-(answered before the request is applied), `timeout` (the server holds the request for
-`timeout_seconds` and answers 504 without applying it), or `timeout-applied` (the request is
-applied, then held and answered 504 — the case that tests a client's idempotency). RESOURCE may
-be `*`, VERB any Kubernetes verb or `*`; a subresource is addressed as `pods/status`.
+A rule is `RESOURCE:VERB:FRACTION:FAULT`, e.g. `pods:create:0.2:500`. FAULT is one of (all but
+the last answered before the request is applied):
+
+- `429` Too Many Requests, `500` Internal Error, `409` Conflict;
+- `403` Forbidden as the ResourceQuota admission plugin refuses, `pods "web-x7k2p" is forbidden:
+  exceeded quota: compute-resources, requested: pods=1, used: pods=10, limited: pods=10` (for other
+  resources the quota counts `count/replicasets.apps` and so on);
+- `422` Invalid, a Status with `details.causes` naming a field, as validation refuses;
+- `timeout`: the server holds the request for `timeout_seconds` and answers 504;
+- `timeout-applied`: the request is applied, then held and answered 504 — the case that tests a
+  client's idempotency.
+
+Refusals name the object as kube-apiserver would: a create's name, or the name the registry makes
+from its generateName (admission runs after name generation). RESOURCE may be `*`, VERB any
+Kubernetes verb or `*`; a subresource is addressed as `pods/status`.
 
 Rules come from `kubus sim --fault RULE` (repeatable) or at run time from the admin endpoint
 `PUT /sim/faults` with `{"rules": ["pods:create:0.2:500"], "seed": 1}` (`GET` shows them and
@@ -15,12 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sim import status as errors
+from sim.resources import Resource
+from sim.validation import FieldError
 
-FAULTS = ("429", "500", "409", "timeout", "timeout-applied")
+FAULTS = ("429", "500", "409", "403", "422", "timeout", "timeout-applied")
 
 
 @dataclass
@@ -78,12 +91,16 @@ class FaultInjector:
                 return rule
         return None
 
-    async def intercept(self, resource: str, verb: str, subresource: str | None) -> None:
-        """Raises the fault chosen for this request, if any; `timeout-applied` is left to the caller."""
+    async def intercept(self, resource: Resource, verb: str, subresource: str | None,
+                        name: Callable[[], Awaitable[str]]) -> None:
+        """Raises the fault chosen for this request, if any; `timeout-applied` is left to the caller.
+
+        ``name`` resolves the name the refusal shows, asked only for the faults that show one.
+        """
         if not self.rules:
             return
-        name = f"{resource}/{subresource}" if subresource else resource
-        rule = self.pick(name, verb)
+        path = f"{resource.plural}/{subresource}" if subresource else resource.plural
+        rule = self.pick(path, verb)
         if rule is None:
             return
         if rule.fault == "429":
@@ -91,7 +108,12 @@ class FaultInjector:
         if rule.fault == "500":
             raise errors.internal("injected fault")
         if rule.fault == "409":
-            raise errors.ApiError(409, "Conflict", f"Operation cannot be fulfilled on {name}: injected conflict")
+            raise errors.ApiError(409, "Conflict", f"Operation cannot be fulfilled on {path}: injected conflict")
+        if rule.fault == "403":
+            raise errors.quota_exceeded(resource, await name())
+        if rule.fault == "422":
+            shown = await name()
+            raise errors.invalid(resource, shown, [FieldError.invalid("metadata.name", shown, "injected fault")])
         if rule.fault == "timeout":
             await asyncio.sleep(self.timeout_seconds)
             raise errors.timeout("Timeout: request did not complete within requested timeout - context "

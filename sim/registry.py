@@ -108,15 +108,7 @@ class Registry:
         problems = validation.validate(resource.kind, obj, old)
         if problems:
             name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
-            # errors.NewInvalid names the kind in its details (kubectl: `The Pod "x" is invalid`),
-            # where the other constructors name the resource (`pods`)
-            details: dict[str, Any] = {"name": name, "kind": resource.kind,
-                                       "causes": [p.cause() for p in problems]}
-            if resource.group:
-                details["group"] = resource.group
-            raise errors.ApiError(422, "Invalid",
-                                  validation.format_invalid_message(resource.qualified_kind, name, problems),
-                                  details)
+            raise errors.invalid(resource, name, problems)
 
     @staticmethod
     def _decode(resource: Resource, obj: dict[str, Any], decoding: Decoding | None) -> None:
@@ -173,6 +165,21 @@ class Registry:
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
             meta.pop(key, None)
         return self.store.put(resource, _ordered(obj), ADDED)
+
+    def name_for_create(self, resource: Resource, namespace: str, obj: Any) -> str:
+        """The name a create of ``obj`` would get: its own, or one made from its generateName.
+
+        What admission sees: validating admission runs after the registry generated the name.
+        """
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict):
+            return ""
+        name, prefix = meta.get("name"), meta.get("generateName")
+        if isinstance(name, str) and name:
+            return name
+        if isinstance(prefix, str) and prefix:
+            return self._generated_name(resource, namespace, prefix)
+        return ""
 
     def _generated_name(self, resource: Resource, namespace: str, prefix: str) -> str:
         prefix = prefix[:_MAX_GENERATE_NAME_PREFIX]

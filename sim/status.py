@@ -6,9 +6,11 @@ Clients branch on `code` and `reason` (client-go's `errors.IsNotFound`, the Pyth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sim.resources import Resource
+from sim.validation import FieldError, format_invalid_message
 
 
 class ApiError(Exception):
@@ -99,6 +101,37 @@ def internal(message: str) -> ApiError:
 def timeout(message: str) -> ApiError:
     return ApiError(504, "Timeout", message, {"retryAfterSeconds": 1})
 
+
+
+def quota_resource_name(resource: Resource) -> str:
+    """The quota's name for a count of this resource: `pods`, or `count/replicasets.apps`."""
+    return "pods" if resource.plural == "pods" and not resource.group else f"count/{resource.group_resource}"
+
+
+def forbidden(resource: Resource, name: str, why: str) -> ApiError:
+    """errors.NewForbidden: a refusal by admission (quota, policy), before anything is stored."""
+    head = f'{resource.group_resource} "{name}"' if name else resource.group_resource
+    details: dict[str, Any] = {"name": name, "kind": resource.plural}
+    if resource.group:
+        details["group"] = resource.group
+    return ApiError(403, "Forbidden", f"{head} is forbidden: {why}",
+                    {k: v for k, v in details.items() if v})
+
+
+def quota_exceeded(resource: Resource, name: str, quota: str = "compute-resources", used: int = 10) -> ApiError:
+    """What the ResourceQuota admission plugin answers when one more object would pass the hard limit."""
+    counted = quota_resource_name(resource)
+    return forbidden(resource, name, f"exceeded quota: {quota}, requested: {counted}=1, used: {counted}={used}, "
+                                     f"limited: {counted}={used}")
+
+
+def invalid(resource: Resource, name: str, problems: Sequence[FieldError]) -> ApiError:
+    """errors.NewInvalid: the details name the kind (kubectl: `The Pod "x" is invalid`), where the
+    other constructors name the resource (`pods`); the message names the qualified kind."""
+    details: dict[str, Any] = {"name": name, "kind": resource.kind, "causes": [p.cause() for p in problems]}
+    if resource.group:
+        details["group"] = resource.group
+    return ApiError(422, "Invalid", format_invalid_message(resource.qualified_kind, name, problems), details)
 
 
 def namespace_terminating(resource: Resource, name: str, namespace: str) -> ApiError:

@@ -29,7 +29,7 @@ from kube.validation import (
 __all__ = [
     "DUPLICATE", "FORBIDDEN", "INVALID", "NOT_FOUND", "NOT_SUPPORTED", "REQUIRED", "TOO_LONG",
     "FieldError", "GoValue", "format_invalid_message", "go_quote", "go_value", "selector_matches", "validate",
-    "validate_label_selector", "validate_object_meta",
+    "validate_label_selector", "validate_object_meta", "validate_owner_references",
 ]
 
 NOT_FOUND = "FieldValueNotFound"
@@ -272,20 +272,80 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool, name_fn: NameFn,
     validate_labels(string_map(meta, "labels", "metadata.labels", errs), "metadata.labels", errs)
     annotations = string_map(meta, "annotations", "metadata.annotations", errs)
     validate_annotations(annotations, "metadata.annotations", errs)
-    for path, ref in items(meta, "ownerReferences", "metadata.ownerReferences", errs):
-        ref = ref if isinstance(ref, dict) else {}
-        if not str(ref.get("apiVersion") or "").rpartition("/")[2]:
-            errs.append(FieldError.invalid(f"{path}.apiVersion", ref.get("apiVersion", ""),
-                                           "version must not be empty"))
-        for key in ("kind", "name", "uid"):
-            if not ref.get(key):
-                errs.append(FieldError.invalid(f"{path}.{key}", ref.get(key, ""), "must not be empty"))
+    validate_owner_references(meta, "metadata.ownerReferences", errs)
     finalizers = get(meta, "finalizers", list, "metadata.finalizers", errs) or []
     for finalizer in finalizers:
         validate_finalizer(finalizer, "metadata.finalizers", errs)
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         errs.append(FieldError.invalid("metadata.finalizers", finalizers,
                                        "finalizer orphan and foregroundDeletion cannot be both set"))
+
+
+# BannedOwners: the GroupVersionKinds that may not be named as an owner.
+BANNED_OWNERS = {("", "v1", "Event")}
+
+
+def parse_group_version(text: str) -> tuple[str, str] | None:
+    """schema.ParseGroupVersion: (group, version), or None for a string with more than one slash."""
+    if text in ("", "/"):
+        return "", ""
+    if text.count("/") > 1:
+        return None
+    group, _, version = text.rpartition("/")
+    return group, version
+
+
+def _go_bool_pointer(value: Any) -> str:
+    # %#v of a *bool field prints the pointer, not the bool; the address is a stand-in
+    return "(*bool)(nil)" if value is None else "(*bool)(0xc000000000)"
+
+
+def go_owner_reference(ref: dict[str, Any]) -> str:
+    """``%#v`` of a metav1.OwnerReference (its String() has a pointer receiver, so field.Error cannot use it)."""
+    strings = ", ".join(f"{field}:{go_quote(str(ref.get(key) or ''))}" for field, key in (
+        ("APIVersion", "apiVersion"), ("Kind", "kind"), ("Name", "name"), ("UID", "uid")))
+    return (f"v1.OwnerReference{{{strings}, Controller:{_go_bool_pointer(ref.get('controller'))}, "
+            f"BlockOwnerDeletion:{_go_bool_pointer(ref.get('blockOwnerDeletion'))}}}")
+
+
+def validate_owner_references(meta: dict[str, Any], path: str, errs: Errors) -> None:
+    """ValidateOwnerReferences (apimachinery v0.32, pkg/api/validation/objectmeta.go).
+
+    Each reference's errors carry the list's path and a child (``metadata.ownerReferences.uid``),
+    not an index: v1.32 passes the list's path to validateOwnerReference. It checks the references
+    alone; nothing compares a reference's uid with the object's own.
+    """
+    refs: list[dict[str, Any]] = []
+    for item_path, ref in items(meta, "ownerReferences", path, errs):
+        if isinstance(ref, dict):
+            refs.append(ref)
+        else:
+            errs.append(FieldError.invalid(item_path, ref, "must be of type object"))
+    first_controller = ""
+    for ref in refs:
+        api_version, kind, name, uid = (get(ref, key, str, f"{path}.{key}", errs) or ""
+                                        for key in ("apiVersion", "kind", "name", "uid"))
+        group, version = parse_group_version(api_version) or ("", "")  # FromAPIVersionAndKind
+        if not version:
+            errs.append(FieldError.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        if not kind:
+            errs.append(FieldError.invalid(f"{path}.kind", kind, "kind must not be empty"))
+        if not name:
+            errs.append(FieldError.invalid(f"{path}.name", name, "name must not be empty"))
+        if not uid:
+            errs.append(FieldError.invalid(f"{path}.uid", uid, "uid must not be empty"))
+        if (group, version, kind) in BANNED_OWNERS:  # GroupVersionKind.String(): "/v1, Kind=Event"
+            errs.append(FieldError.invalid(path, GoValue(go_owner_reference(ref)),
+                                           f"{group}/{version}, Kind={kind} is disallowed from being an owner"))
+        if get(ref, "controller", bool, f"{path}.controller", errs):
+            current = f"{kind}/{name}"
+            if not first_controller:
+                first_controller = current
+                continue
+            shown = GoValue("[]v1.OwnerReference{" + ", ".join(go_owner_reference(r) for r in refs) + "}")
+            errs.append(FieldError.invalid(
+                path, shown, f'Only one reference can have Controller set to true. Found "true" in references '
+                             f"for {first_controller} and {current}"))
 
 
 def validate_object_meta_update(obj: dict[str, Any], old: dict[str, Any], errs: Errors) -> None:
@@ -392,7 +452,12 @@ def validate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
         "ReplicaSet": validation_apps.validate_selector_update,
         "ControllerRevision": validation_apps.validate_controller_revision_update,
     }
-    if kind in validators:
+    if kind == "Event" and isinstance(old, dict):
+        # an update gets BeforeUpdate's common ObjectMeta checks whatever the legacy checks find,
+        # where a create reaches BeforeCreate's only when the legacy checks pass
+        validate_object_meta(obj, True, path_segment_name, errs)
+        _legacy_event(obj, errs)
+    elif kind in validators:
         validators[kind](obj, errs)
     else:
         validate_object_meta(obj, True, path_segment_name, errs)
@@ -443,6 +508,13 @@ _CLUSTER_KINDS = {"Node", "Namespace", "PersistentVolume"}
 
 def _validate_event(event: dict[str, Any], errs: Errors) -> None:
     """Core/v1 Events get only the legacy checks, then the generic metadata rules."""
+    _legacy_event(event, errs)
+    if not errs:
+        validate_object_meta(event, True, path_segment_name, errs)
+
+
+def _legacy_event(event: dict[str, Any], errs: Errors) -> None:
+    """legacyValidateEvent, all ValidateEventCreate and ValidateEventUpdate check for core/v1."""
     meta = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
     namespace = meta.get("namespace") or ""
     involved = get(event, "involvedObject", dict, "involvedObject", errs) or {}
@@ -462,5 +534,3 @@ def _validate_event(event: dict[str, Any], errs: Errors) -> None:
         errs.append(FieldError.invalid("involvedObject.namespace", inv_ns, f"not allowed for kind {inv_kind}"))
     if isinstance(namespace, str):
         errs.extend(FieldError.invalid("namespace", namespace, m) for m in validate_dns1123_subdomain(namespace))
-    if not errs:
-        validate_object_meta(event, True, path_segment_name, errs)
