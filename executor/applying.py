@@ -77,7 +77,10 @@ async def apply(delivery: Delivery) -> None:
         # a well-formed message whose embedded object is not what its action needs: the reconciler
         # learns of it from a failed result (no call was made)
         effect = Effect(FAILED, reason="BadAction", message=str(exc))
-    await delivery.emit(action.key, effect, subject_of(action))
+    subject = subject_of(action)
+    if isinstance(action, RecordEvent) and effect.object_name:  # a repeat counted onto an earlier Event
+        subject = object_subject(subject.split("/", 1)[0], effect.object_name)
+    await delivery.emit(action.key, effect, subject)
     if isinstance(action, DeletePod):
         await record_pod_events(delivery, action.owner, action.component, action.namespace,
                                 [(action.key, delete_event(effect, action.name))])
@@ -237,13 +240,13 @@ async def _write_status(d: Delivery, kind: Kind, kind_name: str, namespace: str,
 
 
 async def _record_event(d: Delivery, a: RecordEvent) -> Effect:
-    """POSTs a core/v1 Event as client-go's legacy recorder makes it, through the process's spam filter;
-    named from the action's key, so a redelivered event meets AlreadyExists instead of appearing twice."""
+    """Records a core/v1 Event as client-go's legacy recorder makes it, through the process's
+    EventCorrelator (a repeat is counted onto the earlier Event, which the result then names); named
+    from the action's key, so a redelivered event is recorded once."""
     involved = codec.decode(bytes(a.involved), ObjectReference)
-    now = d.now()
     event = build_event(involved, namespace=a.namespace, type=a.type, reason=a.reason, message=a.message,
-                        component=a.component, key=a.key, now=now)
-    return await d.events.post(d.api, event, now)
+                        component=a.component, key=a.key, now=d.now())
+    return await d.events.post(d.api, event)
 
 
 async def _set_annotation(d: Delivery, a: SetAnnotation) -> Effect:

@@ -31,10 +31,13 @@ class ExecutorConfig:
     fetch_batch: int = 256
     fetch_timeout: float = 1.0  # an idle fetch's wait: also the longest a stop waits for the fetch loop
     request_timeout: float = 30.0
-    api_attempts: int = 6  # per API call within one delivery: 0.05 + 0.1 + ... + 0.8 s of backoff
+    # per API call within one delivery while no answer comes (or a 504): 0.05 + 0.1 + ... + 0.8 s of backoff,
+    # then the action is redelivered (see executor/errors.py)
+    api_attempts: int = 6
+    api_max_retries: int = 10  # client-go's rest.Request maxRetries: resends of an answer carrying Retry-After
     backoff_initial: float = 0.05
     backoff_max: float = 5.0
-    max_deliveries: int = 10  # the delivery that reaches this number reports transient failures as failed
+    max_deliveries: int = 10  # the delivery that reaches this number reports an unknown outcome as failed
     redelivery_delay: float = 1.0  # NAK delay after the first delivery, doubling, capped at 30 s
     ack_wait: float = 30.0
     shutdown_grace: float = 30.0
@@ -44,3 +47,5 @@ class ExecutorConfig:
             raise ValueError("concurrency and api_workers must be at least 1")
         if self.max_deliveries < 1 or self.api_attempts < 1:
             raise ValueError("max_deliveries and api_attempts must be at least 1")
+        if self.api_max_retries < 0:
+            raise ValueError("api_max_retries must not be negative")

@@ -3,8 +3,9 @@
 All executors share one durable pull consumer on the KUBUS_ACTIONS work queue, so each action
 goes to one of them. A message is acked only after every result it produced is stored by
 JetStream (results carry `Nats-Msg-Id: result/<key>`, so a re-run after a crash publishes each
-result once). Unfinished actions are NAKed: with a growing delay after a transient failure, at
-once when the executor is stopping so another executor takes them. Messages that cannot be
+result once). Unfinished actions are NAKed: with a growing delay after an unknown outcome (no
+answer, or a 504: an answer from the API, success or failure, is a result; see executor/errors.py),
+at once when the executor is stopping so another executor takes them. Messages that cannot be
 decoded are copied to `<prefix>.dead.actions` with the reason and terminated.
 """
 
@@ -45,7 +46,7 @@ BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions 
 
 
 def redelivery_delay(delivery: int, initial: float) -> float:
-    """The NAK delay after a delivery ended in a transient failure: initial, doubling, capped."""
+    """The NAK delay after a delivery ended with an unknown outcome: initial, doubling, capped."""
     return min(MAX_REDELIVERY_DELAY, initial * 2.0 ** (delivery - 1))
 
 
@@ -78,7 +79,7 @@ class Executor:
         self._metrics = metrics
         self._stopping = stopping  # set when run() winds down: API calls then raise Interrupted
         self._now = now
-        self._events = EventRecorder(metrics)  # one spam filter for every delivery of this process
+        self._events = EventRecorder(metrics, clock=now)  # one EventCorrelator for every delivery of this process
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass

@@ -45,7 +45,8 @@ class Effect:
 
 
 class RetryLater(Exception):
-    """A transient failure outlasted this delivery's retries: NAK, and JetStream redelivers later."""
+    """An unknown outcome (no answer, or a 504) outlasted this delivery's retries: NAK, and JetStream
+    redelivers later; the idempotent re-run finds out what happened."""
 
     def __init__(self, cause: TransientError):
         super().__init__(str(cause))
@@ -58,7 +59,7 @@ def failed(status: Status) -> Effect:
 
 
 def gave_up(error: TransientError) -> Effect:
-    """A transient failure on the last delivery: reported as failed, with the last answer."""
+    """An unknown outcome on the last delivery: reported as failed, with the last answer."""
     return Effect(FAILED, error.code, error.reason or "Timeout", f"gave up after the last delivery: {error.message}",
                   api_message=error.message)
 
@@ -100,7 +101,7 @@ class Delivery:
     api: KubeApi
     action: Action
     number: int  # JetStream's delivery count, 1 on the first
-    final: bool  # the last delivery: transient failures are reported as failed, not redelivered
+    final: bool  # the last delivery: an unknown outcome is reported as failed, not redelivered
     executor: str
     report: Report
     now: Callable[[], datetime]

@@ -1,8 +1,20 @@
-"""What can go wrong talking to the API, sorted the way the executor must react.
+"""What can go wrong talking to the API, sorted the way the executor must react (client-go's rules).
 
-Transient (429, 5xx, timeouts, connection errors) is retried with backoff within a delivery, then
-redelivered by JetStream; anything else the API answers is permanent and becomes a failed result
-carrying the API's own Status message and code.
+An answer is final unless client-go's rest client would send the request again:
+
+- **Retry-After** (rest/with_retry.go `checkWait`: "any 500 error code and 429 can trigger a wait",
+  and only when `retryAfterSeconds` finds a Retry-After header): the same request again after the
+  wait the server asked for, whatever the verb, at most `maxRetries` (10) times; then that answer
+  is final. kube-apiserver writes the header from the Status's `details.retryAfterSeconds`
+  (responsewriters.ErrorNegotiated), so either one is read as the server's request.
+- **No answer** (status 0: a refused or reset connection, a timeout) and **504** (the server timed
+  the request out): the request may or may not have been applied. client-go retries only a GET on a
+  reset connection and hands every other such error to the controller; the executor retries
+  every verb, because each of its writes is idempotent (creates carry an idempotency key, deletes a
+  uid precondition), and a create reported failed that did happen would make the controller create
+  a surplus pod. It backs off within a delivery, then raises `TransientError` for a redelivery.
+- Anything else (a 500 or 503 without Retry-After, 403, 422, ...) is final at once: a failed result
+  with the API's own Status message and code, as client-go returns a StatusError.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from kube.meta import Status
 
 NAMESPACE_TERMINATING = "NamespaceTerminating"  # v1.NamespaceTerminatingCause
 MAX_RETRY_AFTER = 60.0
+NO_ANSWER = 0  # a Reply's status when the server never answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +45,7 @@ class Reply:
 
 
 class TransientError(Exception):
-    """A transient failure that outlasted the retries of this delivery."""
+    """No answer (or a 504) outlasted the retries of this delivery: the outcome is unknown."""
 
     def __init__(self, code: int, reason: str, message: str):
         super().__init__(f"{code} {reason}: {message}")
@@ -45,9 +58,18 @@ class Interrupted(Exception):
     """The executor is stopping: the action is left for redelivery at a point where nothing is half-done."""
 
 
-def is_transient(code: int) -> bool:
-    """429 and 5xx are worth retrying; 0 stands for no answer at all (timeout, refused connection)."""
-    return code == 0 or code == 429 or code >= 500
+def outcome_unknown(code: int) -> bool:
+    """No answer at all (timeout, refused or reset connection), or a 504: the request may have been
+    applied, so only sending it again (idempotently) tells."""
+    return code == NO_ANSWER or code == 504
+
+
+def retry_wait(reply: Reply, status: Status | None = None) -> float | None:
+    """client-go's checkWait: the seconds to wait before sending the request again when the server asked
+    for a retry (a 429 or 5xx with Retry-After), None when the answer is final."""
+    if reply.status != 429 and reply.status < 500:
+        return None
+    return retry_after_of(reply, status)
 
 
 def backoff_delay(attempt: int, initial: float, cap: float) -> float:
@@ -88,11 +110,11 @@ def has_cause(status: Status, reason: str) -> bool:
 
 
 def retry_after_of(reply: Reply, status: Status | None = None) -> float | None:
-    """The server's requested wait: the Retry-After header, else the Status's retryAfterSeconds on a 429
-    (kube-apiserver sets both; some servers only the body)."""
+    """The server's requested wait: the Retry-After header, else the Status's `retryAfterSeconds` when
+    positive (kube-apiserver writes the header from it; a proxy, or the sim, may pass only the body)."""
     if reply.retry_after is not None:
         return reply.retry_after
-    if reply.status == 429:
+    if reply.status:
         status = status or api_status(reply)
         if status.details is not None and status.details.retry_after_seconds > 0:
             return min(float(status.details.retry_after_seconds), MAX_RETRY_AFTER)

@@ -2,37 +2,42 @@
 
 `build_event` makes a core/v1 Event the way record.EventRecorder does, named `<involved name>.<16 hex
 digits>` like upstream's `<name>.<UnixNano in hex>`, but taken from a key, so a redelivered action
-meets AlreadyExists instead of recording the event twice. `EventRecorder` posts them behind
-`SpamFilter`, client-go's EventSourceObjectSpamFilter (tools/record/events_cache.go): a token bucket
-per source component and involved object, burst 25, refilled one token every 300 s; an event
-without a token is dropped. One recorder per executor process, shared by every delivery.
+meets AlreadyExists instead of recording the event twice. `EventRecorder` writes them as client-go's
+recordToSink does, through the EventCorrelator (executor/correlating.py): similar events aggregated
+into "(combined from similar events): ...", a repeated event counted on the existing Event with a
+strategic merge PATCH of `count`, `lastTimestamp` and `message` (a PATCH answered 404 falls back to
+a POST), and the spam filter (25 per source and object, then one per 300 s) dropping the rest.
+One recorder per executor process, shared by every delivery; like upstream's single broadcaster
+goroutine it writes the events about one object one at a time, in the order they were correlated,
+so a count is never patched onto an Event still being created.
+
+An event the process has already written under the same name (its action redelivered) is not
+correlated again: it is reported a duplicate without an API call.
 
 The events of pod creates and deletes are those of upstream's RealPodControl
 (pkg/controller/controller_utils.go), recorded only when the action names its `owner`, and only for
 final outcomes; like upstream's they are best-effort: a failure to record one is logged and never
 changes the action's result.
-
-Not implemented: the EventCorrelator's aggregator (and its logger that bumps `count`); each event is one POST.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
 from executor import metrics as m
+from executor.correlating import Correlated, EventCorrelator, Lru, SpamFilter
 from executor.effects import Delivery, Effect, failed, succeeded_with
 from executor.errors import NAMESPACE_TERMINATING, api_status
 from executor.kubeapi import KubeApi
-from executor.resources import EVENT
+from executor.resources import EVENT, PATCH_TYPES
 from kube import codec
 from kube.core import Event, EventSource
 from kube.meta import ObjectMeta, ObjectReference
@@ -50,11 +55,7 @@ FAILED_CREATE: Final = "FailedCreate"
 SUCCESSFUL_DELETE: Final = "SuccessfulDelete"
 FAILED_DELETE: Final = "FailedDelete"
 
-SPAM_BURST: Final = 25  # client-go's defaultSpamBurst
-SPAM_REFILL_SECONDS: Final = 300.0  # one token per 300 s: client-go's defaultSpamQPS = 1/300
-MAX_SPAM_KEYS: Final = 4096  # client-go's maxLruCacheEntries: the least recently used key is forgotten
-
-SpamKey = tuple[str, str, str, str, str, str]
+MAX_WRITTEN_NAMES: Final = 16384  # the event names remembered as written, for redeliveries
 
 
 def event_name(involved_name: str, key: str) -> str:
@@ -77,56 +78,26 @@ def build_event(involved: ObjectReference, *, namespace: str, type: str, reason:
         first_timestamp=at, last_timestamp=at, count=1)
 
 
-def spam_key(event: Event) -> SpamKey:
-    """client-go's getSpamKey: the source component and the involved object (its source host is always
-    empty for controllers)."""
+def _object_of(event: Event) -> Hashable:
+    """The involved object: every correlator key includes it, so its events are written in turn."""
     ref = event.involved_object
-    return (event.source.component, ref.kind, ref.namespace, ref.name, ref.uid, ref.api_version)
-
-
-@dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    last: datetime
-
-
-class SpamFilter:
-    """A token bucket per spam key, as golang.org/x/time/rate's AllowN: full at first, refilled by
-    elapsed time up to the burst; the times are the caller's clock (Delivery.now), so tests drive it."""
-
-    def __init__(self, burst: int = SPAM_BURST, refill_seconds: float = SPAM_REFILL_SECONDS,
-                 max_keys: int = MAX_SPAM_KEYS):
-        self.burst = burst
-        self.refill_seconds = refill_seconds
-        self.max_keys = max_keys
-        self._buckets: OrderedDict[SpamKey, _Bucket] = OrderedDict()
-
-    def allow(self, event: Event, now: datetime) -> bool:
-        """Takes a token for the event's key; False (the event is to be dropped) when there is none."""
-        key = spam_key(event)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket(float(self.burst), now)
-            if len(self._buckets) > self.max_keys:
-                self._buckets.popitem(last=False)
-        else:
-            self._buckets.move_to_end(key)
-            elapsed = max(0.0, (now - bucket.last).total_seconds())
-            bucket.tokens = min(float(self.burst), bucket.tokens + elapsed / self.refill_seconds)
-            bucket.last = now
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            return True
-        return False
+    return ref.kind, ref.namespace, ref.name, ref.uid
 
 
 class EventRecorder:
-    """Posts events through the spam filter, counting what became of each."""
+    """Writes events through the process's EventCorrelator, counting what became of each."""
 
-    def __init__(self, metrics: m.ExecutorMetrics | None = None, spam_filter: SpamFilter | None = None):
+    def __init__(self, metrics: m.ExecutorMetrics | None = None, spam_filter: SpamFilter | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.metrics = metrics if metrics is not None else m.ExecutorMetrics()
-        self.spam_filter = spam_filter if spam_filter is not None else SpamFilter()
+        self.correlator = EventCorrelator(clock, spam_filter=spam_filter)
         self._background: set[asyncio.Task[Any]] = set()
+        self._turns: dict[Hashable, tuple[asyncio.Lock, list[int]]] = {}
+        self._written: Lru[tuple[str, str], bool] = Lru(MAX_WRITTEN_NAMES)
+
+    @property
+    def spam_filter(self) -> SpamFilter:
+        return self.correlator.spam_filter
 
     def in_background(self, work: Awaitable[Any]) -> None:
         """Runs `work` without anyone waiting for it: client-go's recorder hands events to a
@@ -140,34 +111,32 @@ class EventRecorder:
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
-    async def post(self, api: KubeApi, event: Event, now: datetime) -> Effect:
-        """The event POSTed, or SKIPPED when the spam filter drops it; raises TransientError and
-        Interrupted from the API call."""
-        namespace, name = event.metadata.namespace, event.metadata.name
-        if not self.spam_filter.allow(event, now):
-            self.metrics.event(m.EVENT_DROPPED)
-            ref = event.involved_object
-            log.debug("event %s/%s (%s %s on %s %s/%s) dropped by the spam filter", namespace, name, event.type,
-                      event.reason, ref.kind, ref.namespace, ref.name)
-            return Effect(SKIPPED, reason="SpamFiltered",
-                          message=f"dropped: more than {self.spam_filter.burst} events from "
-                                  f"{event.source.component} about {ref.kind} {ref.namespace}/{ref.name} "
-                                  f"within the spam filter's window")
-        reply = await api.call("POST", EVENT.path(namespace), body=codec.encode(event))
-        if reply.ok:
-            self.metrics.event(m.EVENT_RECORDED)
-            return succeeded_with(SUCCEEDED, reply.status, reply.data)
-        status = api_status(reply)
-        if reply.status == 409 and status.reason == "AlreadyExists":
-            self.metrics.event(m.EVENT_DUPLICATE)
-            return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
-        self.metrics.event(m.EVENT_FAILED)
-        return failed(status)
+    async def post(self, api: KubeApi, event: Event) -> Effect:
+        """The event correlated and written: SUCCEEDED with the Event written (created, or counted with a
+        PATCH), SKIPPED when the spam filter drops it; raises TransientError and Interrupted from the API
+        call."""
+        name = (event.metadata.namespace, event.metadata.name)
+        async with self._turn(_object_of(event)):
+            if self._written.get(name):
+                self.metrics.event(m.EVENT_DUPLICATE)
+                return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
+            result = self.correlator.correlate(event)
+            if result.event is None:
+                return self._dropped(event)
+            self._written.add(name, True)
+            try:
+                effect = await self._write(api, result)
+            except BaseException:
+                self._written.add(name, False)  # a redelivery may try again
+                raise
+            if effect.outcome == FAILED:
+                self._written.add(name, False)
+            return effect
 
-    async def record(self, api: KubeApi, event: Event, now: datetime) -> None:
+    async def record(self, api: KubeApi, event: Event) -> None:
         """Best effort: a failure is logged at warning level, never raised."""
         try:
-            effect = await self.post(api, event, now)
+            effect = await self.post(api, event)
         except Exception as exc:  # TransientError, Interrupted, or a bug: the action goes on regardless
             self.metrics.event(m.EVENT_FAILED)
             log.warning("event %s/%s (%s: %s) not recorded: %s", event.metadata.namespace, event.metadata.name,
@@ -177,6 +146,69 @@ class EventRecorder:
             log.warning("event %s/%s (%s: %s) not recorded: %s %s: %s", event.metadata.namespace,
                         event.metadata.name, event.reason, event.message, effect.code, effect.reason,
                         effect.message)
+
+    async def _write(self, api: KubeApi, result: Correlated) -> Effect:
+        """client-go's recordEvent: PATCH the count onto the existing Event, or POST the event (also when
+        the Event to patch is gone); the Event written updates the correlator."""
+        event = result.event
+        assert event is not None
+        namespace = event.metadata.namespace
+        if result.update_existing and result.patch is not None:
+            reply = await api.call("PATCH", EVENT.path(namespace, event.metadata.name), body=result.patch,
+                                   content_type=PATCH_TYPES["strategic"])
+            if reply.ok:
+                self._written_back(reply.data, event)
+                self.metrics.event(m.EVENT_COUNTED)
+                return succeeded_with(SUCCEEDED, reply.status, reply.data)
+            if reply.status != 404:
+                self.metrics.event(m.EVENT_FAILED)
+                return failed(api_status(reply))
+            event = msgspec.structs.replace(event, metadata=msgspec.structs.replace(event.metadata,
+                                                                                      resource_version=""))
+        reply = await api.call("POST", EVENT.path(namespace), body=codec.encode(event))
+        if reply.ok:
+            self._written_back(reply.data, event)
+            self.metrics.event(m.EVENT_RECORDED)
+            return succeeded_with(SUCCEEDED, reply.status, reply.data)
+        status = api_status(reply)
+        if reply.status == 409 and status.reason == "AlreadyExists":
+            self.metrics.event(m.EVENT_DUPLICATE)
+            return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
+        self.metrics.event(m.EVENT_FAILED)
+        return failed(status)
+
+    def _written_back(self, data: bytes, sent: Event) -> None:
+        try:
+            written = codec.decode(data, Event)
+        except (codec.DecodeError, msgspec.DecodeError):
+            written = sent
+        self.correlator.update_state(written)
+
+    def _dropped(self, event: Event) -> Effect:
+        self.metrics.event(m.EVENT_DROPPED)
+        ref = event.involved_object
+        log.debug("event %s/%s (%s %s on %s %s/%s) dropped by the spam filter", event.metadata.namespace,
+                  event.metadata.name, event.type, event.reason, ref.kind, ref.namespace, ref.name)
+        return Effect(SKIPPED, reason="SpamFiltered",
+                      message=f"dropped: more than {self.spam_filter.burst} events from "
+                              f"{event.source.component} about {ref.kind} {ref.namespace}/{ref.name} "
+                              f"within the spam filter's window")
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, key: Hashable) -> AsyncIterator[None]:
+        """One writer at a time per involved object, first come first served."""
+        turn = self._turns.get(key)
+        if turn is None:
+            turn = self._turns[key] = (asyncio.Lock(), [0])
+        lock, waiting = turn
+        waiting[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            waiting[0] -= 1
+            if not waiting[0]:
+                del self._turns[key]
 
 
 def owner_reference(owner: OptionalRaw) -> ObjectReference | None:
@@ -231,5 +263,5 @@ async def record_pod_events(delivery: Delivery, owner: OptionalRaw, component: s
     delivery.events.in_background(asyncio.gather(*(
         delivery.events.record(delivery.api, build_event(
             involved, namespace=namespace, type=kind, reason=reason, message=message, component=component,
-            key=f"{key}/{reason}", now=now), now)
+            key=f"{key}/{reason}", now=now))
         for key, (kind, reason, message) in todo)))

@@ -7,8 +7,12 @@ with `json.dumps` and refuses bytes, so requests go one layer down: `ApiClient.p
 builds the URL and the auth headers (refreshing tokens as the client does), and the client's own
 urllib3 pool sends them, with its TLS settings from the kubeconfig.
 
-Every call passes the process-wide token bucket, and transient failures are retried here with
-exponential backoff, honouring Retry-After; a failure that outlasts the attempts raises
+Every call, and every retry, passes the process-wide token bucket. Retries follow client-go's rest
+client (see executor/errors.py): an answer with Retry-After (a 429 or 5xx asking for it) is sent
+again after that wait, at most `max_retries` times (client-go's 10), and its last answer is returned
+as final; any other answer, a 500 or 503 without Retry-After among them, is returned at once, for
+the caller to report as a failure. Only when the outcome is unknown (no answer, or a 504) does a
+call back off (exponentially, or as Retry-After says) and retry up to `attempts` times, then raise
 `TransientError` for the caller to turn into a redelivery.
 """
 
@@ -29,9 +33,10 @@ from executor.errors import (
     TransientError,
     api_status,
     backoff_delay,
-    is_transient,
+    outcome_unknown,
     parse_retry_after,
     retry_after_of,
+    retry_wait,
 )
 from executor.metrics import ExecutorMetrics
 from executor.ratelimit import TokenBucket
@@ -57,7 +62,7 @@ def load_client(kubeconfig: str | None, context: str | None, pool_size: int) -> 
 class KubeApi:
     def __init__(self, client: k8s.ApiClient, *, workers: int, limiter: TokenBucket, metrics: ExecutorMetrics,
                  stopping: asyncio.Event, request_timeout: float = 30.0, attempts: int = 6,
-                 backoff_initial: float = 0.05, backoff_max: float = 5.0):
+                 max_retries: int = 10, backoff_initial: float = 0.05, backoff_max: float = 5.0):
         self._client = client
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-api")
         self._limiter = limiter
@@ -65,6 +70,7 @@ class KubeApi:
         self._stopping = stopping
         self._timeout = urllib3.Timeout(total=request_timeout)
         self._attempts = attempts
+        self._max_retries = max_retries
         self._backoff = (backoff_initial, backoff_max)
 
     def close(self) -> None:
@@ -73,24 +79,32 @@ class KubeApi:
 
     async def call(self, method: str, path: str, *, body: bytes | None = None,
                    content_type: str = JSON) -> Reply:
-        """The API's answer to `method path`, retried while transient; raises TransientError, Interrupted."""
+        """The API's answer to `method path`: final, or the last one the server asked to retry; raises
+        TransientError (no answer, or a 504, on every attempt) and Interrupted."""
         loop = asyncio.get_running_loop()
-        attempt = 0
+        unknown = retried = 0
         while True:
-            attempt += 1
             await self._pause(self._limiter.reserve())
             reply = await loop.run_in_executor(self._pool, self._send, method, path, body, content_type)
             self._metrics.api_request(method, reply.status)
-            if not is_transient(reply.status):
-                return reply
+            if reply.ok or (0 < reply.status < 500 and reply.status != 429):
+                return reply  # final: only no answer, a 429 or a 5xx may be worth sending again
             status = api_status(reply) if reply.status else None
-            reason = status.reason if status else "ConnectionError"
-            message = status.message if status else reply.data.decode("utf-8", "replace")
-            if attempt >= self._attempts:
-                raise TransientError(reply.status, reason, message)
-            wait = retry_after_of(reply, status) if reply.status else None
-            delay = wait if wait is not None else backoff_delay(attempt, *self._backoff)
-            log.debug("%s %s: %s %s, retrying in %.2fs", method, path, reply.status, reason, delay)
+            if outcome_unknown(reply.status):
+                unknown += 1
+                reason = status.reason if status else "ConnectionError"
+                message = status.message if status else reply.data.decode("utf-8", "replace")
+                if unknown >= self._attempts:
+                    raise TransientError(reply.status, reason, message)
+                wait = retry_after_of(reply, status) if status else None
+                delay = wait if wait is not None else backoff_delay(unknown, *self._backoff)
+            else:
+                wait = retry_wait(reply, status)
+                if wait is None or retried >= self._max_retries:
+                    return reply
+                retried += 1
+                delay = wait
+            log.debug("%s %s: %s, retrying in %.2fs", method, path, reply.status or "no answer", delay)
             await self._pause(delay)
 
     async def _pause(self, delay: float) -> None:

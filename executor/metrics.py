@@ -3,7 +3,8 @@
 Names follow controller-runtime and client-go: `kubus_executor_results_total{action,outcome}`,
 `kubus_executor_deliveries_total{disposition}` (acked, redelivered, dead-lettered, abandoned),
 `rest_client_requests_total{method,code}`, `kubus_executor_events_total{outcome}` (events recorded,
-duplicate, dropped by the spam filter, failed) and `kubus_executor_actions_in_flight`.
+counted onto an existing Event, duplicate, dropped by the spam filter, failed) and
+`kubus_executor_actions_in_flight`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ACKED = "acked"
-REDELIVERED = "redelivered"  # NAKed: a transient failure outlasted this delivery's retries
+REDELIVERED = "redelivered"  # NAKed: an unknown outcome (no answer, a 504) outlasted this delivery's retries
 INTERRUPTED = "interrupted"  # NAKed at shutdown, for another executor to take at once
 DEAD_LETTERED = "dead_lettered"
 
-EVENT_RECORDED = "recorded"
+EVENT_RECORDED = "recorded"  # a new Event object
+EVENT_COUNTED = "counted"  # a repeat: the existing Event's count PATCHed up (client-go's EventCorrelator)
 EVENT_DUPLICATE = "duplicate"  # AlreadyExists: an earlier delivery recorded it
 EVENT_DROPPED = "dropped"  # by the spam filter
 EVENT_FAILED = "failed"  # refused by the API, or it did not answer

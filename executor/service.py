@@ -41,7 +41,8 @@ async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = N
     stopping = asyncio.Event()
     api = KubeApi(client, workers=config.api_workers, limiter=TokenBucket(config.qps, config.burst),
                   metrics=metrics, stopping=stopping, request_timeout=config.request_timeout,
-                  attempts=config.api_attempts, backoff_initial=config.backoff_initial,
+                  attempts=config.api_attempts, max_retries=config.api_max_retries,
+                  backoff_initial=config.backoff_initial,
                   backoff_max=config.backoff_max)
     try:
         nc = await _connect(config)

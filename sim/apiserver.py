@@ -39,7 +39,13 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: errors.ApiError) -> web.Response:
-    return _json(exc.status(), exc.code)
+    response = _json(exc.status(), exc.code)
+    # as kube-apiserver's responsewriters.ErrorNegotiated: the header clients wait on (client-go retries
+    # a 429 or 5xx only when it is there)
+    wait = (exc.details or {}).get("retryAfterSeconds")
+    if isinstance(wait, int) and wait > 0:
+        response.headers["Retry-After"] = str(wait)
+    return response
 
 
 class Route:

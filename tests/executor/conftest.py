@@ -52,16 +52,28 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
 
 
 
+SIM_FAULT_TIMEOUT = 5.0  # how long `kubus sim` holds a request it times out (SimConfig.fault_timeout)
+
+
 @pytest.fixture
 def faults(sim: SimProcess) -> Iterator[Callable[..., None]]:
-    """Sets the sim's fault rules for this test; clears them after it."""
+    """Sets the sim's fault rules for this test (and, if given, how long a `timeout` fault holds a
+    request); clears them after it."""
+    held: list[float] = []
 
-    def set_rules(*rules: str, seed: int = 1) -> None:
-        code, body = sim.request("PUT", "/sim/faults", {"rules": list(rules), "seed": seed})
-        assert code == 200, body
+    def set_rules(*rules: str, seed: int = 1, timeout_seconds: float | None = None) -> None:
+        body: dict[str, Any] = {"rules": list(rules), "seed": seed}
+        if timeout_seconds is not None:
+            body["timeoutSeconds"] = timeout_seconds
+            held.append(timeout_seconds)
+        code, got = sim.request("PUT", "/sim/faults", body)
+        assert code == 200, got
 
     yield set_rules
     sim.request("DELETE", "/sim/faults")
+    if held:
+        code, got = sim.request("PUT", "/sim/faults", {"rules": [], "timeoutSeconds": SIM_FAULT_TIMEOUT})
+        assert code == 200, got
 
 
 @pytest.fixture

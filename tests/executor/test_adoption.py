@@ -125,20 +125,32 @@ async def test_a_missing_owner_does_not_adopt(bus: Bus, sim: SimProcess, namespa
     assert await _owner_references(sim, namespace, "web-0") == []
 
 
-async def test_a_transient_failure_of_the_recheck_is_redelivered_then_given_up(
-        bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
-    """500s on the owner's GET: redelivered, then reported failed on the last delivery; the pod is never patched."""
+@pytest.mark.parametrize(("fault", "overrides", "code", "attempts", "requests", "deliveries"), [
+    pytest.param("replicasets:get:1.0:500", {}, 500, 1, {"500": 1}, {"acked": 1}, id="500-fails-at-once"),
+    pytest.param("replicasets:get:1.0:timeout", {"max_deliveries": 2, "api_attempts": 1}, 504, 2, {"504": 2},
+                 {"redelivered": 1, "acked": 1}, id="timeouts-are-redelivered-then-given-up"),
+])
+async def test_a_recheck_that_fails_never_patches_the_pod(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None], fault: str,
+        overrides: dict[str, Any], code: int, attempts: int, requests: dict[str, int],
+        deliveries: dict[str, int]) -> None:
+    """A 500 on the owner's GET is final (client-go retries no 500 without Retry-After): a failed result
+    on the first delivery, after one call. A GET that times out (504) leaves nothing known: redelivered,
+    then reported failed on the last delivery. Either way the pod is never patched."""
     owner = await _owner(sim, namespace, "ReplicaSet")
     target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("web-0"))
-    faults("replicasets:get:1.0:500")
-    async with executor(max_deliveries=2, api_attempts=1) as running:
+    faults(fault, timeout_seconds=0.1)
+    async with executor(**overrides) as running:
         await publish(bus, _adopt(namespace, target, "ReplicaSet", "web", owner["metadata"]["uid"]))
         [result] = await results_for(bus, 1, (running,))
         snapshot = running.metrics.snapshot()
-    assert (result.outcome, result.code, result.attempts) == (FAILED, 500, 2)
-    assert result.message.startswith("gave up after the last delivery: ")
-    assert snapshot["api_requests"] == {"GET": {"500": 2}}
-    assert snapshot["deliveries"] == {"redelivered": 1, "acked": 1}
+    assert (result.outcome, result.code, result.attempts) == (FAILED, code, attempts)
+    if code == 500:
+        assert (result.reason, result.message) == ("InternalError", "Internal error occurred: injected fault")
+    else:
+        assert result.message.startswith("gave up after the last delivery: ")
+    assert snapshot["api_requests"] == {"GET": requests}
+    assert snapshot["deliveries"] == deliveries
     assert await _owner_references(sim, namespace, "web-0") == []
 
 

@@ -10,7 +10,15 @@ import msgspec
 import pytest
 
 from kubus.jetstream import Bus
-from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
+from messages.actions import (
+    FAILED,
+    IDEMPOTENCY_ANNOTATION,
+    SKIPPED,
+    SUCCEEDED,
+    ActionResult,
+    CreatePods,
+    PodToCreate,
+)
 from messages.naming import generated_name
 from tests.executor.builders import create_pods, envelope, pod
 from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
@@ -74,33 +82,87 @@ async def test_slow_start_stops_after_a_batch_with_a_rejected_pod(bus: Bus, sim:
     assert len(await pods_of(sim, namespace)) == 6
 
 
-async def test_slow_start_stops_after_the_first_batch_when_every_create_fails(
+async def test_a_persistent_500_fails_the_first_batch_at_once_and_skips_the_rest(
         bus: Bus, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
-    """On the last delivery a persistent 500 is a failure: the one-pod first batch fails, the rest are skipped."""
+    """client-go resends no 500 without Retry-After: the one-pod first batch fails on the first delivery,
+    after one call, with the API's own message; the rest are skipped and nothing is redelivered."""
     faults("pods:create:1.0:500")
-    async with executor(max_deliveries=2, api_attempts=2) as running:
+    async with executor() as running:
         await publish(bus, create_pods(namespace, 5))
         results = await results_for(bus, 5, (running,))
+        await eventually(lambda: _acked(running, 1), what="the action acked", running=(running,))
         snapshot = running.metrics.snapshot()
     assert [(r.key.rsplit("/", 1)[1], r.outcome, r.code, r.attempts) for r in results] == [
-        ("0", FAILED, 500, 2), *((str(i), SKIPPED, 0, 2) for i in range(1, 5))]
-    assert snapshot["deliveries"] == {"acked": 1, "redelivered": 1}
-    assert snapshot["api_requests"] == {"POST": {"500": 4}}  # two deliveries of two attempts each
+        ("0", FAILED, 500, 1), *((str(i), SKIPPED, 0, 1) for i in range(1, 5))]
+    assert (results[0].reason, results[0].message) == ("InternalError", "Internal error occurred: injected fault")
+    assert snapshot["deliveries"] == {"acked": 1}
+    assert snapshot["api_requests"] == {"POST": {"500": 1}}
 
 
-async def test_twenty_percent_of_creates_failing_transiently_still_make_exactly_the_pods(
+async def test_creates_that_keep_timing_out_are_redelivered_then_given_up_without_a_pod(
         bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
-    """429s (with their Retry-After) and 500s on a fifth of the creates are retried away."""
-    faults("pods:create:0.1:429", "pods:create:0.11:500", seed=11)
+    """No answer but a 504 leaves the outcome unknown: retried within the delivery, redelivered, and
+    reported failed only on the last delivery; the sim applied none of them, so there is no pod."""
+    faults("pods:create:1.0:timeout", timeout_seconds=0.1)
+    async with executor(max_deliveries=2, api_attempts=2) as running:
+        await publish(bus, create_pods(namespace, 3))
+        results = await results_for(bus, 3, (running,))
+        await eventually(lambda: _acked(running, 1), what="the action acked", running=(running,))
+        snapshot = running.metrics.snapshot()
+    assert [(r.key.rsplit("/", 1)[1], r.outcome, r.code, r.attempts) for r in results] == [
+        ("0", FAILED, 504, 2), ("1", SKIPPED, 0, 2), ("2", SKIPPED, 0, 2)]
+    assert results[0].message.startswith("gave up after the last delivery: Timeout: request did not complete")
+    assert snapshot["deliveries"] == {"acked": 1, "redelivered": 1}
+    assert snapshot["api_requests"] == {"POST": {"504": 4}}  # two deliveries of two attempts each
+    assert await pods_of(sim, namespace) == []
+
+
+async def test_creates_answered_429_are_retried_until_they_are_made(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
+    """429s on a fifth of the creates carry their Retry-After: sent again after it, all pods made once."""
+    faults("pods:create:0.2:429", seed=11)
     async with executor() as running:
         for stem in ("a", "b", "c"):
             await publish(bus, create_pods(namespace, 20, stem=stem))
         results = await results_for(bus, 60, (running,), timeout=60)
+        snapshot = running.metrics.snapshot()
     assert {r.outcome for r in results} == {SUCCEEDED}
     pods = await pods_of(sim, namespace)
     assert len(pods) == 60 and len({p["metadata"]["name"] for p in pods}) == 60
-    codes = running.metrics.snapshot()["api_requests"]["POST"]
-    assert codes["429"] > 0 and codes["500"] > 0, codes
+    codes = snapshot["api_requests"]["POST"]
+    assert codes["429"] > 0 and codes["201"] == 60 and set(codes) == {"201", "429"}, codes
+    assert snapshot["deliveries"] == {"acked": 3}
+
+
+async def test_creates_answered_500_fail_at_once_and_end_their_slow_start(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, faults: Callable[..., None]) -> None:
+    """500s (no Retry-After) on a fifth of the creates are final: each is a failed result after one call,
+    its batch is finished and the rest of its action skipped; no action is redelivered."""
+    faults("pods:create:0.2:500", seed=11)
+    async with executor() as running:
+        for stem in ("a", "b", "c"):
+            await publish(bus, create_pods(namespace, 20, stem=stem))
+        results = await results_for(bus, 60, (running,), timeout=60)
+        await eventually(lambda: _acked(running, 3), what="the actions acked", running=(running,))
+        snapshot = running.metrics.snapshot()
+    by_outcome: dict[str, list[ActionResult]] = {}
+    for r in results:
+        by_outcome.setdefault(r.outcome, []).append(r)
+    failures = by_outcome.get(FAILED, [])
+    assert failures, "no create failed"
+    assert {(r.code, r.reason, r.attempts) for r in failures} == {(500, "InternalError", 1)}
+    codes = snapshot["api_requests"]["POST"]
+    assert codes == {"201": len(by_outcome.get(SUCCEEDED, [])), "500": len(failures)}, codes
+    for stem in ("a", "b", "c"):
+        mine = sorted((r for r in results if r.key.startswith(f"{namespace}/{stem}/")),
+                      key=lambda r: int(r.key.rsplit("/", 1)[1]))
+        failed_at = [int(r.key.rsplit("/", 1)[1]) for r in mine if r.outcome == FAILED]
+        # batches of 1, 2, 4, 8 and 5 pods: the one holding the first failure is the last attempted
+        batch_end = next(end for end in (1, 3, 7, 15, 20) if end > failed_at[0]) if failed_at else 20
+        assert {r.outcome for r in mine[:batch_end]} <= {SUCCEEDED, FAILED}
+        assert [(r.outcome, r.reason) for r in mine[batch_end:]] == [(SKIPPED, "SlowStartStopped")] * (20 - batch_end)
+    assert len(await pods_of(sim, namespace)) == len(by_outcome.get(SUCCEEDED, []))
+    assert snapshot["deliveries"] == {"acked": 3}
 
 
 async def test_a_create_applied_but_answered_504_ends_with_one_pod_and_a_success(

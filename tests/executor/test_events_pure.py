@@ -20,8 +20,8 @@ RS = ObjectReference(kind="ReplicaSet", namespace="ns", name="web", uid="rs-1", 
 
 
 def _event(involved: ObjectReference = RS, component: str = "replicaset-controller", key: str = "k",
-           reason: str = "SuccessfulCreate") -> Event:
-    return build_event(involved, namespace="ns", type="Normal", reason=reason, message="m", component=component,
+           reason: str = "SuccessfulCreate", type: str = "Normal") -> Event:
+    return build_event(involved, namespace="ns", type=type, reason=reason, message="m", component=component,
                        key=key, now=T0)
 
 
@@ -60,6 +60,7 @@ def test_a_clock_going_back_refills_nothing() -> None:
     pytest.param(_event(msgspec.structs.replace(RS, namespace="other")), id="another-namespace"),
     pytest.param(_event(msgspec.structs.replace(RS, kind="DaemonSet")), id="another-kind"),
     pytest.param(_event(msgspec.structs.replace(RS, api_version="apps/v2")), id="another-api-version"),
+    pytest.param(_event(type="Warning"), id="another-type"),  # getSpamKey has the type since client-go 1.32
 ])
 def test_each_source_and_object_has_a_bucket_of_its_own(other: Event) -> None:
     spam = SpamFilter(burst=1)

@@ -13,9 +13,10 @@ from executor.errors import (
     api_status,
     backoff_delay,
     has_cause,
-    is_transient,
+    outcome_unknown,
     parse_retry_after,
     retry_after_of,
+    retry_wait,
 )
 from executor.ratelimit import TokenBucket
 from executor.resources import KINDS
@@ -70,12 +71,41 @@ def test_redelivery_delay_doubles_to_30s(delivery: int, delay: float) -> None:
     assert redelivery_delay(delivery, 1.0) == delay
 
 
-@pytest.mark.parametrize(("code", "transient"), [
-    (0, True), (429, True), (500, True), (502, True), (503, True), (504, True),
-    (200, False), (400, False), (403, False), (404, False), (409, False), (422, False),
+def _status(code: int, reason: str, **extra: object) -> bytes:
+    return msgspec.json.encode({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                                "reason": reason, "message": f"{reason} happened", **extra})
+
+
+@pytest.mark.parametrize(("code", "unknown"), [
+    (0, True), (504, True),
+    (200, False), (400, False), (403, False), (404, False), (409, False), (422, False), (429, False),
+    (500, False), (502, False), (503, False),
 ])
-def test_which_answers_are_worth_retrying(code: int, transient: bool) -> None:
-    assert is_transient(code) is transient
+def test_which_answers_leave_the_outcome_unknown(code: int, unknown: bool) -> None:
+    """No answer, or the server's own timeout: the request may have been applied."""
+    assert outcome_unknown(code) is unknown
+
+
+@pytest.mark.parametrize(("reply", "wait"), [
+    pytest.param(Reply(429, b"", retry_after=2.0), 2.0, id="429-with-retry-after"),
+    pytest.param(Reply(500, b"", retry_after=1.0), 1.0, id="500-with-retry-after"),
+    pytest.param(Reply(503, b"", retry_after=0.0), 0.0, id="503-retry-after-zero-means-now"),
+    pytest.param(Reply(500, _status(500, "ServerTimeout", details={"retryAfterSeconds": 2})), 2.0,
+                 id="server-timeout-status-asks-in-its-body"),
+    pytest.param(Reply(429, _status(429, "TooManyRequests", details={"retryAfterSeconds": 1})), 1.0,
+                 id="429-status-asks-in-its-body"),
+    pytest.param(Reply(500, _status(500, "InternalError")), None, id="500-without-retry-after-is-final"),
+    pytest.param(Reply(503, _status(503, "ServiceUnavailable")), None, id="503-without-retry-after-is-final"),
+    pytest.param(Reply(429, b""), None, id="429-without-retry-after-is-final"),
+    pytest.param(Reply(500, _status(500, "InternalError", details={"retryAfterSeconds": 0})), None,
+                 id="retry-after-seconds-zero-is-no-header"),
+    pytest.param(Reply(409, b"", retry_after=1.0), None, id="a-409-is-final-whatever-it-says"),
+    pytest.param(Reply(422, b"", retry_after=1.0), None, id="a-422-is-final-whatever-it-says"),
+])
+def test_which_answers_are_sent_again(reply: Reply, wait: float | None) -> None:
+    """client-go's checkWait: a 429 or 5xx with Retry-After (kube-apiserver writes the header from the
+    Status's retryAfterSeconds when positive)."""
+    assert retry_wait(reply) == wait
 
 
 @pytest.mark.parametrize(("header", "seconds"), [
@@ -84,11 +114,6 @@ def test_which_answers_are_worth_retrying(code: int, transient: bool) -> None:
 ])
 def test_retry_after_header(header: str | None, seconds: float | None) -> None:
     assert parse_retry_after(header) == seconds
-
-
-def _status(code: int, reason: str, **extra: object) -> bytes:
-    return msgspec.json.encode({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-                                "reason": reason, "message": f"{reason} happened", **extra})
 
 
 def test_a_429_without_a_header_waits_as_its_status_says() -> None:

@@ -197,3 +197,15 @@ async def test_a_fault_on_one_verb_spares_the_others(client: Client, rule: str, 
     assert (await call(client, "DELETE", f"{PODS}/web-1"))[0] == 200
     assert (await call(client, "DELETE", "/sim/faults"))[0] == 200
     assert (await call(client, "POST", PODS, pod("web-2")))[0] == 201
+
+
+@pytest.mark.parametrize(("fault", "code", "retry_after"), [("429", 429, "1"), ("500", 500, None), ("403", 403, None)])
+async def test_retry_after_is_sent_when_the_status_asks_for_a_wait(client: Client, fault: str, code: int,
+                                                                   retry_after: str | None) -> None:
+    """As kube-apiserver's responsewriters: the header exactly when details.retryAfterSeconds > 0."""
+    await inject(client, f"pods:create:1:{fault}")
+    response = await client.post(PODS, data=json.dumps(pod()), headers={"Content-Type": "application/json"})
+    body = await response.json()
+    assert response.status == code, body
+    assert response.headers.get("Retry-After") == retry_after
+    assert body.get("details", {}).get("retryAfterSeconds") == (int(retry_after) if retry_after else None)
