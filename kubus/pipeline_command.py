@@ -116,6 +116,9 @@ def run(name: str, args: argparse.Namespace) -> int:
     except (NatsUnavailable, StartupError) as exc:
         print(f"kubus {name}: {exc}", file=sys.stderr)
         return 2
+    except ServiceFailed as exc:  # after a clean stop of the rest: a supervisor (systemd, the kubelet) restarts it
+        print(f"kubus {name}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -132,12 +135,18 @@ class StartupError(RuntimeError):
     """A dependency is missing or unreachable at start; the message says which and how to fix it."""
 
 
+class ServiceFailed(RuntimeError):
+    """A part of the service ended on its own (it crashed, or returned while it should run): the process
+    stops the rest cleanly and exits non-zero, with this one line."""
+
+
 async def _main(name: str, args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+    failures: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
         data_dir = Path(args.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -160,14 +169,29 @@ async def _main(name: str, args: argparse.Namespace) -> None:
         tasks = [asyncio.create_task(s(), name=n) for n, s in services.items()]
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        # a part that ended before we were asked to stop failed, whatever it returned
+        ended = [task for task in tasks if task.done()] if not stop.is_set() else []
         for task in tasks:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                log.error("%s stopped: %r", task.get_name(), result)
+                failures.append(f"{task.get_name()} stopped: {_reason(result)}")
+                log.debug("%s stopped", task.get_name(), exc_info=result)
+            elif task in ended:
+                failures.append(f"{task.get_name()} ended on its own")
+        for failure in failures:
+            log.error("%s", failure)
         stopper.cancel()
         log.info("stopped")
+    if failures:
+        raise ServiceFailed("; ".join(failures))
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the message, with the exception's type where the message alone does not say what failed."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def _services(name: str, args: argparse.Namespace, bus: Bus, health: serving.Health,

@@ -9,12 +9,16 @@ bootstrap, and the bootstrap must not start before the copy has caught up with t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import msgspec
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from kubus.jetstream import Bus
 from messages import codec, subjects
@@ -33,33 +37,55 @@ def source_seq(headers: Mapping[str, str] | None) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
-async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> None:
+async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> int:
     """Waits (up to `timeout`; then logs and goes on) until KUBUS_STATE has copied every event KUBUS_EVENTS
-    holds now. Sourcing is in order, so the copy's newest message says how far it got."""
+    holds now; returns how far the copy got: every event up to that sequence is in KUBUS_STATE (or superseded
+    there by a newer event of its object). Sourcing is in order, so the copy's newest message says how far."""
     js = bus.js
     target = (await js.stream_info(bus.stream(subjects.EVENTS_STREAM))).state.last_seq
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     state = bus.stream(subjects.STATE_STREAM)
-    while target:
-        last = (await js.stream_info(state)).state.last_seq
-        sourced = source_seq((await js.get_msg(state, last)).headers) if last else 0
+    while True:
+        sourced = await _copied_to(js, state, bus.prefix)
         if sourced >= target:
-            return
+            return sourced
         if loop.time() >= deadline:
             log.warning("KUBUS_STATE has copied events up to %d of %d after %.0f s; bootstrapping anyway",
                         sourced, target, timeout)
-            return
+            return sourced
         await asyncio.sleep(STATE_POLL)  # the polling interval of a wait with a deadline
 
 
-async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> tuple[int, int]:
-    """Folds KUBUS_STATE's messages whose subjects `reads` into `cache`: (objects loaded, the newest event
-    sequence the state held, whoever's partition it was in)."""
-    await wait_for_state(bus)
+async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
+    """The KUBUS_EVENTS sequence of the newest message KUBUS_STATE holds (0: none). The state keeps one
+    message per object, so the newest one seen by stream_info may be superseded (deleted) by the time it is
+    asked for: ask for the first message at or after it, which is the newest then or a newer one."""
+    last = (await js.stream_info(state)).state.last_seq
+    if not last:
+        return 0
+    try:
+        msg = await js.get_msg(state, last, subject=f"{prefix}.state.>", next=True)
+    except NotFoundError:  # every message from `last` on is gone: the stream was purged meanwhile
+        return 0
+    return source_seq(msg.headers)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    loaded: int  # objects folded into the cache
+    newest: int  # the newest event sequence the state held, whoever's partition it was in
+    # every event up to this sequence is reflected in the cache (events after it may or may not be: the copy
+    # went on while the state was read); what a position recorded for the bootstrapped state may say
+    consistent: int
+
+
+async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> Bootstrapped:
+    """Folds KUBUS_STATE's messages whose subjects `reads` into `cache`."""
+    consistent = await wait_for_state(bus)
     info = await bus.js.stream_info(bus.stream(subjects.STATE_STREAM))
     if not info.state.messages:
-        return 0, 0
+        return Bootstrapped(0, 0, 0)
     loaded = newest = 0
     done = asyncio.Event()
 
@@ -80,6 +106,9 @@ async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> tup
     sub = await bus.js.subscribe(
         f"{bus.prefix}.state.>", stream=bus.stream(subjects.STATE_STREAM), cb=on_state,
         ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
-    await done.wait()
-    await sub.unsubscribe()
-    return loaded, newest
+    try:
+        await done.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    return Bootstrapped(loaded, newest, min(consistent, newest))

@@ -83,8 +83,13 @@ class Reconciler:
         self._tick_partitions = None if self.owned is None else sorted(self.owned)  # as ticks record them
         self.lease_ttl = lease_ttl
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self._start: tick_rows.Tick | None = None  # recorded with the first commit
         self.bootstrapped_to = 0  # the newest event sequence the cache was bootstrapped with
+        self._consistent_to = 0  # every event up to this one is reflected in the bootstrapped cache
+        # positions of partitions we decide for that the store has none of: written with the first commit,
+        # so that the state it commits for them says from where the next owner must replay
+        self._new_positions: dict[int, int] = {}
         self.store = store
         self.clock = clock
         self.cache = Cache()
@@ -104,19 +109,22 @@ class Reconciler:
         return self._reads is None or partition_of_subject(subject) in self._reads
 
     def stop(self) -> None:
-        """Ends `run()` after the batch in flight (its partitions changed)."""
+        """Ends `run()` after the batch in flight, or at once while it is still starting (its partitions
+        changed)."""
         self._stopping = True
+        self._stop_requested.set()
         self.kick()
 
     # --- bootstrap ---------------------------------------------------------------------------------
     async def bootstrap(self) -> int:
         """Fills the cache from the compacted state (our partitions' and the cluster's objects); returns
         how many objects it loaded."""
-        loaded, self.bootstrapped_to = await bootstrapping.bootstrap(self.bus, self.cache, self.reads)
-        return loaded
+        done = await bootstrapping.bootstrap(self.bus, self.cache, self.reads)
+        self.bootstrapped_to, self._consistent_to = done.newest, done.consistent
+        return done.loaded
 
-    # --- consuming --------------------------------------------------------------------------------
-    async def run(self) -> None:
+    async def _load(self) -> tuple[int, dict[int, int]]:
+        """Bootstrap, then the store's state of our partitions: where to resume the history, and the positions."""
         loaded = await self.bootstrap()
         async with self.store.transaction() as tx:
             positions: dict[int, int] = await tx.positions(CONSUMER)
@@ -129,31 +137,46 @@ class Reconciler:
             k: Expectations(v.adds, v.dels, v.deletion_keys, v.set_at) for k, v in stored.items()}
         self.controllers.backoff = {k: FailedPodBackoff(key=k, delay_seconds=v.delay_seconds, last_update=v.last_update)
                                     for k, v in backoff.items()}
-        if self.owned is not None and not positions:  # nothing committed for our partitions yet
-            start = self.bootstrapped_to + 1
-        else:
-            start = min(positions.values(), default=0) + 1
+        decided = range(self.bus.partitions) if self.owned is None else self.owned
+        start, self._new_positions = stepping.start_positions(decided, positions, self._consistent_to,
+                                                              alone=self.owned is None)
         state = tick_rows.state_of(positions, stored, backoff)
-        if self.owned is not None:  # how a replay maps namespaces to partitions, as this process did
-            state["partition_count"] = self.bus.partitions
+        state["partition_count"] = self.bus.partitions  # how a replay maps namespaces to partitions, as we did
+        if self._new_positions:
+            state["new_positions"] = {str(p): s for p, s in sorted(self._new_positions.items())}
         self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,
                                      first_seq=start, last_seq=self.bootstrapped_to or None,
                                      partitions=self._tick_partitions, state=state)
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(stored), start)
-        info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
-        target = info.state.last_seq
+        return start, positions
 
-        async def on_event(msg: Msg) -> None:
-            await self._queue.put(msg)
-
-        sub = await self.bus.js.subscribe(
-            f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
-            ordered_consumer=True,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
-        if target < start:
-            self._caught_up()
+    # --- consuming --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        sub = None
         try:
+            # a stop while starting (the partitions moved again) ends the start-up at once, not after it
+            starting = asyncio.ensure_future(self._load())
+            stopped = asyncio.ensure_future(self._stop_requested.wait())
+            await asyncio.wait([starting, stopped], return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not starting.done():
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
+                return
+            start, positions = starting.result()
+            info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
+            target = info.state.last_seq
+
+            async def on_event(msg: Msg) -> None:
+                await self._queue.put(msg)
+
+            sub = await self.bus.js.subscribe(
+                f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
+            if target < start:
+                self._caught_up()
             while not self._stopping:
                 msgs = await self._next_batch()
                 async with self._lock:
@@ -165,10 +188,14 @@ class Reconciler:
                     self._caught_up()
                     log.info("caught up with the event history at sequence %d", last)
         finally:
+            # whatever ended the loop (a stop, LeaseLost, an error, a cancellation): results handed to it are
+            # not committed, and none are taken any more, so no recorder waits on a loop that is gone
+            self._stopping = True
             _fail(self._results, Stopped())
             self._results = []
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
 
     def _caught_up(self) -> None:
         self.caught_up = True
@@ -276,6 +303,9 @@ class Reconciler:
         return any(d.actions for d in outcome.decisions)
 
     async def _commit(self, tx: Any, batch: Batch, outcome: Outcome, now: datetime) -> list[int]:
+        for partition, seq in self._new_positions.items():
+            await tx.advance(CONSUMER, partition, seq)
+        self._new_positions = {}  # a failed commit ends the loop: no later commit needs them
         await tx.record_events([
             event_rows.ObservedEvent(stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type,
                                      namespace=e.namespace, name=e.name, uid=e.uid,

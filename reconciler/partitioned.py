@@ -48,6 +48,7 @@ class PartitionedReconciler:
         self.generations = 0  # how many Reconcilers were built, for tests and `kubus status`
         self._changed = asyncio.Event()
         self._revoked: set[int] = set()
+        self._draining: set[asyncio.Task[None]] = set()  # stopped loops' results recorders, winding down
         self._started = False
         keeper.listener = self
 
@@ -82,6 +83,14 @@ class PartitionedReconciler:
 
     # --- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            for task in self._draining:
+                task.cancel()
+            await asyncio.gather(*self._draining, return_exceptions=True)
+
+    async def _run(self) -> None:
         while True:
             self._changed.clear()
             if self._revoked:  # the previous loop has stopped: nothing of ours decides for them any more
@@ -124,15 +133,28 @@ class PartitionedReconciler:
             reconciler.stop()
             stop_results.set()  # ends within a fetch; cancelling it would strand what the server sent
             loop.cancel()
-            ended, stuck = await asyncio.wait([loop, results], timeout=STOP_TIMEOUT)
-            for task in stuck:
-                task.cancel()
-            for task in ended:  # retrieved here; what mattered was raised above
-                if not task.cancelled():
-                    task.exception()
-            if stuck:  # said loudly rather than hanging the handover
-                log.error("the loop for partition(s) %s did not stop within %.0f s: %s", _fmt(frozenset(fence)),
-                          STOP_TIMEOUT, ", ".join(t.get_name() for t in stuck))
+            # the next loop waits for this one (it must not decide for a partition this one still does), not
+            # for its results recorders: what they fetch from now on is handed back (nak) to the next binding
+            await _ended([loop], fence)
+            self._draining.add(asyncio.create_task(_ended([results], fence, report=True),
+                                                   name="results-recorder-stopping"))
+            self._draining = {t for t in self._draining if not t.done()}
+
+
+async def _ended(tasks: list[asyncio.Task[None]], fence: dict[int, int], report: bool = False) -> None:
+    """Waits (STOP_TIMEOUT at the most) for the tasks of a stopped loop, cancelling and saying loudly which
+    did not end rather than hanging the handover. Their exceptions are retrieved here: logged with `report`,
+    otherwise they were raised before."""
+    ended, stuck = await asyncio.wait(tasks, timeout=STOP_TIMEOUT)
+    for task in stuck:
+        task.cancel()
+    for task in ended:
+        error = None if task.cancelled() else task.exception()
+        if error is not None and report:
+            log.warning("%s of partition(s) %s ended with %r", task.get_name(), _fmt(frozenset(fence)), error)
+    if stuck:
+        log.error("the loop for partition(s) %s did not stop within %.0f s: %s", _fmt(frozenset(fence)),
+                  STOP_TIMEOUT, ", ".join(t.get_name() for t in stuck))
 
 
 def _fmt(partitions: frozenset[int]) -> str:

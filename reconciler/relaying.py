@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import NotFoundError
 
 from kubus import failpoints, serving
 from kubus.jetstream import Bus
@@ -89,40 +90,68 @@ async def record_results(bus: Bus, recorder: Any, partitions: Collection[int] | 
     if partitions is None:
         await _record(bus, recorder, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait, stop)
         return
-    async with asyncio.TaskGroup() as group:
-        for p in sorted(partitions):
-            group.create_task(_record(bus, recorder, subjects.result_subject(str(p), bus.prefix),
-                                      f"{RESULTS_CONSUMER}-{p}", ack_wait, stop))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for p in sorted(partitions):
+                group.create_task(_record(bus, recorder, subjects.result_subject(str(p), bus.prefix),
+                                          f"{RESULTS_CONSUMER}-{p}", ack_wait, stop))
+    except ExceptionGroup as group_error:  # what failed, not "unhandled errors in a TaskGroup"
+        raise group_error.exceptions[0] from None
+
+
+class StreamMissing(RuntimeError):
+    """A stream kubus consumes is gone (deleted under the running service): it ends, and is restarted,
+    rather than waiting for messages that cannot come (the start creates the streams again)."""
+
+
+CONSUMER_CHECK = 10  # idle fetches (about a second each) between two checks that the consumer still exists
 
 
 async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait: float,
                   stop: asyncio.Event) -> None:
     stream = bus.stream(subjects.RESULTS_STREAM)
-    sub = await bus.js.pull_subscribe(subject, durable=durable, stream=stream,
-                                      config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000,
-                                                            ack_wait=ack_wait))
-    try:
-        await _record_until(bus, recorder, sub, subject, stop)
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+    config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000, ack_wait=ack_wait)
+    while not stop.is_set():
+        try:  # binds the durable, creating it when it does not exist (first use, or deleted under us)
+            sub = await bus.js.pull_subscribe(subject, durable=durable, stream=stream, config=config)
+        except NotFoundError as exc:
+            raise StreamMissing(f"stream {stream} is gone ({exc.description or exc}); results on {subject} "
+                                f"cannot be recorded") from None
+        try:
+            gone = await _record_until(bus, recorder, sub, subject, stop)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        if not gone:
+            return
+        log.warning("results consumer %s on %s is gone; binding it again", durable, stream)
 
 
-async def _record_until(bus: Bus, recorder: Any, sub: Any, subject: str, stop: asyncio.Event) -> None:
+async def _record_until(bus: Bus, recorder: Any, sub: Any, subject: str, stop: asyncio.Event) -> bool:
+    """Records until `stop` or the recorder's loop stopped (False), or until the consumer is found gone
+    (True: the caller binds it again)."""
+    idle = 0
     while not stop.is_set():
         try:
             msgs = await sub.fetch(500, timeout=1.0)
         except TimeoutError:  # nats-py's fetch timeout is a TimeoutError: nothing to record yet
+            idle += 1
+            # a deleted consumer answers pulls with a status nats-py takes for "no messages": ask now and then
+            if idle % CONSUMER_CHECK == 0 and not await _consumer_exists(sub):
+                return True
             continue
         except Exception as exc:
             log.warning("results consumer paused: %s", exc)
             await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
+            if not await _consumer_exists(sub):
+                return True
             continue
+        idle = 0
         if stop.is_set():  # fetched for a loop that has ended: the next binding takes them now
             for msg in msgs:
                 with contextlib.suppress(Exception):
                     await msg.nak()
-            return
+            return False
         results: list[ActionResult] = []
         rows: list[ResultRow] = []
         for msg in msgs:
@@ -151,7 +180,19 @@ async def _record_until(bus: Bus, recorder: Any, sub: Any, subject: str, stop: a
                     with contextlib.suppress(Exception):
                         await msg.nak()
                 if isinstance(exc, Stopped):
-                    return
+                    return False
                 continue
         for msg in msgs:
             await msg.ack()
+    return False
+
+
+async def _consumer_exists(sub: Any) -> bool:
+    """False only when the server says the consumer is not there (a server that does not answer: True)."""
+    try:
+        await sub.consumer_info()
+    except NotFoundError:
+        return False
+    except Exception:  # NATS away: not a verdict on the consumer
+        return True
+    return True

@@ -164,6 +164,29 @@ def held_state(cache: Cache, partitions: Container[int], owns: Callable[[str], b
             {k: v for k, v in backoff.items() if k.split("/", 1)[0] in ours_ds})
 
 
+def start_positions(decided: Iterable[int], positions: Mapping[int, int], consistent: int, *, alone: bool
+                    ) -> tuple[int, dict[int, int]]:
+    """Where a starting reconciler resumes KUBUS_EVENTS, and the positions its first commit must record.
+
+    `positions` are the store's for what it reads (its partitions', when split); `decided` the partitions it
+    decides for; `consistent` the sequence up to which its bootstrapped cache reflects every event. It resumes
+    after the lowest position. A partition it decides for with no position yet (nobody committed anything
+    for it, or a previous owner committed state for it in a batch without its events) resumes no later than
+    `consistent`, and the first commit records that position for it: the expectations and backoff that
+    commit writes stand for the events up to it, so a takeover after a crash replays from there and observes
+    what those expectations wait for (without the record it resumed after its own bootstrap, and an
+    expectation whose pod was created meanwhile waited out the 5-minute timeout).
+
+    `alone` (one reconciler for every partition) with nothing committed replays the whole history, which
+    records every event in the audit trail from the first start on."""
+    missing = sorted(p for p in decided if p not in positions)
+    if alone and not positions:
+        start = 1
+    else:
+        start = min([*positions.values(), *([consistent] if missing else [])], default=consistent) + 1
+    return start, {p: start - 1 for p in missing if start > 1}
+
+
 def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],
                       backoff: Mapping[str, FailedPodBackoff]) -> Controllers:
     """The controllers of a starting reconciler: what the store holds, nothing else in memory."""

@@ -105,6 +105,7 @@ class Engine:
     reads: frozenset[int] | None = None  # a split reconciler's partitions and the cluster's; None: all
     stored_expectations: dict[str, Expectations] = field(default_factory=dict)  # as committed to the store
     stored_backoff: dict[str, FailedPodBackoff] = field(default_factory=dict)
+    new_positions: dict[int, int] = field(default_factory=dict)  # what the start's first commit records
     stats: Stats = field(default_factory=Stats)
     divergence: Divergence | None = None
     now: datetime | None = None
@@ -182,6 +183,7 @@ class Engine:
             held = stepping.held_state(self.cache, owned, owns, self.positions, self.stored_expectations,
                                        self.stored_backoff)
         self.loop_positions = dict(held[0])
+        self.new_positions = {int(p): int(seq) for p, seq in ((state or {}).get("new_positions") or {}).items()}
         self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2])
         self.controllers.owns = owns
         self.caught_up = False
@@ -229,6 +231,9 @@ class Engine:
     def _commit(self, step: stepping.Step, now: datetime) -> None:
         """What the live loop's transaction wrote that a later start loads again."""
         outcome = step.outcome
+        for partition, seq in self.new_positions.items():  # the first commit after a start records them
+            self.positions[partition] = max(self.positions.get(partition, 0), seq)
+        self.new_positions = {}
         for entry in outcome.backoff:
             self.stored_backoff[entry.key] = entry
         for key, value in outcome.expectations.items():
