@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.split_bench throughput [--events 50000] [--reconcilers 1 2] [--runs 1]
                                                      [--mode backlog live skewed]
     .venv/bin/python -m bench.split_bench failover [--ttl 3 10] [--rounds 2] [--clean-rounds 1]
+                                                   [--repeat 10 --load 1]
 
 Both parts run the services as processes, the way they are deployed: a nats-server of their own, a
 fresh PostgreSQL database (created on the server of KUBUS_TEST_PG_URL, default
@@ -44,7 +45,13 @@ new name before the next round, and the rounds alternate between the two. Then `
 stop one with SIGTERM instead: it releases its leases as it leaves, and the times count from its exit
 (the bound is then one round of the survivor, ttl/3).
 
-BENCH_KEEP=1 keeps the work directory (the services' logs).
+`--repeat N` runs the failover part N times, each on a fresh deployment (the first round after a start is
+where a takeover meets the least committed state), and `--load K` keeps K processes spinning on the CPU
+meanwhile (the machine's other core busy, as under a test suite): it counts the rounds done, the stalls (a
+round whose pods did not appear within its deadline) and the deaths (a service that exited on its own),
+and fails when there is one. Every service stopped at the end must exit 0 (a SIGTERM is a clean stop).
+
+BENCH_KEEP=1 keeps the work directory (the services' logs); a failed run keeps it anyway.
 """
 
 from __future__ import annotations
@@ -156,6 +163,11 @@ class Services:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self.stopped: set[str] = set()  # stopped on purpose: their exit is no failure
+        self.exit_codes: dict[str, int] = {}  # of the services `stop()` ended with SIGTERM
+
+    def unclean(self) -> dict[str, int]:
+        """The services that did not exit 0 on the SIGTERM of `stop()`."""
+        return {name: code for name, code in self.exit_codes.items() if code != 0}
 
     def start_nats(self) -> str:
         port = free_port()
@@ -213,10 +225,11 @@ class Services:
             if name == "nats-server":
                 continue
             try:
-                proc.wait(timeout=20)
+                self.exit_codes[name] = proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                self.exit_codes[name] = -9  # did not stop within 20 s of its SIGTERM
         server = self.procs.get("nats-server")
         if server is not None and server.poll() is None:
             server.terminate()
@@ -636,10 +649,17 @@ async def failover(ttl: float, rounds: int, clean_rounds: int = 0) -> list[Failo
         sim = start_sim("--nodes", "4", "--kubelet-delay", "0")
         try:
             async with fresh_database(wd) as db_url:
-                return await _failover(services, sim, db_url, ttl, ["kill -9"] * rounds + ["SIGTERM"] * clean_rounds)
+                try:
+                    done = await _failover(services, sim, db_url, ttl,
+                                           ["kill -9"] * rounds + ["SIGTERM"] * clean_rounds)
+                finally:
+                    services.stop()  # before the database goes
         finally:
             services.stop()
             sim.stop()
+        if services.unclean():  # a service that died meanwhile, or failed its clean stop
+            raise RuntimeError(f"services exited with {services.unclean()} on SIGTERM; see the logs in {wd}")
+        return done
 
 
 async def _failover(services: Services, sim: Process, db_url: str, ttl: float, rounds: list[str]
@@ -806,6 +826,65 @@ def bench_failover(ttls: list[float], rounds: int, clean_rounds: int = 0) -> dic
     return results
 
 
+@dataclass
+class Tally:
+    deployments: int = 0
+    rounds: list[FailoverRound] = field(default_factory=list)
+    stalls: list[str] = field(default_factory=list)
+    deaths: list[str] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def cpu_load(processes: int, seconds: float = 3600.0) -> Iterator[None]:
+    """`processes` busy loops (each a process of its own, bounded to `seconds`), stopped on exit."""
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+
+
+def bench_failover_repeated(ttl: float, repeat: int, rounds: int, clean_rounds: int, load: int) -> Tally:
+    """`repeat` fresh deployments, each through `rounds` kill -9 and `clean_rounds` SIGTERM rounds, with
+    `load` busy processes beside them: what went wrong, counted."""
+    print(f"machine: {machine()}; {load} busy process(es) beside the services", flush=True)
+    tally = Tally()
+    with cpu_load(load):
+        for run in range(1, repeat + 1):
+            tally.deployments += 1
+            try:
+                done = asyncio.run(failover(ttl, rounds, clean_rounds))
+            except Exception as exc:  # counted and reported; the next deployment goes on
+                text = " ".join(str(exc).split())
+                where = tally.stalls if "round not done" in text or "pods not created" in text else (
+                    tally.deaths if " exited with " in text else tally.other)
+                where.append(f"deployment {run}: {text}")
+                print(f"deployment {run}: FAILED: {text}", flush=True)
+                continue
+            tally.rounds += done
+            killed = [r for r in done if r.how == "kill -9"]
+            print(f"deployment {run}: {len(done)} rounds; kill -9 takeover {_span(r.taken for r in killed)} s, "
+                  f"pods {_span(r.pods for r in killed)} s", flush=True)
+    killed = [r for r in tally.rounds if r.how == "kill -9"]
+    clean = [r for r in tally.rounds if r.how == "SIGTERM"]
+    print(f"ttl {ttl:g} s, {tally.deployments} deployments with {load} busy process(es): {len(killed)} kill -9 and "
+          f"{len(clean)} SIGTERM rounds done; stalls {len(tally.stalls)}, deaths {len(tally.deaths)}, other failures "
+          f"{len(tally.other)}", flush=True)
+    if killed:
+        bound = ttl + ttl / 3
+        print(f"  kill -9: partitions taken over {_span(r.taken for r in killed)} s after the kill (bound "
+              f"{bound:.2f} s, worst / bound {max(r.taken for r in killed) / bound:.2f}); the scaled ReplicaSets' "
+              f"pods {_span(r.pods for r in killed)} s", flush=True)
+    if clean:
+        print(f"  SIGTERM: taken over {_span(r.taken for r in clean)} s after the exit; pods "
+              f"{_span(r.pods for r in clean)} s", flush=True)
+    return tally
+
+
 def _span(values: Any) -> str:
     vs = sorted(values)
     return f"{vs[0]:.2f}" if len(vs) == 1 or vs[0] == vs[-1] else f"{vs[0]:.2f} - {vs[-1]:.2f}"
@@ -823,7 +902,17 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, nargs="+", default=[3.0, DEFAULT_TTL], help="failover: lease ttls")
     parser.add_argument("--rounds", type=int, default=2, help="failover: kill -9 rounds per ttl")
     parser.add_argument("--clean-rounds", type=int, default=1, help="failover: then SIGTERM rounds per ttl")
+    parser.add_argument("--repeat", type=int, default=0,
+                        help="failover: this many fresh deployments, counting stalls and deaths")
+    parser.add_argument("--load", type=int, default=0, help="failover --repeat: busy processes beside the services")
     args = parser.parse_args()
+    if args.part == "failover" and args.repeat:
+        tallies = [bench_failover_repeated(ttl, args.repeat, args.rounds, args.clean_rounds, args.load)
+                   for ttl in args.ttl]
+        failures = [f for t in tallies for f in (*t.stalls, *t.deaths, *t.other)]
+        for failure in failures:
+            print(f"FAILED {failure}", flush=True)
+        sys.exit(1 if failures else 0)
     if args.part in ("throughput", "all"):
         bench_throughput(args.events, args.reconcilers, args.runs, tuple(args.mode))
     if args.part in ("failover", "all"):
