@@ -235,14 +235,25 @@ class Registry:
             obj = defaulting.default_object(resource.kind, obj)
         meta = obj["metadata"]
         old_meta = old["metadata"]
-        if subresource == "status":
+        body_metadata = subresource == "status" and resource in _GENERATION_KINDS
+        if subresource == "status" and not body_metadata:
             status = obj.get("status")
             obj = current.clone()
             if status is not None:
                 obj["status"] = status
             meta = obj["metadata"]
         else:
-            if resource in _STATUS_KINDS and "status" in old:
+            if body_metadata:
+                # rsStatusStrategy / daemonSetStatusStrategy PrepareForUpdate: the stored spec; the metadata is
+                # the body's (neither calls metav1.ResetObjectMetaForStatus), restored below as BeforeUpdate does
+                if "spec" in old:
+                    obj["spec"] = current.clone()["spec"]
+                else:
+                    obj.pop("spec", None)
+                # the status is the body's, all of it; the counts Go never omits are there even when zero
+                status = obj.get("status")
+                obj["status"] = {**_EMPTY_STATUS[resource], **(status if isinstance(status, dict) else {})}
+            elif resource in _STATUS_KINDS and "status" in old:
                 obj["status"] = old["status"]
             elif resource in _STATUS_KINDS:
                 obj.pop("status", None)
@@ -260,6 +271,7 @@ class Registry:
                 meta["generation"] = old_meta.get("generation", 0) + 1
             if resource is R.DAEMONSETS:
                 changed = (obj.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template")
+                # a status write keeps it: the annotation is the internal spec.templateGeneration, the stored one
                 _set_template_generation(obj, _template_generation(old) + 1 if changed else _template_generation(old))
         meta.pop("selfLink", None)
         meta.pop("managedFields", None)
@@ -275,7 +287,11 @@ class Registry:
                      "causes": [{"reason": "FieldValueForbidden", "field": "metadata.finalizers",
                                  "message": "Forbidden: no new finalizers can be added if the object is being "
                                             "deleted"}]})
-        if subresource != "status":  # a status write cannot change what the spec validation checks
+        if body_metadata:
+            problems = validation.validate_status_update(resource.kind, obj, old)
+            if problems:
+                raise errors.invalid(resource, old_meta["name"], problems)
+        elif subresource != "status":  # a status write cannot change what the spec validation checks
             self._validate(resource, obj, old)
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         obj = _ordered(obj)

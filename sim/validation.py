@@ -468,6 +468,24 @@ def validate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
     return errs
 
 
+def validate_status_update(kind: str, obj: Any, old: dict[str, Any]) -> list[FieldError]:
+    """A status write of a ReplicaSet or DaemonSet: rest.BeforeUpdate's common ObjectMeta checks, then the
+    status strategy's ValidateUpdate (ValidateObjectMetaUpdate and the status rules; never the spec's)."""
+    from sim import validation_apps
+
+    if not isinstance(obj, dict):
+        return [FieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
+    errs: Errors = []
+    validate_object_meta(obj, True, path_segment_name, errs)
+    validate_object_meta_update(obj, old, errs)
+    statuses: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = {
+        "DaemonSet": validation_apps.validate_daemonset_status_update,
+        "ReplicaSet": validation_apps.validate_replicaset_status_update,
+    }
+    statuses[kind](obj, old, errs)
+    return errs
+
+
 def _validate_namespace(ns: dict[str, Any], errs: Errors) -> None:
     validate_object_meta(ns, False, label_name, errs)
     spec = get(ns, "spec", dict, "spec", errs) or {}

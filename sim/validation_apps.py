@@ -38,9 +38,9 @@ from sim.validation import (
 )
 
 __all__ = [
-    "validate_controller_revision", "validate_controller_revision_update", "validate_daemonset", "validate_pod",
-    "validate_pod_spec", "validate_pod_template", "validate_pod_update", "validate_replicaset",
-    "validate_selector_update",
+    "validate_controller_revision", "validate_controller_revision_update", "validate_daemonset",
+    "validate_daemonset_status_update", "validate_pod", "validate_pod_spec", "validate_pod_template",
+    "validate_pod_update", "validate_replicaset", "validate_replicaset_status_update", "validate_selector_update",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -464,6 +464,47 @@ def validate_replicaset(rs: dict[str, Any], errs: Errors) -> None:
         _template_workload_rules(pod_spec, "ReplicaSet", errs)
     for key in ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration"):
         nonnegative(rs.get("status"), key, f"status.{key}", errs)
+
+
+def _status(obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _status_counts(obj: dict[str, Any], keys: tuple[str, ...], errs: Errors) -> dict[str, int]:
+    """The status counts (absent: 0, as a Go int32), each checked ValidateNonnegativeField."""
+    status = _status(obj)
+    for key in keys:
+        nonnegative(status, key, f"status.{key}", errs)
+    counts = {key: status.get(key) for key in keys}
+    return {key: value if isinstance(value, int) and not isinstance(value, bool) else 0
+            for key, value in counts.items()}
+
+
+def validate_replicaset_status_update(rs: dict[str, Any], old: dict[str, Any], errs: Errors) -> None:
+    """ValidateReplicaSetStatusUpdate's ValidateReplicaSetStatus (its ObjectMeta part is the caller's)."""
+    counts = _status_counts(rs, ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
+                                 "observedGeneration"), errs)
+    status = _status(rs)
+    if status.get("terminatingReplicas") is not None:
+        nonnegative(status, "terminatingReplicas", "status.terminatingReplicas", errs)
+    for key in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
+        if counts[key] > counts["replicas"]:
+            errs.append(FieldError.invalid(f"status.{key}", counts[key], "cannot be greater than status.replicas"))
+    if counts["availableReplicas"] > counts["readyReplicas"]:
+        errs.append(FieldError.invalid("status.availableReplicas", counts["availableReplicas"],
+                                       "cannot be greater than readyReplicas"))
+
+
+def validate_daemonset_status_update(ds: dict[str, Any], old: dict[str, Any], errs: Errors) -> None:
+    """ValidateDaemonSetStatusUpdate's validateDaemonSetStatus, and collisionCount never decremented
+    (apivalidation.IsDecremented: dropping a count the stored object has is decrementing it)."""
+    _status_counts(ds, ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady",
+                        "observedGeneration", "updatedNumberScheduled", "numberAvailable", "numberUnavailable",
+                        "collisionCount"), errs)
+    new_count, old_count = _status(ds).get("collisionCount"), _status(old).get("collisionCount")
+    if old_count is not None and (new_count is None or (isinstance(new_count, int) and new_count < old_count)):
+        errs.append(FieldError.invalid("status.collisionCount", new_count or 0, "cannot be decremented"))
 
 
 def validate_controller_revision(revision: dict[str, Any], errs: Errors) -> None:

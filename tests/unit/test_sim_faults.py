@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from sim.cluster import SimCluster, SimConfig
 from sim.faults import FAULTS, FaultRule
-from sim.nodes import generate
 
 Client = TestClient[Any, Any]
 PODS = "/api/v1/namespaces/default/pods"
@@ -26,11 +23,8 @@ QUOTA = "exceeded quota: compute-resources, requested: {0}=1, used: {0}=10, limi
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[Client]:
-    cluster = SimCluster(SimConfig(nodes=generate(1), seed=1))
-    cluster._seed()  # the system namespaces and the node, as start() does
-    async with TestClient(TestServer(cluster.app())) as test_client:
-        yield test_client
+def client(sim_client: Client) -> Client:
+    return sim_client
 
 
 async def call(client: Client, method: str, path: str, body: Any = None,

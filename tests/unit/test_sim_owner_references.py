@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from sim import resources as R
-from sim.cluster import SimCluster, SimConfig
-from sim.nodes import generate
 from sim.resources import Resource
 from sim.validation import validate
 
@@ -31,11 +29,8 @@ NIL = "(*bool)(nil)"
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[Client]:
-    cluster = SimCluster(SimConfig(nodes=generate(1), seed=1))
-    cluster._seed()  # the system namespaces and the node, as start() does
-    async with TestClient(TestServer(cluster.app())) as test_client:
-        yield test_client
+def client(sim_client: Client) -> Client:
+    return sim_client
 
 
 # --- builders --------------------------------------------------------------------------------------
