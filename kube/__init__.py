@@ -7,5 +7,6 @@ back, ``times`` handles timestamps.
 
 Helpers: ``labels`` (+ ``selection``, ``selectorparser``), ``fields``,
 ``validation``, ``nodeaffinity``, ``taints``, ``pods``, ``intstr``,
-``ownership`` (+ ``gojson``). Test builders: ``testing``.
+``ownership`` (+ ``gojson``), ``features`` (the feature gates decisions depend on).
+Test builders: ``testing``.
 """

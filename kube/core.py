@@ -103,9 +103,14 @@ class Affinity(Model, kw_only=True):
     node_affinity: NodeAffinity | None = None
 
 
+CONTAINER_RESTART_POLICY_ALWAYS: Final = "Always"
+"""An init container's ``restartPolicy: Always``: a restartable init container, a sidecar (KEP-753)."""
+
+
 class Container(Model, kw_only=True):
     name: str = ""
     image: str = ""
+    restart_policy: str | None = None  # only init containers may set it: Always makes one a sidecar
 
 
 class PodSpec(Model, kw_only=True):
@@ -114,6 +119,7 @@ class PodSpec(Model, kw_only=True):
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []
     host_network: bool = False
+    init_containers: list[Container] = []
     containers: list[Container] = []
     restart_policy: str = ""
     termination_grace_period_seconds: int | None = None
@@ -140,6 +146,7 @@ class PodStatus(Model, kw_only=True):
     observed_generation: int = 0
     phase: str = ""
     conditions: list[PodCondition] = []
+    init_container_statuses: list[ContainerStatus] = []
     container_statuses: list[ContainerStatus] = []
     start_time: str | None = None
     host_ip: str = msgspec.field(default="", name="hostIP")

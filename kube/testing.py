@@ -28,6 +28,7 @@ from kube.apps import (
 from kube.core import (
     CONDITION_FALSE,
     CONDITION_TRUE,
+    CONTAINER_RESTART_POLICY_ALWAYS,
     NODE_READY,
     POD_PENDING,
     POD_READY,
@@ -150,6 +151,20 @@ class PodBuilder(_Builder[Pod]):
 
     def container(self, name: str, image: str) -> Self:
         return self._with(lambda o: o.spec.containers.append(Container(name=name, image=image)))
+
+    def init_container(self, name: str, *, restart_policy: str | None = None, restarts: int = 0,
+                       image: str = "busybox") -> Self:
+        """Add an init container and its status with ``restarts`` (``restart_policy="Always"``: a sidecar)."""
+
+        def change(p: Pod) -> None:
+            p.spec.init_containers.append(Container(name=name, image=image, restart_policy=restart_policy))
+            p.status.init_container_statuses.append(ContainerStatus(name=name, restart_count=restarts))
+
+        return self._with(change)
+
+    def sidecar(self, name: str, restarts: int = 0) -> Self:
+        """A restartable init container (``restartPolicy: Always``) that restarted ``restarts`` times."""
+        return self.init_container(name, restart_policy=CONTAINER_RESTART_POLICY_ALWAYS, restarts=restarts)
 
     def node_selector(self, mapping: Mapping[str, str] | None = None, /, **labels: str) -> Self:
         return self._with(lambda o: o.spec.node_selector.update(_merged(mapping, labels)))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["format_micro_time", "format_time", "parse_time"]
+__all__ = ["format_go_duration", "format_micro_time", "format_time", "parse_go_duration", "parse_time"]
 
 # Go's time.Parse(time.RFC3339, ...) accepts any number of fraction digits and
 # requires an explicit offset; Python's fromisoformat is more lenient, so the
@@ -55,3 +55,59 @@ def _utc(moment: datetime) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("naive datetime: Kubernetes timestamps need a timezone")
     return moment.astimezone(UTC)
+
+
+_GO_DURATION_UNITS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000,
+                      "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+_GO_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+
+
+def parse_go_duration(text: str) -> timedelta:
+    """Go's time.ParseDuration (a flag such as ``--min-resync-period 12h``): ``300ms``, ``1.5h``, ``2h45m``;
+    ``0`` needs no unit. Nanoseconds below a microsecond are dropped. Raises ValueError with Go's message."""
+    original, rest = text, text
+    negative = rest[:1] == "-"
+    if rest[:1] in ("-", "+"):
+        rest = rest[1:]
+    if rest == "0":
+        return timedelta(0)
+    if not rest:
+        raise ValueError(f'time: invalid duration "{original}"')
+    nanoseconds = 0
+    while rest:
+        match = _GO_DURATION_PART.match(rest)
+        assert match is not None  # every group may be empty
+        whole, fraction, unit = match.group(1), match.group(2), match.group(3)
+        if not whole and not fraction:
+            raise ValueError(f'time: invalid duration "{original}"')
+        if not unit:
+            raise ValueError(f'time: missing unit in duration "{original}"')
+        scale = _GO_DURATION_UNITS.get(unit)
+        if scale is None:
+            raise ValueError(f'time: unknown unit "{unit}" in duration "{original}"')
+        nanoseconds += int(whole or "0") * scale
+        if fraction:
+            nanoseconds += int(fraction) * scale // 10 ** len(fraction)
+        if nanoseconds > 2**63 - 1:
+            raise ValueError(f'time: invalid duration "{original}"')
+        rest = rest[match.end():]
+    return timedelta(microseconds=(-nanoseconds if negative else nanoseconds) // 1_000)
+
+
+def format_go_duration(duration: timedelta) -> str:
+    """Go's Duration.String() for whole microseconds: ``12h0m0s``, ``1.5s``, ``0s``."""
+    micro = duration // timedelta(microseconds=1)
+    sign, micro = ("-", -micro) if micro < 0 else ("", micro)
+    if micro < 1_000_000:
+        if micro == 0:
+            return "0s"
+        return f"{sign}{micro / 1000:g}ms" if micro % 1000 == 0 else f"{sign}{micro}\u00b5s"
+    hours, rest = divmod(micro, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds, fraction = divmod(rest, 1_000_000)
+    text = f"{seconds}.{fraction:06d}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    if minutes:
+        return f"{sign}{minutes}m{text}"
+    return sign + text

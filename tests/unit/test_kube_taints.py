@@ -9,6 +9,7 @@ from kube.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,
     find_matching_untolerated_taint,
+    is_decimal_integer,
     tolerates_taint,
     tolerations_tolerate_taint,
 )
@@ -125,20 +126,86 @@ SLA = "node.kubernetes.io/sla"
             Toleration(key="k", operator="Lt", value=" 5"), Taint(key="k", value="1"), False, id="lt-value-with-space"
         ),
         pytest.param(
-            Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="+1"), True, id="lt-plus-sign"
+            Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="+1"), False,
+            id="lt-plus-sign-is-not-a-canonical-integer"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="-1"), True, id="lt-negative-taint"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Gt", value="0950"), Taint(key="k", value="1000"), False,
+            id="gt-leading-zero-toleration-is-not-canonical"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="01"), False,
+            id="lt-leading-zero-taint-is-not-canonical"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Gt", value="-0"), Taint(key="k", value="1"), False,
+            id="gt-minus-zero-is-not-canonical"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Gt", value="0"), Taint(key="k", value="1"), True, id="gt-zero"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Gt", value=""), Taint(key="k", value="1"), False, id="gt-empty-value"
+        ),
+        pytest.param(
+            Toleration(key="k", operator="Gt", value="-9223372036854775808"), Taint(key="k", value="0"), True,
+            id="gt-int64-min"
         ),
         pytest.param(Toleration(key="k", operator="Foo"), Taint(key="k"), False, id="unknown-operator"),
     ],
 )
 def test_tolerates_taint(toleration: Toleration, taint: Taint, expected: bool) -> None:
-    """TestTolerationToleratesTaint."""
-    assert tolerates_taint(toleration, taint) is expected
+    """TestTolerationToleratesTaint, with the TaintTolerationComparisonOperators gate on; values are read as
+    compareNumericValues does: content.IsDecimalInteger, then strconv.ParseInt(v, 10, 64)."""
+    assert tolerates_taint(toleration, taint, comparison_operators=True) is expected
 
 
-def test_comparison_operators_can_be_gated_off() -> None:
-    """With TaintTolerationComparisonOperators off, Lt and Gt tolerate nothing."""
-    toleration, taint = Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="1")
+@pytest.mark.parametrize(
+    ("toleration", "taint"),
+    [
+        pytest.param(Toleration(key="k", operator="Lt", value="5"), Taint(key="k", value="1"), id="lt"),
+        pytest.param(Toleration(key="k", operator="Gt", value="1"), Taint(key="k", value="5"), id="gt"),
+        pytest.param(Toleration(operator="Gt", value="1"), Taint(key="k", value="5", effect=NO_EXECUTE),
+                     id="gt-any-key-any-effect"),
+    ],
+)
+def test_comparison_operators_are_gated_off_by_default(toleration: Toleration, taint: Taint) -> None:
+    """TaintTolerationComparisonOperators is alpha and off by default: then Lt and Gt tolerate nothing,
+    also through TolerationsTolerateTaint and FindMatchingUntoleratedTaint."""
+    assert tolerates_taint(toleration, taint, comparison_operators=True)
+    assert not tolerates_taint(toleration, taint)
     assert not tolerates_taint(toleration, taint, comparison_operators=False)
+    assert not tolerations_tolerate_taint([toleration], taint)
+    assert tolerations_tolerate_taint([toleration], taint, comparison_operators=True)
+    assert find_matching_untolerated_taint([taint], [toleration]) == taint
+    assert find_matching_untolerated_taint([taint], [toleration], comparison_operators=True) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("0", True, id="zero"),
+        pytest.param("123", True, id="positive"),
+        pytest.param("-456", True, id="negative"),
+        pytest.param("", False, id="empty"),
+        pytest.param("-", False, id="lone-minus"),
+        pytest.param("-0", False, id="minus-zero"),
+        pytest.param("00", False, id="double-zero"),
+        pytest.param("0700", False, id="leading-zero"),
+        pytest.param("+5", False, id="plus-sign"),
+        pytest.param(" 5", False, id="space"),
+        pytest.param("1_000", False, id="underscore"),
+        pytest.param("0x10", False, id="hex"),
+        pytest.param("\u0661", False, id="non-ascii-digit"),
+        pytest.param("99999999999999999999", True, id="too-big-for-int64-is-still-canonical"),
+    ],
+)
+def test_is_decimal_integer(value: str, expected: bool) -> None:
+    """apimachinery's content.IsDecimalInteger: the canonical form a human writes an integer in."""
+    assert is_decimal_integer(value) is expected
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from kube.times import format_micro_time, format_time, parse_time
+from kube.times import format_go_duration, format_micro_time, format_time, parse_go_duration, parse_time
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,61 @@ def test_naive_datetimes_are_refused() -> None:
     """A naive datetime has no defined instant."""
     with pytest.raises(ValueError, match="naive"):
         format_time(datetime(2024, 1, 2))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("12h", timedelta(hours=12), id="hours"),
+        pytest.param("0", timedelta(0), id="zero-needs-no-unit"),
+        pytest.param("0s", timedelta(0), id="zero-seconds"),
+        pytest.param("1h30m", timedelta(hours=1, minutes=30), id="combined"),
+        pytest.param("1.5h", timedelta(hours=1, minutes=30), id="fraction"),
+        pytest.param("2h45m30.5s", timedelta(hours=2, minutes=45, seconds=30.5), id="everything"),
+        pytest.param("300ms", timedelta(milliseconds=300), id="milliseconds"),
+        pytest.param("10us", timedelta(microseconds=10), id="microseconds"),
+        pytest.param("10\u00b5s", timedelta(microseconds=10), id="micro-sign"),
+        pytest.param("1500ns", timedelta(microseconds=1), id="nanoseconds-truncated"),
+        pytest.param("+5m", timedelta(minutes=5), id="plus"),
+        pytest.param("-5m", -timedelta(minutes=5), id="minus"),
+        pytest.param(".5s", timedelta(milliseconds=500), id="leading-dot"),
+    ],
+)
+def test_parse_go_duration(text: str, expected: timedelta) -> None:
+    """time.ParseDuration, as kube-controller-manager's duration flags read their values."""
+    assert parse_go_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("", 'time: invalid duration ""', id="empty"),
+        pytest.param("5", 'time: missing unit in duration "5"', id="no-unit"),
+        pytest.param("1h5", 'time: missing unit in duration "1h5"', id="trailing-number"),
+        pytest.param("7d", 'time: unknown unit "d" in duration "7d"', id="days-are-not-go"),
+        pytest.param("x", 'time: invalid duration "x"', id="letters"),
+        pytest.param(".s", 'time: invalid duration ".s"', id="no-digits"),
+        pytest.param("-", 'time: invalid duration "-"', id="sign-only"),
+        pytest.param("3000000h", 'time: invalid duration "3000000h"', id="overflow"),
+    ],
+)
+def test_bad_go_durations(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        parse_go_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("duration", "text"),
+    [
+        pytest.param(timedelta(hours=12), "12h0m0s", id="hours"),
+        pytest.param(timedelta(0), "0s", id="zero"),
+        pytest.param(timedelta(minutes=90, seconds=1.25), "1h30m1.25s", id="fraction"),
+        pytest.param(timedelta(milliseconds=300), "300ms", id="milliseconds"),
+        pytest.param(timedelta(microseconds=7), "7\u00b5s", id="microseconds"),
+        pytest.param(-timedelta(minutes=5), "-5m0s", id="negative"),
+    ],
+)
+def test_format_go_duration(duration: timedelta, text: str) -> None:
+    """Duration.String()."""
+    assert format_go_duration(duration) == text
+    assert parse_go_duration(text) == duration
