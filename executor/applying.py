@@ -6,10 +6,13 @@ anything else the API refuses becomes a failed result with the API's Status, and
 decides what to do about it (a PatchPod answered 404 or 422 is one such failure: upstream's release
 ignores those, and so may the reconciler).
 
-A PatchPod with an `owner_check` is an adoption: as upstream's ControllerRefManager runs canAdopt
-(RecheckDeletionTimestamp around a fresh GET of the ReplicaSet or DaemonSet) before patching the
-ownerReference in, the owner is read first and the patch refused when it is gone or being deleted.
-A DeletePod with an `owner` records SuccessfulDelete / FailedDelete on it (see executor/events.py).
+A PatchPod or PatchControllerRevision with an `owner_check` is an adoption: as upstream's
+ControllerRefManager runs canAdopt (RecheckDeletionTimestamp around a fresh GET of the ReplicaSet or
+DaemonSet) before patching the ownerReference in, the owner is read first and the patch refused when it
+is gone or being deleted. An action with `adopt_first` deletes or patches an orphan its sync claimed:
+the adoption (owner re-check, patch) is made first, and the action is applied only if it succeeded, as
+upstream's claim adopts synchronously; otherwise it is reported skipped (NOT_ADOPTED). A DeletePod with
+an `owner` records SuccessfulDelete / FailedDelete on it (see executor/events.py).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from kube import codec
 from kube.meta import ObjectReference, Status
 from messages.actions import (
     FAILED,
+    NOT_ADOPTED,
     SKIPPED,
     SUCCEEDED,
     Action,
@@ -52,9 +56,10 @@ from messages.actions import (
     RecordEvent,
     SetAnnotation,
     UpdateStatus,
+    status_with_fields,
 )
 
-STATUS_UPDATE_RETRIES = 1  # upstream's statusUpdateRetries: one more try after a conflict
+STATUS_UPDATE_RETRIES = 1  # upstream's statusUpdateRetries: one more try, on a fresh read, after a failed write
 ADOPTERS: Final = ("ReplicaSet", "DaemonSet")  # the kinds an owner_check may name
 
 _json = msgspec.json.Encoder()
@@ -102,11 +107,35 @@ def subject_of(action: Action) -> str:
 
 
 async def _delete_pod(d: Delivery, a: DeletePod) -> Effect:
+    if (not_adopted := await adopted_first(d.api, POD, a)) is not None:
+        return not_adopted
     return await delete_with_uid(d.api, POD, a.namespace, a.name, a.uid)
 
 
 async def _delete_revision(d: Delivery, a: DeleteControllerRevision) -> Effect:
+    if (not_adopted := await adopted_first(d.api, CONTROLLER_REVISION, a)) is not None:
+        return not_adopted
     return await delete_with_uid(d.api, CONTROLLER_REVISION, a.namespace, a.name, a.uid)
+
+
+async def adopted_first(api: KubeApi, kind: Kind,
+                        a: DeletePod | PatchPod | PatchControllerRevision | DeleteControllerRevision) -> Effect | None:
+    """The adoption the action waits on (`adopt_first`), as upstream's claim adopts before the sync touches
+    what it claimed: None when there is none or it succeeded (a redelivery adopts again, which changes
+    nothing); otherwise the action is not applied, and its result says why: skipped, NOT_ADOPTED, with the
+    adoption's answer (the owner gone or being deleted, the object gone (404) or another controller's (422))."""
+    adoption = a.adopt_first
+    if adoption is None:
+        return None
+    refused = await recheck_owner(api, a.namespace, adoption.owner_check)
+    if refused is None:
+        done = await patch(api, kind, a.namespace, a.name, adoption.patch_type, bytes(adoption.patch))
+        if done.outcome == SUCCEEDED:
+            return None
+        refused = done
+    return Effect(SKIPPED, refused.code, NOT_ADOPTED,
+                  f"not adopted, so not applied: {refused.reason + ': ' if refused.reason else ''}{refused.message}",
+                  a.uid, api_message=refused.error)
 
 
 async def delete_with_uid(api: KubeApi, kind: Kind, namespace: str, name: str, uid: str) -> Effect:
@@ -125,11 +154,18 @@ async def delete_with_uid(api: KubeApi, kind: Kind, namespace: str, name: str, u
 
 
 async def _patch_pod(d: Delivery, a: PatchPod) -> Effect:
+    return await _patch_owned(d.api, POD, a)
+
+
+async def _patch_owned(api: KubeApi, kind: Kind, a: PatchPod | PatchControllerRevision) -> Effect:
+    """A patch that is an adoption (`owner_check`: the owner re-read first) or waits on one (`adopt_first`)."""
     if a.owner_check is not None:
-        refused = await recheck_owner(d.api, a.namespace, a.owner_check)
+        refused = await recheck_owner(api, a.namespace, a.owner_check)
         if refused is not None:
             return refused
-    return await patch(d.api, POD, a.namespace, a.name, a.patch_type, bytes(a.patch))
+    if (not_adopted := await adopted_first(api, kind, a)) is not None:
+        return not_adopted
+    return await patch(api, kind, a.namespace, a.name, a.patch_type, bytes(a.patch))
 
 
 async def recheck_owner(api: KubeApi, namespace: str, check: OwnerCheck) -> Effect | None:
@@ -153,7 +189,7 @@ async def recheck_owner(api: KubeApi, namespace: str, check: OwnerCheck) -> Effe
 
 
 async def _patch_revision(d: Delivery, a: PatchControllerRevision) -> Effect:
-    return await patch(d.api, CONTROLLER_REVISION, a.namespace, a.name, a.patch_type, bytes(a.patch))
+    return await _patch_owned(d.api, CONTROLLER_REVISION, a)
 
 
 async def patch(api: KubeApi, kind: Kind, namespace: str, name: str, patch_type: str, body: bytes) -> Effect:
@@ -184,17 +220,40 @@ async def _create_revision(d: Delivery, a: CreateControllerRevision) -> Effect:
 
 
 async def _update_status(d: Delivery, a: UpdateStatus) -> Effect:
-    """GET, check the uid, set status, PUT /status; a conflict gets one fresh GET and one more PUT."""
+    """As upstream's updateReplicaSetStatus / storeDaemonSetStatus: PUT /status of the synced object (its
+    resourceVersion and metadata, `status` set) with no GET first; after any error, one fresh GET, a uid
+    check, `status_fields` of `status` set on it (all of it when none are named), and one more PUT
+    (statusUpdateRetries). An action without the synced object's resourceVersion and metadata reads first."""
     kind = KINDS.get(a.kind)
     if kind is None:
         return _unknown_kind(a.kind)
-    new_status = msgspec.json.decode(a.status)
+    new_status: dict[str, Any] = msgspec.json.decode(a.status)
 
-    def replace(obj: dict[str, Any]) -> Effect | None:
-        obj["status"] = new_status
+    def set_status(obj: dict[str, Any]) -> Effect | None:
+        obj["status"] = status_with_fields(obj.get("status") or {}, new_status, a.status_fields)
         return None
 
-    return await _write_status(d, kind, a.kind, a.namespace, a.name, a.uid, replace, "status")
+    if not a.resource_version or isinstance(a.metadata, msgspec.UnsetType):  # issued before they were carried
+        return await _write_status(d, kind, a.kind, a.namespace, a.name, a.uid, set_status, "status")
+    body = _synced_status_body(kind, a, msgspec.json.decode(a.metadata), new_status)
+    put = await d.api.call("PUT", kind.path(a.namespace, a.name, "status"), body=_json.encode(body))
+    if put.ok:
+        return succeeded_with(SUCCEEDED, put.status, put.data)
+    # upstream retries after any error, not only a conflict: the GET's answer, or the second PUT's, is final
+    return await _write_status(d, kind, a.kind, a.namespace, a.name, a.uid, set_status, "status",
+                               attempts=STATUS_UPDATE_RETRIES)
+
+
+def _synced_status_body(kind: Kind, a: UpdateStatus, metadata: dict[str, Any],
+                        status: dict[str, Any]) -> dict[str, Any]:
+    """The synced object as a status PUT needs it: its metadata as the reconciler saw it (kube-apiserver
+    stores the body's labels, annotations, ownerReferences, finalizers and generateName; rest.BeforeUpdate
+    restores generation, creationTimestamp and the deletion fields; managedFields come from the stored
+    object), its resourceVersion as the precondition, its uid as a storage precondition, and the status.
+    No spec: the apps status strategies' PrepareForUpdate replaces it with the stored one."""
+    metadata.update(name=a.name, namespace=a.namespace, uid=a.uid, resourceVersion=a.resource_version)
+    return {"apiVersion": kind.base.removeprefix("/apis/").removeprefix("/api/"), "kind": a.kind,
+            "metadata": metadata, "status": status}
 
 
 async def _bump_collision_count(d: Delivery, a: BumpCollisionCount) -> Effect:
@@ -212,12 +271,13 @@ async def _bump_collision_count(d: Delivery, a: BumpCollisionCount) -> Effect:
 
 
 async def _write_status(d: Delivery, kind: Kind, kind_name: str, namespace: str, name: str, uid: str,
-                        change: Callable[[dict[str, Any]], Effect | None], what: str) -> Effect:
+                        change: Callable[[dict[str, Any]], Effect | None], what: str,
+                        attempts: int = 1 + STATUS_UPDATE_RETRIES) -> Effect:
     """GET, check the uid, `change` the object (or stop with its Effect), PUT /status; a conflict gets
-    one fresh GET and one more PUT (upstream's statusUpdateRetries)."""
+    one more fresh GET and PUT while `attempts` last (upstream's statusUpdateRetries)."""
     path = kind.path(namespace, name)
     conflict: Status | None = None
-    for _ in range(1 + STATUS_UPDATE_RETRIES):
+    for _ in range(attempts):
         got = await d.api.call("GET", path)
         if not got.ok:
             return failed(api_status(got))

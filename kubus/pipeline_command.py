@@ -20,6 +20,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kube.features import KNOWN as KNOWN_GATES
+from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
+from kube.times import parse_go_duration
 from kubus import logs, serving
 from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
 from kubus.natsserver import EmbeddedNats
@@ -49,6 +52,17 @@ def add_parsers(sub: Any) -> None:
                            default=os.environ.get("KUBUS_RETENTION") or DEFAULT_RETENTION,
                            help="how long the audit trail keeps events, decisions, actions and results, e.g. 7d; "
                                 f"off keeps everything (env KUBUS_RETENTION, default {DEFAULT_RETENTION})")
+        if name in ("up", "reconcile"):
+            p.add_argument("--feature-gates", type=_feature_gates, metavar="NAME=BOOL,...",
+                           default=os.environ.get("KUBUS_FEATURE_GATES") or "",
+                           help="feature gates the controllers' decisions depend on, as kube-controller-manager's "
+                                "(env KUBUS_FEATURE_GATES), e.g. TaintTolerationComparisonOperators=true; known: "
+                                + ", ".join(f"{g}={str(d).lower()}" for g, d in sorted(KNOWN_GATES.items())))
+            p.add_argument("--min-resync-period", type=_resync, metavar="DURATION",
+                           default=os.environ.get("KUBUS_MIN_RESYNC_PERIOD") or "12h",
+                           help="the informers' resync period is between this and twice it, as "
+                                "kube-controller-manager's: every ReplicaSet and DaemonSet is synced again then "
+                                "(env KUBUS_MIN_RESYNC_PERIOD, default 12h; 0 disables)")
         if name == "reconcile":
             p.add_argument("--lease-ttl", type=_positive, metavar="SECONDS",
                            default=os.environ.get("KUBUS_LEASE_TTL") or "10",
@@ -75,6 +89,23 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
     return value
+
+
+def _feature_gates(text: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(text)
+    except FeatureGateError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _resync(text: str) -> timedelta:
+    try:
+        period = parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if period < timedelta(0):
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return period
 
 
 def _retention(text: str) -> timedelta | None:
@@ -224,7 +255,9 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
         # `kubus up` is alone by construction; `kubus reconcile` shares the partitions with its peers
         lease_ttl = args.lease_ttl if name == "reconcile" else None
         services["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}",
-                                                        retention=args.retention, lease_ttl=lease_ttl)
+                                                        retention=args.retention, lease_ttl=lease_ttl,
+                                                        feature_gates=args.feature_gates,
+                                                        min_resync_period=args.min_resync_period)
     if name in ("up", "execute"):
         from executor.config import ExecutorConfig
         from executor.service import run_executor

@@ -32,6 +32,20 @@ class OwnerCheck(msgspec.Struct, kw_only=True, frozen=True):
     uid: str
 
 
+class Adoption(msgspec.Struct, kw_only=True, frozen=True):
+    """An adoption the action depends on (upstream's ClaimPods / ClaimControllerRevisions adopt during the
+    claim, before the same sync deletes or patches what it claimed): the executor re-reads the owner, patches
+    the controller reference in, and applies the action only once that succeeded. Otherwise the action is
+    reported skipped with reason NOT_ADOPTED and the adoption's API answer."""
+
+    owner_check: OwnerCheck
+    patch_type: str  # "strategic", as upstream's ownerRefControllerPatch
+    patch: msgspec.Raw
+
+
+NOT_ADOPTED: Final = "NotAdopted"  # the reason of a result whose action waited on an adoption that failed
+
+
 # `msgspec.Raw | None` cannot be used: msgspec 0.22 decodes only `null` into it and rejects any object
 # (msgspec issue #659), so an absent owner is UNSET instead of None, and is left out of the JSON.
 OptionalRaw: TypeAlias = msgspec.Raw | msgspec.UnsetType
@@ -59,6 +73,7 @@ class DeletePod(_Action, frozen=True, tag="delete_pod"):
     uid: str
     owner: OptionalRaw = msgspec.UNSET  # as CreatePods: SuccessfulDelete / FailedDelete events on it
     component: str = ""
+    adopt_first: Adoption | None = None  # an orphan the same sync claimed: adopted before it is deleted
 
 
 class PatchPod(_Action, frozen=True, tag="patch_pod"):
@@ -69,6 +84,7 @@ class PatchPod(_Action, frozen=True, tag="patch_pod"):
     patch: msgspec.Raw
     # an adoption: the owner is read fresh first, and the patch refused if it is gone or being deleted
     owner_check: OwnerCheck | None = None
+    adopt_first: Adoption | None = None  # another patch of an orphan the same sync claimed
 
 
 class CreateControllerRevision(_Action, frozen=True, tag="create_controller_revision"):
@@ -82,22 +98,53 @@ class PatchControllerRevision(_Action, frozen=True, tag="patch_controller_revisi
     uid: str
     patch_type: str
     patch: msgspec.Raw
+    owner_check: OwnerCheck | None = None  # an adoption (RecheckDeletionTimestamp), as PatchPod's
+    adopt_first: Adoption | None = None
 
 
 class DeleteControllerRevision(_Action, frozen=True, tag="delete_controller_revision"):
     namespace: str
     name: str
     uid: str
+    adopt_first: Adoption | None = None
 
 
 class UpdateStatus(_Action, frozen=True, tag="update_status"):
-    """Write status through /status, retrying once with a fresh read on a conflict (as upstream)."""
+    """Write status through /status as upstream's controllers do (updateReplicaSetStatus,
+    storeDaemonSetStatus): PUT the synced object, at its `resource_version`, with `status` set and no read
+    first; after any error, GET it fresh and PUT it once more with `status_fields` of `status` set on it.
+
+    The PUT carries the synced object's `metadata`: neither apps status strategy resets metadata from the
+    stored object (no ResetObjectMetaForStatus), so labels, annotations, ownerReferences, finalizers and
+    generateName are stored as the body has them. A message without `resource_version` or `metadata`
+    (issued before they existed) reads the object first, and retries once after a conflict.
+    """
 
     kind: str  # "ReplicaSet" | "DaemonSet"
     namespace: str
     name: str
     uid: str
     status: msgspec.Raw
+    resource_version: str = ""  # the synced (cached) object's: the first PUT's optimistic-concurrency token
+    metadata: OptionalRaw = msgspec.UNSET  # the synced object's ObjectMeta, sent with the status as it is
+    # the fields of `status` set on a fresh read (DaemonSet: the seven counts, and observedGeneration when
+    # the sync raised it); empty: the whole status is `status` (ReplicaSet: rs.Status = newStatus)
+    status_fields: tuple[str, ...] = ()
+
+
+def status_with_fields(live: dict[str, object], new: dict[str, object], fields: tuple[str, ...]) -> dict[str, object]:
+    """What an UpdateStatus's retry on a fresh read writes: `live` with `fields` set as `new` has them (one
+    `new` leaves out is zero, so it goes too, as Go's omitempty leaves it out); all of `new` when no fields
+    are named (the executor's write and a synthetic world's apply the same rule)."""
+    if not fields:
+        return new
+    out = dict(live)
+    for name in fields:
+        if name in new:
+            out[name] = new[name]
+        else:
+            out.pop(name, None)
+    return out
 
 
 class BumpCollisionCount(_Action, frozen=True, tag="bump_collision_count"):

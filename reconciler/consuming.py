@@ -38,7 +38,7 @@ from messages.observed import ObservedEvent
 from reconciler import bootstrapping, stepping
 from reconciler.audit_targets import targets_of
 from reconciler.cache import Cache
-from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
+from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from store import backoff as backoff_rows
@@ -72,7 +72,7 @@ class Stopped(Exception):
 class Reconciler:
     def __init__(self, bus: Bus, store: Any, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  instance: str = "reconciler", partitions: Mapping[int, int] | None = None,
-                 lease_ttl: float | None = None):
+                 lease_ttl: float | None = None, settings: Settings | None = None):
         self.bus = bus
         self.instance = instance
         # None: every partition, unfenced (a reconciler alone by construction, `kubus up`). Otherwise the
@@ -93,7 +93,7 @@ class Reconciler:
         self.store = store
         self.clock = clock
         self.cache = Cache()
-        self.controllers = Controllers(self.cache, status_only_interval=STATUS_ONLY_INTERVAL)
+        self.controllers = Controllers(self.cache, status_only_interval=STATUS_ONLY_INTERVAL, settings=settings)
         self.caught_up = False
         self.relay_wakeup = asyncio.Event()
         self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
@@ -142,6 +142,7 @@ class Reconciler:
                                                               alone=self.owned is None)
         state = tick_rows.state_of(positions, stored, backoff)
         state["partition_count"] = self.bus.partitions  # how a replay maps namespaces to partitions, as we did
+        state.update(self.controllers.settings.start_state())  # the feature gates and resync period decided with
         if self._new_positions:
             state["new_positions"] = {str(p): s for p, s in sorted(self._new_positions.items())}
         self._start = tick_rows.Tick(instance=self.instance, kind=tick_rows.START, at=self.clock(), caught_up=False,

@@ -9,17 +9,28 @@ the status write in flight); expectations are also persisted, so a restart never
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from kube.apps import DaemonSet, ReplicaSet
-from messages.actions import FAILED, SKIPPED, SUCCEEDED, Action, ActionResult, CreatePods, PodToCreate
+from kube.features import FeatureGates
+from messages.actions import (
+    FAILED,
+    NOT_ADOPTED,
+    SKIPPED,
+    SUCCEEDED,
+    Action,
+    ActionResult,
+    CreatePods,
+    PodToCreate,
+)
 from reconciler.cache import Cache, Change, Namespace
 from reconciler.core import standin
 from reconciler.core.daemonset import handlers as ds_handlers
@@ -28,7 +39,7 @@ from reconciler.core.daemonset.backoff import gc as backoff_gc
 from reconciler.core.daemonset.sync import sync_daemonset
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset import handlers as rs_handlers
-from reconciler.core.replicaset.sync import sync_replicaset
+from reconciler.core.replicaset.sync import ManageError, sync_replicaset
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import WorkQueue
 from reconciler.daemonset_actions import plan_actions as ds_plan_actions
@@ -37,8 +48,52 @@ from reconciler.replicaset_actions import plan_actions
 log = logging.getLogger("kubus.reconciler")
 
 NAMESPACE_TERMINATING = "NamespaceTerminating"
+# ReleasePod: the pod is gone (404), or no longer has our reference (422): nothing to do
 IGNORED_RELEASE_CODES = (404, 422)
-STATUS_ONLY_INTERVAL = timedelta(milliseconds=250)  # the pod is gone, or no longer has our reference: nothing to do
+STATUS_ONLY_INTERVAL = timedelta(milliseconds=250)
+REVISION_WRITE_WAIT = timedelta(seconds=5)  # how long a DaemonSet waits to see its revision writes in the cache
+DEFAULT_MIN_RESYNC_PERIOD: Final = timedelta(hours=12)  # kube-controller-manager's --min-resync-period
+RESYNC_TRIGGER: Final = "resync"  # a decision's trigger when the informers' periodic resync enqueued it
+
+
+def resync_period(min_period: timedelta, seed: str) -> timedelta | None:
+    """ResyncPeriod (cmd/kube-controller-manager/app/controllermanager.go): ``min_period`` times a factor in
+    [1, 2), so that the controllers of several processes do not resync in lock-step; None when ``min_period``
+    is 0 (no resync, as an informer with resync period 0).
+
+    Upstream draws the factor with rand.Float64 once per process (its informer factory's default resync).
+    kubus derives it from ``seed`` (the reconciler's instance name, which is unique per process), so it is
+    as spread out across processes but the same for a given instance, and replays need no random state:
+    the period chosen is recorded with every reconciler start (:meth:`Settings.start_state`)."""
+    if min_period <= timedelta(0):
+        return None
+    fraction = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big") / 2**64  # [0, 1), as Float64
+    return timedelta(microseconds=int(min_period / timedelta(microseconds=1) * (1 + fraction)))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the controllers are configured with, as kube-controller-manager's flags configure its own: the
+    feature gates (``--feature-gates``) and the informers' resync period (from ``--min-resync-period``).
+    Decisions depend on both, so every reconciler start records them (:meth:`start_state`) and
+    ``kubus replay`` takes them from there (:meth:`from_start_state`)."""
+
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    resync_period: timedelta | None = None  # None: no periodic resync
+
+    def start_state(self) -> dict[str, Any]:
+        """The entries a start tick's state records."""
+        period = None if self.resync_period is None else self.resync_period // timedelta(microseconds=1)
+        return {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period}
+
+    @classmethod
+    def from_start_state(cls, state: Mapping[str, Any] | None) -> Settings:
+        """What a start tick recorded; a history recorded before these were recorded had the defaults of its
+        time: no gate on and no periodic resync."""
+        state = state or {}
+        period = state.get("resync_period_us")
+        return cls(FeatureGates.from_mapping(state.get("feature_gates") or {}),
+                   None if period is None else timedelta(microseconds=int(period)))
 
 
 @dataclass
@@ -91,20 +146,30 @@ def _rv(value: str) -> int:
 
 class Controllers:
     def __init__(self, cache: Cache, expectations: dict[str, Expectations] | None = None,
-                 status_only_interval: timedelta = timedelta(0)) -> None:
+                 status_only_interval: timedelta = timedelta(0), settings: Settings | None = None) -> None:
         self.cache = cache
         self.status_only_interval = status_only_interval
+        self.settings = settings or Settings()
+        # the informers' next periodic resync: set by the first sync after catching up (see `_resync`)
+        self.next_resync: datetime | None = None
         self.expectations: dict[str, Expectations] = dict(expectations or {})
+        # the keys of the expectations that wait for pods by key (see _gone), for the dict they were taken of
+        self._awaiting: set[str] = set()
+        self._awaiting_of: dict[str, Expectations] | None = None
         self.queue = WorkQueue()
         # A round is the creates or deletes of one sync. Its first API error is upstream's
         # manageReplicasErr, known once the round's results are in; while a newer round is in flight,
         # syncs report what the last one they could judge reported (upstream never syncs in between).
-        self.errors: dict[str, str] = {}  # key -> first error of its last completed round
+        # What a sync reports is decided afresh in every sync (reconciler.core.replicaset.sync.reported_error).
+        self.errors: dict[str, ManageError] = {}  # key -> first error of its last completed round
         self.manage_pending: dict[str, int] = {}  # key -> results of its current round still to come
-        self.reported: dict[str, str | None] = {}  # key -> the error the last judging sync reported
+        self.reported: dict[str, ManageError | None] = {}  # key -> the error the last judging sync reported
         self.last_synced: dict[str, datetime] = {}
         self.status_in_flight: dict[str, tuple[str, Any]] = {}  # key -> (action key, status)
         self.held: dict[str, datetime] = {}  # keys held back while they wait on a round, and until when
+        # DaemonSet key -> {revision name: (the resourceVersion its write left, "" when deleted; when)}: revision
+        # writes the executor reported done that the cache has not shown yet (see _revisions_in_flight)
+        self.revision_writes: dict[str, dict[str, tuple[str, datetime]]] = {}
         self.written: dict[str, tuple[int, Any]] = {}  # key -> (resourceVersion, status)
         self.backoff: dict[str, FailedPodBackoff] = {}  # DaemonSets' failed-pod backoff, by its key
         self.triggers: dict[str, str] = {}  # key -> the event that last enqueued it
@@ -119,6 +184,7 @@ class Controllers:
     # --- handlers -----------------------------------------------------------------------------------
     def observe(self, changes: list[tuple[Change, int, str]], now: datetime) -> None:
         cache = self.cache
+        gates = self.settings.feature_gates.taint_toleration_comparison_operators
         for change, seq, msg_id in changes:
             if seq > self.last_seq:
                 self.last_seq = seq
@@ -133,12 +199,28 @@ class Controllers:
             elif kind == "DaemonSet":
                 ds_handlers.on_daemonset(change, wakeups, cache)
             elif kind == "Node":
-                ds_handlers.on_node(change, cache, wakeups)
+                ds_handlers.on_node(change, cache, wakeups, comparison_operators=gates)
             elif kind == "ControllerRevision":
                 ds_handlers.on_controller_revision(change, cache, wakeups)
+                # a revision write a DaemonSet waits to see (upstream's addHistory does not enqueue an owned one)
+                wakeups.enqueue.extend(k for k, writes in self.revision_writes.items()
+                                       if change.name in writes and ds_handlers.split_key(k)[0] == change.namespace)
             elif kind == "Namespace" and not change.replayed:
                 wakeups.enqueue.append(standin.controller_key(change.name))
             self._wake(wakeups, msg_id, now)
+            if kind == "Pod" and change.new is None:
+                self._gone(f"{change.namespace}/{change.name}")
+
+    def _gone(self, pod: str) -> None:
+        """A pod that is gone satisfies every controller that deleted it and still waits for it, whatever
+        ownerReferences its last state carried (the handlers above only follow its controller reference:
+        a pod another controller took, or that lost ours, before it went would otherwise hold the deleting
+        controller's expectations until they expire)."""
+        if self._awaiting_of is not self.expectations:  # replaced wholesale (a start loads them)
+            self._awaiting = {k for k, v in self.expectations.items() if v.deletion_keys}
+            self._awaiting_of = self.expectations
+        for key in [k for k in self._awaiting if pod in self.expectations[k].deletion_keys]:
+            self._set(key, self.expectations[key].deletion_observed(pod))
 
     def _wake(self, wakeups: Wakeups, trigger: str, now: datetime) -> None:
         for key in wakeups.creations_observed:
@@ -147,7 +229,8 @@ class Controllers:
         for key, pod_key in wakeups.deletions_observed:
             if (current := self.expectations.get(key)) is not None:
                 # the ReplicaSet's expectations track deletions by pod key, the DaemonSet's count them
-                self._set(key, current.deletion_observed(None if key.startswith(ds_handlers.PREFIX) else pod_key))
+                self._set(key, current.deletion_counted(pod_key) if key.startswith(ds_handlers.PREFIX)
+                          else current.deletion_observed(pod_key))
         for key in wakeups.expectations_deleted:
             self._drop(key)
         for key in wakeups.enqueue:
@@ -157,22 +240,55 @@ class Controllers:
             self.queue.add_after(key, delay, now)
             self.triggers[key] = trigger
 
+    def _resync(self, now: datetime) -> None:
+        """The informers' periodic resync, on the loop's clock: every `resync_period` each informer delivers
+        an update (old == new) for every object it holds. updateRS and updateDaemonset enqueue on every
+        update, so every ReplicaSet and DaemonSet is synced; updatePod, updateHistory (same resourceVersion)
+        and updateNode (labels and taints unchanged) ignore theirs, so nothing else is.
+
+        Upstream's informers resync one period after they start; kubus counts from the first sync after
+        catching up with the history (the `now` of a recorded batch, so a replay resyncs at the same times)."""
+        period = self.settings.resync_period
+        if period is None:
+            return
+        if self.next_resync is None:
+            self.next_resync = now + period
+            return
+        if now < self.next_resync:
+            return
+        self.next_resync = now + period
+        for key in self._workload_keys():
+            self.queue.add(key)
+            self.triggers[key] = RESYNC_TRIGGER
+
+    def _workload_keys(self) -> list[str]:
+        """Every ReplicaSet's and DaemonSet's key, in (namespace, name) order per kind."""
+        keys = [rs_handlers.controller_key(rs.metadata.namespace, rs.metadata.name)
+                for rs in sorted(self.cache.all("ReplicaSet"), key=lambda r: (r.metadata.namespace, r.metadata.name))]
+        keys += [ds_handlers.controller_key(ds.metadata.namespace, ds.metadata.name)
+                 for ds in sorted(self.cache.all("DaemonSet"), key=lambda d: (d.metadata.namespace, d.metadata.name))]
+        return keys
+
     def resync_all(self) -> None:
         """What an informer's initial list does: every controller is synced once."""
-        for rs in sorted(self.cache.all("ReplicaSet"), key=lambda r: (r.metadata.namespace, r.metadata.name)):
-            self.queue.add(rs_handlers.controller_key(rs.metadata.namespace, rs.metadata.name))
-        for ds in sorted(self.cache.all("DaemonSet"), key=lambda d: (d.metadata.namespace, d.metadata.name)):
-            self.queue.add(ds_handlers.controller_key(ds.metadata.namespace, ds.metadata.name))
+        for key in self._workload_keys():
+            self.queue.add(key)
         for ns in self.cache.all("Namespace"):
             if isinstance(ns, Namespace) and standin.ANNOTATION in ns.annotations:
                 self.queue.add(standin.controller_key(ns.name))
 
     def _set(self, key: str, value: Expectations) -> None:
         self.expectations[key] = value
+        if self._awaiting_of is self.expectations:
+            if value.deletion_keys:
+                self._awaiting.add(key)
+            else:
+                self._awaiting.discard(key)
         self._changed.add(key)
         self._deleted.discard(key)
 
     def _drop(self, key: str) -> None:
+        self._awaiting.discard(key)
         if self.expectations.pop(key, None) is not None:
             self._deleted.add(key)
         self._changed.discard(key)
@@ -200,11 +316,12 @@ class Controllers:
     # --- syncs --------------------------------------------------------------------------------------
     def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
         outcome = Outcome()
+        self._resync(now)
         self._release_held(now)
         for key in self.queue.pop_ready(now):
             if self.owns is not None and not self.owns(key):
                 continue
-            if self._waiting_for_a_round(key, now):
+            if self._waiting_for_a_round(key, now) or self._revisions_in_flight(key, now):
                 continue
             self.last_synced[key] = now
             started = time.perf_counter()
@@ -221,16 +338,40 @@ class Controllers:
                 outcome.decisions.append(decided)
         return self.take_changes(outcome)
 
+    def _revisions_in_flight(self, key: str, now: datetime) -> bool:
+        """Whether the DaemonSet waits for the cache to show revision writes the executor reported done: a
+        sync before then would see the old revisions and write them again (a second POST answered
+        AlreadyExists, a patch or delete re-sent). The revision's own watch event wakes the DaemonSet; a
+        write not seen within REVISION_WRITE_WAIT is no longer waited for. Upstream's dsc.snapshot uses the
+        created object in the same sync; a later sync on a lagging informer posts again and meets
+        AlreadyExists, which kubus avoids."""
+        writes = self.revision_writes.get(key)
+        if not writes:
+            return False
+        namespace, _ = ds_handlers.split_key(key)
+        for name, (left, at) in list(writes.items()):
+            revision = self.cache.named("ControllerRevision", namespace, name)
+            seen = revision is None if not left else (
+                revision is not None and _rv(revision.metadata.resource_version) >= _rv(left))
+            if seen or now - at >= REVISION_WRITE_WAIT:
+                del writes[name]
+        if writes:
+            due = now + REVISION_WRITE_WAIT  # held, not the queue's delayed slot (see _waiting_for_a_round)
+            self.held[key] = min(due, self.held.get(key, due))
+            return True
+        del self.revision_writes[key]
+        return False
+
     def _sync_daemonset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
         plan = sync_daemonset(key, _StatusOverlay(self.cache, self.written), self.expectations.get(key),
-                              self.backoff, now, correlation)
+                              self.backoff, now, correlation, self.settings.feature_gates)
         namespace, _ = ds_handlers.split_key(key)
         decided = Decided(key, ds_handlers.KIND, namespace, correlation, self.last_seq, self.triggers.pop(key, None),
                           dict(plan.explain), 0.0)
         if plan.ds is None:
             self._drop(key)
             for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
-                          self.held):
+                          self.held, self.revision_writes):
                 table.pop(key, None)
             self.queue.forget(key)
             return decided
@@ -290,8 +431,9 @@ class Controllers:
         return True
 
     def next_ready_at(self) -> datetime | None:
-        """When the next sync is due: a delayed re-add in the queue or a held-back key."""
-        times = [t for t in (self.queue.next_ready_at(), min(self.held.values(), default=None)) if t is not None]
+        """When the next sync is due: a delayed re-add in the queue, a held-back key or the periodic resync."""
+        times = [t for t in (self.queue.next_ready_at(), min(self.held.values(), default=None), self.next_resync)
+                 if t is not None]
         return min(times, default=None)
 
     def _release_held(self, now: datetime) -> None:
@@ -301,9 +443,15 @@ class Controllers:
 
     def _sync_replicaset(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided:
         in_flight = self.manage_pending.get(key, 0) > 0
-        error = self.reported.get(key) if in_flight else self.errors.get(key)
-        plan = sync_replicaset(key, _StatusOverlay(self.cache, self.written), self.expectations.get(key), error,
-                               now, correlation)
+        expectations = self.expectations.get(key)
+        if in_flight:  # upstream made this round's calls in the sync that issued it: repeat what it reported
+            carried = self.reported.get(key)
+        elif expectations is None or expectations.satisfied(now):  # manageReplicas runs: the last round's error
+            carried = self.errors.get(key)
+        else:  # skipped while a created or deleted pod is still to be observed: nil, as upstream's
+            carried = None
+        plan = sync_replicaset(key, _StatusOverlay(self.cache, self.written), expectations, carried, now,
+                               correlation)
         namespace, _ = rs_handlers.split_key(key)
         decided = Decided(key, rs_handlers.KIND, namespace, correlation, self.last_seq, self.triggers.pop(key, None),
                           dict(plan.explain), 0.0)
@@ -317,11 +465,13 @@ class Controllers:
         if plan.expectations is not None:
             self._set(key, plan.expectations)
         if not in_flight:
-            self.reported[key] = plan.manage_error
+            self.reported[key] = plan.failure
         if plan.creates or plan.deletes:  # a new round: its own results will say how it went
             self.errors.pop(key, None)
             self.manage_pending[key] = len(plan.creates) + len(plan.deletes)
-        if error is None and not in_flight:
+        elif plan.managed and plan.diff == 0:  # nothing to do: the last round's error stands for nothing any more
+            self.errors.pop(key, None)
+        if plan.failure is None and not in_flight:  # processNextWorkItem: a sync without error forgets the key
             self.queue.forget(key)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
@@ -380,18 +530,27 @@ class Controllers:
                 if (current := self.expectations.get(key)) is not None:
                     self._set(key, current.lowered(adds=1))
                 if result.outcome == FAILED:
-                    self._failed(key, result.message, now)
-            elif result.action == "delete_pod" and (result.outcome == FAILED or result.code == 404):
+                    self._failed(key, ManageError(result.message, creating=True), now)
+            elif result.action == "delete_pod" and (result.outcome == FAILED or result.code == 404
+                                                    or result.reason == NOT_ADOPTED):
                 # manageReplicas: any DeletePod error lowers the expectation (DeletionObserved); NotFound
-                # (which the executor reports as a success) is no error for the status or the backoff
+                # (which the executor reports as a success) is no error for the status or the backoff;
+                # nor is a pod left alone because its adoption failed (upstream's sync stops at the claim)
                 if (current := self.expectations.get(key)) is not None:
-                    by_key = result.subject if key.startswith(rs_handlers.PREFIX) else None
-                    self._set(key, current.deletion_observed(by_key or None))
+                    self._set(key, current.deletion_observed(result.subject) if key.startswith(rs_handlers.PREFIX)
+                              else current.deletion_counted(result.subject))
                 if result.outcome == FAILED:
-                    self._failed(key, f"unable to delete pods: {result.message}", now)
+                    self._failed(key, ManageError(f"unable to delete pods: {result.message}", creating=False), now)
+                elif result.reason == NOT_ADOPTED:
+                    self._claim_failed(key, result, now)
+            elif result.action == "patch_pod" and result.reason == NOT_ADOPTED:
+                self._claim_failed(key, result, now)
             elif result.action == "patch_pod" and result.outcome == FAILED:
-                if result.code not in IGNORED_RELEASE_CODES:
-                    self.queue.add_rate_limited(key, now)  # a claim that failed: try again later
+                # ClaimObject: an adoption that failed (someone else claimed it first: 422, or a transient
+                # error) is retried with the rate limiter unless the pod is gone; a release ignores 404 and 422
+                ignored = (404,) if "/adopt/" in result.action_key else IGNORED_RELEASE_CODES
+                if result.code not in ignored:
+                    self.queue.add_rate_limited(key, now)
             elif result.action == "update_status":
                 self._status_result(key, result, now)
             elif result.action.endswith("controller_revision") or result.action == "bump_collision_count":
@@ -399,8 +558,23 @@ class Controllers:
                 # looked at again by the next sync, which sees the cache's revisions
                 if result.outcome == FAILED:
                     self.queue.add_rate_limited(key, now)
+                elif result.reason == NOT_ADOPTED:
+                    self._claim_failed(key, result, now)
                 else:
+                    if result.outcome == SUCCEEDED and result.action.endswith("controller_revision"):
+                        name = result.subject.rpartition("/")[2]
+                        left = "" if result.action == "delete_controller_revision" else result.resource_version
+                        self.revision_writes.setdefault(key, {})[name] = (left, now)
                     self.queue.add(key)
+
+    def _claim_failed(self, key: str, result: ActionResult, now: datetime) -> None:
+        """An action that waited on an adoption that failed was not applied: upstream's claim returned the
+        error and the sync is retried with the rate limiter; an object found gone is no error (AdoptPod's
+        NotFound is ignored), and its deletion wakes the controller anyway."""
+        if result.code == 404:
+            self.queue.add(key)
+        else:
+            self.queue.add_rate_limited(key, now)
 
     def _manage_result(self, key: str) -> None:
         """Counts down the results of the last creates/deletes; when the last one is in, the
@@ -415,8 +589,8 @@ class Controllers:
         if not self.queue.waiting(key):
             self.queue.add(key)
 
-    def _failed(self, key: str, message: str, now: datetime) -> None:
-        self.errors.setdefault(key, message)  # the first error, as manageReplicas returns
+    def _failed(self, key: str, error: ManageError, now: datetime) -> None:
+        self.errors.setdefault(key, error)  # the first error, as manageReplicas returns
         self.queue.add_rate_limited(key, now)
 
     def _status_result(self, key: str, result: ActionResult, now: datetime) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import msgspec
 
 from kube import codec
-from kube.ownership import adopt_patch, release_patch
+from kube.ownership import release_patch
 from messages.actions import (
     Action,
+    Adoption,
     BumpCollisionCount,
     CreateControllerRevision,
     CreatePods,
@@ -25,7 +26,7 @@ from messages.actions import (
 )
 from reconciler.core.daemonset.handlers import API_VERSION, KIND
 from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
-from reconciler.owner_actions import Common, claim_actions, object_reference
+from reconciler.owner_actions import Common, adoption, claim_actions, object_reference
 
 _encode = msgspec.json.encode
 
@@ -47,11 +48,25 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     owner = object_reference(KIND, API_VERSION, meta)
     ns = meta.namespace
     actions: list[Action] = []
+    # orphans this sync claims and then patches or deletes are adopted by that action first (adopt_first):
+    # upstream's claim has adopted them before it touches them
+    adopting_revisions = {rev.metadata.uid for rev in plan.revision_adopt}
+    touched_revisions = {rev.metadata.uid for rev, _ in plan.revision_patches} | {
+        rev.metadata.uid for rev in plan.revision_deletes}
+    adopting_pods = {pod.metadata.uid for pod in plan.adopt}
+    touched_pods = {pod.metadata.uid for pod in plan.deletes} | {pod.metadata.uid for pod, _ in plan.pod_relabels}
+
+    def first(uid: str, adopting: set[str]) -> Adoption | None:
+        return adoption(KIND, API_VERSION, meta, uid) if uid in adopting else None
+
     for rev in plan.revision_adopt:
+        if rev.metadata.uid in touched_revisions:
+            continue
+        adopting = adoption(KIND, API_VERSION, meta, rev.metadata.uid)
         actions.append(PatchControllerRevision(
             key=f"{correlation}/adopt-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
-            uid=rev.metadata.uid, patch_type="strategic",
-            patch=msgspec.Raw(adopt_patch(meta, API_VERSION, KIND, rev.metadata.uid)), **common))
+            uid=rev.metadata.uid, patch_type=adopting.patch_type, patch=adopting.patch,
+            owner_check=adopting.owner_check, **common))
     for rev in plan.revision_release:
         actions.append(PatchControllerRevision(
             key=f"{correlation}/release-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
@@ -60,7 +75,8 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     for i, (rev, patch) in enumerate(plan.revision_patches):
         actions.append(PatchControllerRevision(
             key=f"{correlation}/patch-revision/{i}", namespace=ns, name=rev.metadata.name, uid=rev.metadata.uid,
-            patch_type="merge", patch=msgspec.Raw(patch), **common))
+            patch_type="merge", patch=msgspec.Raw(patch), adopt_first=first(rev.metadata.uid, adopting_revisions),
+            **common))
     for rev, body in zip(plan.revision_creates, plan.revision_bodies, strict=True):
         actions.append(CreateControllerRevision(
             key=f"{correlation}/create-revision/{rev.metadata.name}", namespace=ns, revision=msgspec.Raw(body),
@@ -72,8 +88,10 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     for pod, patch in plan.pod_relabels:
         actions.append(PatchPod(
             key=f"{correlation}/relabel/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
-            uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch), **common))
-    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common))
+            uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch),
+            adopt_first=first(pod.metadata.uid, adopting_pods), **common))
+    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common,
+                                 touched_pods))
     if plan.creates:
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=ns, owner=owner, component=COMPONENT,
@@ -81,11 +99,12 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     for pod in plan.deletes:
         actions.append(DeletePod(
             key=f"{correlation}/delete/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
-            uid=pod.metadata.uid, owner=owner, component=COMPONENT, **common))
+            uid=pod.metadata.uid, owner=owner, component=COMPONENT,
+            adopt_first=first(pod.metadata.uid, adopting_pods), **common))
     for rev in plan.revision_deletes:
         actions.append(DeleteControllerRevision(
             key=f"{correlation}/delete-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
-            uid=rev.metadata.uid, **common))
+            uid=rev.metadata.uid, adopt_first=first(rev.metadata.uid, adopting_revisions), **common))
     for i, event in enumerate(plan.events):
         actions.append(RecordEvent(
             key=f"{correlation}/event/{i}", namespace=ns, involved=owner, type=event.type, reason=event.reason,
@@ -95,7 +114,15 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
             key=f"{correlation}/event/{bad.reason}/{bad.field}", namespace=ns, involved=owner, type="Warning",
             reason=bad.reason, message=bad.message, component=COMPONENT, **common))
     if plan.status is not None and write_status:
+        # storeDaemonSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata, its status
+        # with the counts set); after an error only the seven counts, and observedGeneration when the sync got
+        # past the expectations check (updateObservedGen: plan.managed), on a fresh read
         actions.append(UpdateStatus(
             key=f"{correlation}/status", kind=KIND, namespace=ns, name=meta.name, uid=meta.uid,
-            status=msgspec.Raw(_encode(status_body(plan))), **common))
+            status=msgspec.Raw(_encode(status_body(plan))), resource_version=meta.resource_version,
+            metadata=msgspec.Raw(_encode(codec.to_builtins(meta))),
+            status_fields=("desiredNumberScheduled", "currentNumberScheduled", "numberMisscheduled", "numberReady",
+                           "updatedNumberScheduled", "numberAvailable", "numberUnavailable",
+                           *(("observedGeneration",) if plan.managed else ())),
+            **common))
     return actions

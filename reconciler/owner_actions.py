@@ -3,7 +3,7 @@ recorded against, and the claim patches (adopt with an owner re-check, release).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TypedDict
 
 import msgspec
@@ -11,7 +11,7 @@ import msgspec
 from kube.core import Pod
 from kube.meta import ObjectMeta
 from kube.ownership import adopt_patch, release_patch
-from messages.actions import OwnerCheck, PatchPod
+from messages.actions import Adoption, OwnerCheck, PatchPod
 
 _encode = msgspec.json.encode
 
@@ -28,15 +28,26 @@ def object_reference(kind: str, api_version: str, meta: ObjectMeta) -> msgspec.R
                                 "apiVersion": api_version, "resourceVersion": meta.resource_version}))
 
 
+def adoption(kind: str, api_version: str, meta: ObjectMeta, uid: str) -> Adoption:
+    """The controller (`meta`) adopting the object with `uid`: an owner re-check, then the patch."""
+    return Adoption(owner_check=OwnerCheck(kind=kind, name=meta.name, uid=meta.uid), patch_type="strategic",
+                    patch=msgspec.Raw(adopt_patch(meta, api_version, kind, uid)))
+
+
 def claim_actions(kind: str, api_version: str, meta: ObjectMeta, adopt: Sequence[Pod], release: Sequence[Pod],
-                  correlation: str, common: Common) -> list[PatchPod]:
-    """ControllerRefManager's patches: adoption only after the executor re-read the owner."""
-    check = OwnerCheck(kind=kind, name=meta.name, uid=meta.uid)
-    actions = [PatchPod(
-        key=f"{correlation}/adopt/{pod.metadata.uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
-        uid=pod.metadata.uid, patch_type="strategic",
-        patch=msgspec.Raw(adopt_patch(meta, api_version, kind, pod.metadata.uid)), owner_check=check, **common)
-        for pod in adopt]
+                  correlation: str, common: Common, touched: Collection[str] = ()) -> list[PatchPod]:
+    """ControllerRefManager's patches: adoption only after the executor re-read the owner. The orphans
+    whose uids are `touched` (deleted or patched by the same plan) are adopted by that action itself
+    (`adopt_first`), so that nothing touches them before they are ours."""
+    actions = []
+    for pod in adopt:
+        if pod.metadata.uid in touched:
+            continue
+        adopting = adoption(kind, api_version, meta, pod.metadata.uid)
+        actions.append(PatchPod(
+            key=f"{correlation}/adopt/{pod.metadata.uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
+            uid=pod.metadata.uid, patch_type=adopting.patch_type, patch=adopting.patch,
+            owner_check=adopting.owner_check, **common))
     actions.extend(PatchPod(
         key=f"{correlation}/release/{pod.metadata.uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
         uid=pod.metadata.uid, patch_type="strategic", patch=msgspec.Raw(release_patch(meta.uid, pod.metadata.uid)),

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from kubus.jetstream import Bus
 from messages import subjects
 from reconciler.consuming import Reconciler
+from reconciler.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
 from store.leases import LeaseLost
@@ -37,12 +38,13 @@ class PartitionedReconciler:
     """The consuming loop for whatever the keeper holds; the keeper's `LeaseListener`."""
 
     def __init__(self, bus: Bus, store: object, keeper: LeaseKeeper, instance: str,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), settings: Settings | None = None) -> None:
         self.bus = bus
         self.store = store
         self.keeper = keeper
         self.instance = instance
         self.clock = clock
+        self.settings = settings  # the controllers' (feature gates, resync period), for every loop built
         self.relay_wakeup = asyncio.Event()
         self.current: Reconciler | None = None
         self.generations = 0  # how many Reconcilers were built, for tests and `kubus status`
@@ -50,6 +52,7 @@ class PartitionedReconciler:
         self._revoked: set[int] = set()
         self._draining: set[asyncio.Task[None]] = set()  # stopped loops' results recorders, winding down
         self._started = False
+        self._stopping = False
         keeper.listener = self
 
     # --- what the service reads ------------------------------------------------------------------
@@ -76,6 +79,11 @@ class PartitionedReconciler:
     def on_lost(self, partitions: frozenset[int]) -> None:
         self._rebuild()
 
+    def stop(self) -> None:
+        """Ends `run()` once the loop in flight has finished its batch (a clean shutdown)."""
+        self._stopping = True
+        self._rebuild()
+
     def _rebuild(self) -> None:
         self._changed.set()
         if self.current is not None:
@@ -91,7 +99,7 @@ class PartitionedReconciler:
             await asyncio.gather(*self._draining, return_exceptions=True)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._changed.clear()
             if self._revoked:  # the previous loop has stopped: nothing of ours decides for them any more
                 revoked, self._revoked = self._revoked, set()
@@ -108,7 +116,7 @@ class PartitionedReconciler:
         self.generations += 1
         log.info("deciding for partition(s) %s", ", ".join(f"{p}@{e}" for p, e in sorted(fence.items())))
         reconciler = Reconciler(self.bus, self.store, self.clock, self.instance, partitions=fence,
-                                lease_ttl=self.keeper.ttl)
+                                lease_ttl=self.keeper.ttl, settings=self.settings)
         reconciler.relay_wakeup = self.relay_wakeup
         self.current = reconciler
         if self._changed.is_set():  # the set moved again while we were getting here

@@ -43,12 +43,21 @@ SubjectsOf = Callable[[], Collection[str] | None]
 
 
 async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0,
-                subjects_of: SubjectsOf | None = None) -> None:
+                subjects_of: SubjectsOf | None = None, stop: asyncio.Event | None = None) -> None:
     """Publishes the pending outbox rows, on a wakeup or every `interval` seconds; with `subjects_of`,
-    only those bound for the subjects it returns (a split reconciler relays its own partitions')."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wakeup.wait(), interval)
+    only those bound for the subjects it returns (a split reconciler relays its own partitions'). Ends
+    between two rounds once `stop` is set (never in the middle of a write: see run_reconciler)."""
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
+        woken = asyncio.ensure_future(wakeup.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([woken, stopped], timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            stopped.cancel()
+        if stop.is_set():
+            return
         if wakeup.is_set():
             await asyncio.sleep(RELAY_WINDOW)  # a window, not synchronisation: fewer, larger scans
         wakeup.clear()

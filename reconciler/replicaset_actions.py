@@ -19,7 +19,7 @@ from messages.actions import (
 )
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.sync import COMPONENT, Plan
-from reconciler.owner_actions import Common, claim_actions, object_reference
+from reconciler.owner_actions import Common, adoption, claim_actions, object_reference
 
 _encode = msgspec.json.encode
 
@@ -39,19 +39,26 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
     common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
     owner = object_reference(KIND, API_VERSION, meta)
     actions: list[Action] = []
-    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common))
+    adopting = {pod.metadata.uid for pod in plan.adopt}
+    deleted = {pod.metadata.uid for pod in plan.deletes}
+    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common, deleted))
     if plan.creates:
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=meta.namespace, owner=owner, component=COMPONENT,
             pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for k, body in plan.creates], **common))
     for pod in plan.deletes:
+        uid = pod.metadata.uid
         actions.append(DeletePod(
-            key=f"{correlation}/delete/{pod.metadata.uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
-            uid=pod.metadata.uid, owner=owner, component=COMPONENT, **common))
+            key=f"{correlation}/delete/{uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
+            uid=uid, owner=owner, component=COMPONENT,
+            adopt_first=adoption(KIND, API_VERSION, meta, uid) if uid in adopting else None, **common))
     if plan.status is not None and write_status:
+        # updateReplicaSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata), and
+        # after an error the whole newStatus on a fresh read
         actions.append(UpdateStatus(
             key=f"{correlation}/status", kind=KIND, namespace=meta.namespace, name=meta.name, uid=meta.uid,
-            status=msgspec.Raw(_encode(status_body(plan))), **common))
+            status=msgspec.Raw(_encode(status_body(plan))), resource_version=meta.resource_version,
+            metadata=msgspec.Raw(_encode(codec.to_builtins(meta))), **common))
     for bad in plan.warnings:
         actions.append(RecordEvent(
             key=f"{correlation}/event/{bad.reason}", namespace=meta.namespace, involved=owner, type="Warning",

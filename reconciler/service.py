@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -10,9 +11,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kube.features import FeatureGates
 from kubus.jetstream import Bus
 from kubus.serving import Health
 from reconciler.consuming import Reconciler
+from reconciler.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay
@@ -24,42 +27,83 @@ RETENTION_INTERVAL = 600.0  # seconds between two prunes of the audit trail
 
 
 async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler",
-                         retention: timedelta | None = None, lease_ttl: float | None = None) -> None:
+                         retention: timedelta | None = None, lease_ttl: float | None = None,
+                         feature_gates: FeatureGates | None = None,
+                         min_resync_period: timedelta = DEFAULT_MIN_RESYNC_PERIOD) -> None:
     """With `lease_ttl`, one member of a split deployment: it holds leases on its share of the
-    partitions (docs/split.md). Without, alone by construction (`kubus up`): every partition, unfenced."""
+    partitions (docs/split.md). Without, alone by construction (`kubus up`): every partition, unfenced.
+
+    `feature_gates` and `min_resync_period` are kube-controller-manager's flags of those names: the
+    controllers built under this call (one, or one per change of the partitions held) take them, with the
+    resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`)."""
+    settings = settings_of(feature_gates, min_resync_period, instance)
+    log.info("feature gates %s; informers' resync every %s", settings.feature_gates.as_dict(),
+             settings.resync_period or "never")
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
+    stop = asyncio.Event()
+    keeper_task: asyncio.Task[None] | None = None
+    loop: Reconciler | PartitionedReconciler
     if lease_ttl is None:
-        reconciler = Reconciler(bus, store, instance=instance)
+        loop = reconciler = Reconciler(bus, store, instance=instance, settings=settings)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
-                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup), name="outbox-relay"),
-                 asyncio.create_task(record_results(bus, reconciler), name="results-recorder")]
+                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop), name="outbox-relay"),
+                 asyncio.create_task(record_results(bus, reconciler, stop=stop), name="results-recorder")]
     else:
         keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
                              info={"host": socket.gethostname(), "pid": os.getpid()})
-        split = PartitionedReconciler(bus, store, keeper, instance)
+        loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings)
         health.ready_when("reconciler-caught-up", lambda: split.caught_up)
-        tasks = [asyncio.create_task(keeper.run(), name="lease-keeper"),
+        keeper_task = asyncio.create_task(keeper.run(), name="lease-keeper")
+        tasks = [keeper_task,
                  asyncio.create_task(split.run(), name="reconciler"),
-                 asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects),
-                                     name="outbox-relay")]
+                 asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects,
+                                           stop=stop), name="outbox-relay")]
     if retention is not None:
-        tasks.append(asyncio.create_task(enforce_retention(store, retention), name="retention"))
+        tasks.append(asyncio.create_task(enforce_retention(store, retention, stop=stop), name="retention"))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             task.result()  # a crashed part takes the service down, to be restarted, not half-alive
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _stop(loop, stop, [t for t in tasks if t is not keeper_task], keeper_task)
+
+
+STOP_GRACE = 10.0  # seconds the parts of a stopping reconciler get to finish what they are writing
+
+
+async def _stop(loop: Reconciler | PartitionedReconciler, stop: asyncio.Event, parts: list[asyncio.Task[None]],
+                keeper: asyncio.Task[None] | None) -> None:
+    """A clean stop: the loop finishes its batch, the relay and retention their round, the recorders their
+    fetch; only then the keeper leaves (releasing the leases in a transaction of its own). Cancelling them
+    in the middle of a write could leave a connection with an open transaction, and on SQLite its lock
+    then held every later writer (the leave among them) for the busy timeout. What has not ended within
+    STOP_GRACE is cancelled."""
+    stop.set()
+    loop.stop()
+    _, stuck = await asyncio.wait(parts, timeout=STOP_GRACE)
+    for task in stuck:
+        log.warning("%s did not stop within %.0f s; cancelling it", task.get_name(), STOP_GRACE)
+        task.cancel()
+    if keeper is not None:
+        keeper.cancel()  # its run() leaves the group as it ends
+    await asyncio.gather(*parts, *([keeper] if keeper is not None else []), return_exceptions=True)
+
+
+def settings_of(feature_gates: FeatureGates | None, min_resync_period: timedelta, instance: str) -> Settings:
+    """The controllers' settings from the service's flags: the gates, and the resync period ResyncPeriod draws
+    from --min-resync-period (the factor derived from the instance name, see controllers.resync_period)."""
+    return Settings(feature_gates or FeatureGates(), resync_period(min_resync_period, instance))
 
 
 async def enforce_retention(store: Any, retention: timedelta, interval: float = RETENTION_INTERVAL,
-                            clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                            clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                            stop: asyncio.Event | None = None) -> None:
     """Deletes the audit trail's rows older than `retention` (store/retention.py), now and then every
-    `interval` seconds. A failed prune (the database away) is retried at the next round."""
-    while True:
+    `interval` seconds. A failed prune (the database away) is retried at the next round. Ends between two
+    prunes once `stop` is set."""
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
         try:
             pruned = await store.prune(clock() - retention)
         except Exception as exc:
@@ -67,4 +111,5 @@ async def enforce_retention(store: Any, retention: timedelta, interval: float = 
         else:
             if pruned.total:
                 log.info("audit trail retention: deleted %s", pruned.as_dict())
-        await asyncio.sleep(interval)  # a timer: the next prune is due then
+        with contextlib.suppress(TimeoutError):  # a timer: the next prune is due then, unless we stop
+            await asyncio.wait_for(stop.wait(), interval)

@@ -28,7 +28,7 @@ from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler.cache import Cache, Change
-from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome
+from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
 
@@ -124,6 +124,7 @@ def decide(controllers: Controllers, changes: Changes, results: list[ActionResul
     if results:  # results first: the syncs below see the expectations they lowered
         controllers.results(results, now)
     controllers.observe(changes, now)
+    resync_before = controllers.next_resync
     if caught_up:
         popped = _due(controllers, now)
         outcome = controllers.sync_ready(now, format_micro_time(now))
@@ -132,11 +133,14 @@ def decide(controllers: Controllers, changes: Changes, results: list[ActionResul
         outcome = controllers.take_changes(Outcome())
     collected_before = controllers.backoff_collected
     collect = controllers.collect_backoff(now)
-    return Step(outcome, collect, popped or controllers.backoff_collected != collected_before)
+    # the periodic resync is armed (or re-armed) at this batch's clock: a replay must see this batch to resync
+    # when the live loop did
+    rearmed = controllers.next_resync != resync_before
+    return Step(outcome, collect, popped or rearmed or controllers.backoff_collected != collected_before)
 
 
 def _due(controllers: Controllers, now: datetime) -> bool:
-    """Whether sync_ready(now) will hand out a key (a queued, delayed or held-back one)."""
+    """Whether sync_ready(now) will hand out a key (a queued, delayed or held-back one, or a resync's)."""
     if len(controllers.queue):
         return True
     ready_at = controllers.next_ready_at()
@@ -188,9 +192,10 @@ def start_positions(decided: Iterable[int], positions: Mapping[int, int], consis
 
 
 def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],
-                      backoff: Mapping[str, FailedPodBackoff]) -> Controllers:
-    """The controllers of a starting reconciler: what the store holds, nothing else in memory."""
-    controllers = Controllers(cache, status_only_interval=STATUS_ONLY_INTERVAL)
+                      backoff: Mapping[str, FailedPodBackoff], settings: Settings | None = None) -> Controllers:
+    """The controllers of a starting reconciler: what the store holds, nothing else in memory; `settings`
+    as the start recorded them (Settings.from_start_state)."""
+    controllers = Controllers(cache, status_only_interval=STATUS_ONLY_INTERVAL, settings=settings)
     controllers.expectations = dict(expectations)
     controllers.backoff = dict(backoff)
     return controllers

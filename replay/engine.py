@@ -31,7 +31,7 @@ import msgspec
 from messages import codec
 from reconciler import stepping
 from reconciler.cache import Cache
-from reconciler.controllers import Controllers, Decided
+from reconciler.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from replay.bundles import Bundle
@@ -184,7 +184,7 @@ class Engine:
                                        self.stored_backoff)
         self.loop_positions = dict(held[0])
         self.new_positions = {int(p): int(seq) for p, seq in ((state or {}).get("new_positions") or {}).items()}
-        self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2])
+        self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2], Settings.from_start_state(state))
         self.controllers.owns = owns
         self.caught_up = False
         self.instance = tick.instance

@@ -41,12 +41,13 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
     UpdateStatus,
+    status_with_fields,
 )
 from messages.naming import NAME_ATTEMPTS, generated_name
 from messages.observed import ADDED, DELETED, MODIFIED, ObservedEvent
 from reconciler import stepping
 from reconciler.cache import Cache
-from reconciler.controllers import Decided
+from reconciler.controllers import Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
@@ -78,6 +79,7 @@ class World:
     kubelet_delay: timedelta = timedelta(milliseconds=200)
     now: datetime = START_TIME
     instance: str = "world-0"
+    settings: Settings = field(default_factory=Settings)  # the reconciler's flags: feature gates, resync period
     stream: list[stepping.Message] = field(default_factory=list)
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     recorded: list[Recorded] = field(default_factory=list)
@@ -259,7 +261,11 @@ class World:
                 self._result(action, action.key, FAILED, code=404, reason="NotFound", message="not found")
                 return
             if isinstance(action, UpdateStatus):
-                owner["status"] = msgspec.json.decode(action.status)
+                status = msgspec.json.decode(action.status)
+                stale = action.resource_version and action.resource_version != owner["metadata"]["resourceVersion"]
+                if stale:  # as the executor: its retry on a fresh read sets only the named fields
+                    status = status_with_fields(owner.get("status") or {}, status, action.status_fields)
+                owner["status"] = status
             else:
                 owner["status"]["collisionCount"] = action.seen + 1
             owner["metadata"]["resourceVersion"] = self._next_rv()
@@ -293,14 +299,16 @@ class World:
             last[message[1]] = message
         for seq, _, payload in sorted(last.values(), key=lambda m: m[0]):
             stepping.bootstrap_one(self.cache, payload, seq)
-        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff)
+        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff,
+                                                      self.settings)
         start = min(self.positions.values(), default=0) + 1
         self._cursor = start - 1
         self._target = top
         self.caught_up = False
+        state = state_of(self.positions, self.stored_expectations, self.stored_backoff)
+        state.update(self.settings.start_state())  # as the live reconciler's start records them
         self._tick(Tick(instance=self.instance, kind=START, at=self.now, caught_up=False, first_seq=start,
-                        last_seq=top or None,
-                        state=state_of(self.positions, self.stored_expectations, self.stored_backoff)), [])
+                        last_seq=top or None, state=state), [])
         if self._target < start:
             self._catch_up()
 

@@ -125,6 +125,18 @@ class LineReader:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
+    def read_available(self) -> list[str]:
+        """Every line read so far (those arrived since the last call are added without waiting)."""
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is None:
+                self._queue.put(None)  # the end stays visible to `expect`
+                return self.lines
+            self.lines.append(line)
+
     def expect(self, predicate: Callable[[str], bool], timeout: float = 15.0, what: str = "a line") -> str:
         """The first unread line for which `predicate` holds; fails the test at the deadline."""
         deadline = time.monotonic() + timeout

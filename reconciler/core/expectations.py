@@ -42,6 +42,11 @@ class Expectations:
             return Expectations(self.adds, self.dels - 1, self.deletion_keys - {key}, self.set_at)
         return Expectations(self.adds, self.dels - 1, self.deletion_keys, self.set_at)
 
+    def deletion_counted(self, key: str) -> Expectations:
+        """Without UID tracking (the DaemonSet's ControllerExpectations): every deletion of a pod it controls
+        counts, and the pod leaves the keys this controller deleted itself, so that it counts once."""
+        return Expectations(self.adds, self.dels - 1, self.deletion_keys - {key}, self.set_at)
+
     def lowered(self, adds: int = 0, dels: int = 0) -> Expectations:
         return Expectations(self.adds - adds, self.dels - dels, self.deletion_keys, self.set_at)
 

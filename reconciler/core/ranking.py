@@ -12,7 +12,9 @@ rule in turn until one decides (first = deleted first):
 5. higher rank (active related pods on the same node) first;
 6. both Ready with different Ready ``lastTransitionTime``: the newer log2 bucket first,
    an equal bucket decides by the lower UID and nothing after it; a zero time -> afterOrZero;
-7. higher max container restart count first;
+7. higher max container restart count first; equal ones: higher max restart count of the restartable
+   init containers (sidecars: ``restartPolicy: Always`` in ``spec.initContainers``) first
+   (``compareMaxContainerRestarts``, kubernetes/kubernetes#124952);
 8. different ``creationTimestamp``: compared as in 6.
 
 Deviations from upstream: ``now`` is always a real time (upstream's zero ``Now`` fallback is
@@ -32,7 +34,15 @@ from datetime import datetime, timedelta
 from functools import cmp_to_key
 from typing import Any, Final
 
-from kube.core import CONDITION_TRUE, POD_PENDING, POD_READY, POD_RUNNING, POD_UNKNOWN, Pod
+from kube.core import (
+    CONDITION_TRUE,
+    CONTAINER_RESTART_POLICY_ALWAYS,
+    POD_PENDING,
+    POD_READY,
+    POD_RUNNING,
+    POD_UNKNOWN,
+    Pod,
+)
 from kube.pods import is_pod_active, is_pod_ready
 from kube.times import parse_time
 
@@ -41,6 +51,7 @@ __all__ = [
     "deletion_cost",
     "get_pods_to_delete",
     "logarithmic_rank_diff",
+    "max_container_restarts",
     "pods_to_delete_order",
     "ranks_by_related_pods_on_same_node",
 ]
@@ -67,6 +78,24 @@ def deletion_cost(annotations: dict[str, str]) -> int:
         return 0
     cost = int(value)
     return cost if _INT32_MIN <= cost <= _INT32_MAX else 0
+
+
+def max_container_restarts(pod: Pod) -> tuple[int, int]:
+    """maxContainerRestarts: (the highest restart count of the regular containers, that of the restartable
+    init containers). An init container status counts when ``spec.initContainers`` has a container of that
+    name with ``restartPolicy: Always``; run-to-completion init containers never count."""
+    status = pod.status
+    regular = 0
+    for container in status.container_statuses:
+        if container.restart_count > regular:
+            regular = container.restart_count
+    sidecar = 0
+    if status.init_container_statuses:
+        sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_POLICY_ALWAYS}
+        for container in status.init_container_statuses:
+            if container.name in sidecars and container.restart_count > sidecar:
+                sidecar = container.restart_count
+    return regular, sidecar
 
 
 def _go_log2_floor(nanoseconds: int) -> int:
@@ -130,7 +159,7 @@ class _Ranked:
     ready: bool
     cost: int
     ready_time: datetime | None
-    restarts: int
+    restarts: tuple[int, int]  # max_container_restarts: regular containers, then sidecars
     created: datetime | None
     uid: str
 
@@ -143,11 +172,9 @@ class _Ranked:
                 ready = condition.status == CONDITION_TRUE
                 ready_time = _time(condition.last_transition_time) if ready else None
                 break
-        statuses = status.container_statuses
         return cls(pod, rank, pod.spec.node_name, _PHASE_ORDINAL.get(status.phase, 0), ready,
                    deletion_cost(meta.annotations) if meta.annotations else 0, ready_time,
-                   max((c.restart_count for c in statuses), default=0) if statuses else 0,
-                   _time(meta.creation_timestamp), meta.uid)
+                   max_container_restarts(pod), _time(meta.creation_timestamp), meta.uid)
 
 
 def _newer_first(a: _Ranked, b: _Ranked, ta: datetime | None, tb: datetime | None, now: datetime) -> bool:
@@ -174,7 +201,7 @@ def _less(a: _Ranked, b: _Ranked, now: datetime) -> bool:
         return a.rank > b.rank
     if a.ready and b.ready and a.ready_time != b.ready_time:
         return _newer_first(a, b, a.ready_time, b.ready_time, now)
-    if a.restarts != b.restarts:
+    if a.restarts != b.restarts:  # compareMaxContainerRestarts: regular containers first, then sidecars
         return a.restarts > b.restarts
     if a.created != b.created:
         return _newer_first(a, b, a.created, b.created, now)
@@ -231,7 +258,7 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
         return found
 
     heads: list[tuple[Any, ...]] = []
-    tails: list[tuple[int, int, int, str]] = []
+    tails: list[tuple[int, int, int, int, str]] = []
     ready_times: dict[tuple[Any, ...], set[datetime | None]] = {}
     shared: list[set[datetime | None] | None] = []  # the pod's set in ready_times (None if not Ready)
     phases = _PHASE_ORDINAL
@@ -257,13 +284,10 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
             shared.append(times)
         else:
             shared.append(None)
-        restarts = 0
-        for container in status.container_statuses:
-            if container.restart_count > restarts:
-                restarts = container.restart_count
+        regular, sidecar = max_container_restarts(pod)
         heads.append(head)
-        tails.append((-restarts, *stamp(meta.creation_timestamp)[1], meta.uid))
-    return [(*head, tail[3], *tail) if times is not None and len(times) > 1 else (*head, "", *tail)
+        tails.append((-regular, -sidecar, *stamp(meta.creation_timestamp)[1], meta.uid))
+    return [(*head, tail[-1], *tail) if times is not None and len(times) > 1 else (*head, "", *tail)
             for head, tail, times in zip(heads, tails, shared, strict=True)]
 
 

@@ -10,9 +10,19 @@ from typing import Any
 import pytest
 
 from kubus.jetstream import Bus
-from messages.actions import FAILED, SUCCEEDED, OwnerCheck, PatchPod
+from messages.actions import (
+    FAILED,
+    NOT_ADOPTED,
+    SKIPPED,
+    SUCCEEDED,
+    Adoption,
+    DeletePod,
+    OwnerCheck,
+    PatchControllerRevision,
+    PatchPod,
+)
 from tests.executor.builders import envelope, pod, raw
-from tests.executor.conftest import Running, publish, results_for
+from tests.executor.conftest import Running, pods_in, publish, results_for
 from tests.simulation import SimProcess
 
 Start = Callable[..., AbstractAsyncContextManager[Running]]
@@ -186,3 +196,95 @@ async def test_an_owner_check_of_another_kind_is_a_bad_action(bus: Bus, sim: Sim
         requests = running.metrics.snapshot()["api_requests"]
     assert (result.outcome, result.code, result.reason) == (FAILED, 0, "BadAction")
     assert requests == {}
+
+
+# --- actions that wait on an adoption (adopt_first): upstream's claim adopts before the sync deletes ---
+def _adoption(target: dict[str, Any], kind: str, name: str, uid: str) -> Adoption:
+    first = _adopt("unused", target, kind, name, uid)
+    assert first.owner_check is not None
+    return Adoption(owner_check=first.owner_check, patch_type=first.patch_type, patch=first.patch)
+
+
+def _delete(namespace: str, target: dict[str, Any], adoption: Adoption | None, key: str = "delete-1") -> DeletePod:
+    return DeletePod(**envelope(key), namespace=namespace, name=target["metadata"]["name"],
+                     uid=target["metadata"]["uid"], adopt_first=adoption)
+
+
+async def test_a_delete_waiting_on_an_adoption_adopts_then_deletes(bus: Bus, sim: SimProcess, namespace: str,
+                                                                   executor: Start) -> None:
+    owner = await _owner(sim, namespace, "DaemonSet")
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("stray"))
+    adoption = _adoption(target, "DaemonSet", "web", owner["metadata"]["uid"])
+    async with executor() as running:
+        await publish(bus, _delete(namespace, target, adoption))
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.code, result.action) == (SUCCEEDED, 200, "delete_pod")
+    # the owner re-read, the adoption patch, then the delete: in that order, each once
+    assert requests == {"GET": {"200": 1}, "PATCH": {"200": 1}, "DELETE": {"200": 1}}
+    for left in await asyncio.to_thread(pods_in, sim, namespace):  # gone, or terminating as ours
+        assert left["metadata"].get("deletionTimestamp"), left
+        assert [r["uid"] for r in left["metadata"]["ownerReferences"]] == [owner["metadata"]["uid"]]
+
+
+async def test_a_delete_whose_adoption_is_refused_is_not_applied(bus: Bus, sim: SimProcess, namespace: str,
+                                                                 executor: Start) -> None:
+    """The pod got another controller first: the API refuses the second (422), the pod lives on, untouched."""
+    first = await _owner(sim, namespace, "DaemonSet", name="first")
+    second = await _owner(sim, namespace, "DaemonSet", name="second")
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("stray"))
+    async with executor() as running:
+        await publish(bus, _adopt(namespace, target, "DaemonSet", "first", first["metadata"]["uid"]))
+        [adopted] = await results_for(bus, 1, (running,))
+        assert adopted.outcome == SUCCEEDED
+        await publish(bus, _delete(namespace, target,
+                                   _adoption(target, "DaemonSet", "second", second["metadata"]["uid"])))
+        results = await results_for(bus, 2, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    skipped = next(r for r in results if r.action == "delete_pod")
+    assert (skipped.outcome, skipped.code, skipped.reason) == (SKIPPED, 422, NOT_ADOPTED)
+    assert "Only one reference can have Controller set to true" in skipped.message
+    assert "DELETE" not in requests
+    [ref] = await _owner_references(sim, namespace, "stray")
+    assert ref["name"] == "first"
+
+
+async def test_a_delete_whose_owner_is_being_deleted_is_not_applied(bus: Bus, sim: SimProcess, namespace: str,
+                                                                    executor: Start) -> None:
+    owner = await _owner(sim, namespace, "ReplicaSet", finalizers=["example.com/hold"])
+    await _call(sim, "DELETE", f"/apis/apps/v1/namespaces/{namespace}/replicasets/web")
+    target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("stray"))
+    async with executor() as running:
+        await publish(bus, _delete(namespace, target, _adoption(target, "ReplicaSet", "web",
+                                                                owner["metadata"]["uid"])))
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.reason) == (SKIPPED, NOT_ADOPTED)
+    assert "has just been deleted" in result.message
+    assert set(requests) == {"GET"}
+    assert [p["metadata"]["name"] for p in await asyncio.to_thread(pods_in, sim, namespace)] == ["stray"]
+
+
+async def test_a_revision_is_adopted_only_for_a_live_owner(bus: Bus, sim: SimProcess, namespace: str,
+                                                           executor: Start) -> None:
+    """ClaimControllerRevisions' canAdopt: the DaemonSet re-read first; one being deleted adopts nothing."""
+    owner = await _owner(sim, namespace, "DaemonSet", finalizers=["example.com/hold"])
+    body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "web-1"}, "revision": 1,
+            "data": {}}
+    revision = await _call(sim, "POST", f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions", body)
+    uid = owner["metadata"]["uid"]
+    patch = {"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "web",
+                                               "uid": uid, "controller": True, "blockOwnerDeletion": True}],
+                          "uid": revision["metadata"]["uid"]}}
+    adopt = PatchControllerRevision(**envelope("adopt-rev", "DaemonSet/test/web"), namespace=namespace, name="web-1",
+                                    uid=revision["metadata"]["uid"], patch_type="strategic", patch=raw(patch),
+                                    owner_check=OwnerCheck(kind="DaemonSet", name="web", uid=uid))
+    await _call(sim, "DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/web")
+    async with executor() as running:
+        await publish(bus, adopt)
+        [result] = await results_for(bus, 1, (running,))
+        requests = running.metrics.snapshot()["api_requests"]
+    assert (result.outcome, result.reason) == (FAILED, "Deleting")
+    assert set(requests) == {"GET"}
+    got = await _call(sim, "GET", f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions/web-1")
+    assert not got["metadata"].get("ownerReferences")

@@ -16,15 +16,18 @@ from kube.apps import ReplicaSet
 from kube.core import POD_PENDING, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.ownership import adopt_patch, release_patch
-from kube.testing import daemonset, pod, replicaset
+from kube.testing import daemonset, node, pod, replicaset
 from kube.times import format_micro_time, format_time
 from messages.actions import (
     FAILED,
     IDEMPOTENCY_ANNOTATION,
+    NOT_ADOPTED,
     SKIPPED,
     SUCCEEDED,
     Action,
     ActionResult,
+    Adoption,
+    CreateControllerRevision,
     CreatePods,
     DeletePod,
     OwnerCheck,
@@ -32,14 +35,15 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
-from reconciler.controllers import Controllers, Decided, Outcome
+from reconciler.controllers import REVISION_WRITE_WAIT, Controllers, Decided, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import ALPHABET
 from reconciler.core.replicaset.handlers import controller_key
+from reconciler.core.replicaset.sync import ManageError
 from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod
-from tests.reconciler.test_daemonset_sync import rolled_cluster
+from tests.reconciler.test_daemonset_sync import revision_of, rolled_cluster
 
 KEY = controller_key("default", "web")
 MS = timedelta(milliseconds=1)
@@ -152,7 +156,7 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
                                                           (SKIPPED, 0, "SlowStartStopped", ""),
                                                           (SKIPPED, 0, "SlowStartStopped", "")]), NOW)
     assert outcome.expectations == {KEY: Expectations(0, 0, frozenset(), NOW)}
-    assert controllers.errors == {KEY: quota}
+    assert controllers.errors == {KEY: ManageError(quota, creating=True)}
     assert controllers.queue.failures(KEY) == 1
 
     assert sync(controllers, NOW + 4 * MS).decisions == []  # the rate limiter's 5 ms
@@ -164,7 +168,8 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     assert of_type(second.actions, UpdateStatus) == []  # the first write is still in flight
     assert second.summary["manage_error"] == quota
     assert controllers.errors == {}  # a new round: its own results will tell
-    assert controllers.reported == {KEY: quota}  # what syncs report while that round is in flight
+    # what syncs report while that round is in flight
+    assert controllers.reported == {KEY: ManageError(quota, creating=True)}
     assert controllers.queue.failures(KEY) == 1  # a sync with an error is not forgotten
 
     controllers.results([result(write, SUCCEEDED, rv="2")], later)
@@ -176,6 +181,59 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
                                      "lastTransitionTime": format_time(later), "reason": "FailedCreate",
                                      "message": quota}]
     assert controllers.errors == {}
+
+
+QUOTA = 'pods "web-x" is forbidden: exceeded quota'
+
+
+def failure_conditions(decided: Decided) -> list[tuple[str, str]]:
+    """(reason, message) of the status's conditions this sync computed (None: unchanged, which had none)."""
+    status = decided.summary["status"] or {}
+    return [(c.get("reason", ""), c["message"]) for c in status.get("conditions", [])]
+
+FAILED_QUOTA = (FAILED, 403, "Forbidden", QUOTA)
+STOPPED = (SKIPPED, 0, "SlowStartStopped", "")
+CREATED = (SUCCEEDED, 201, "", "")
+
+
+FAILED_CREATE_QUOTA = [("FailedCreate", QUOTA)]
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "replicas", "error", "conditions", "later"),
+    [
+        pytest.param([FAILED_QUOTA, STOPPED], 3, QUOTA, FAILED_CREATE_QUOTA, FAILED_CREATE_QUOTA,
+                     id="still-short-the-round-error-is-reported"),
+        pytest.param([FAILED_QUOTA, STOPPED], 1, None, [], [], id="scaled-to-the-size-it-has-nothing-to-report"),
+        pytest.param([FAILED_QUOTA, STOPPED], 0, None, [], [], id="scaled-below-a-create-error-is-no-delete-error"),
+        pytest.param([CREATED, FAILED_QUOTA], 3, None, [], FAILED_CREATE_QUOTA,
+                     id="skipped-while-a-created-pod-is-expected-reports-nil-until-it-creates-again"),
+    ],
+)
+def test_replica_failure_is_what_this_sync_has_to_report(outcomes: list[tuple[str, int, str, str]], replicas: int,
+                                                         error: str | None, conditions: list[tuple[str, str]],
+                                                         later: list[tuple[str, str]]) -> None:
+    """syncReplicaSet computes manageReplicasErr in every sync: the last round's error stands only for a sync
+    that would make calls of the same kind (so its reason, from the diff's sign, is never empty); a sync whose
+    manageReplicas has nothing to do (diff 0) or is skipped (expectations unsatisfied) reports nil, and
+    calculateStatus removes ReplicaFailure. `later`: the conditions of a sync 12 hours on (an informer's
+    resync, the expectations long expired)."""
+    rs = web(3)
+    cluster, controllers = engine(rs, owned_pod("pod0", rs).ready(NOW).rv("1").build())
+    create, write = only(sync(controllers)).actions
+    assert isinstance(create, CreatePods) and isinstance(write, UpdateStatus)
+    controllers.results([*create_results(create, outcomes), result(write, SUCCEEDED, rv="2")], NOW)
+    if replicas != 3:
+        controllers.observe([cluster.update(replicaset("web").selector(app="web").replicas(replicas).rv("3")
+                                            .uid(rs.metadata.uid).build())], NOW)
+    soon = NOW + 5 * MS
+    decided = only(sync(controllers, soon))
+    assert decided.summary["manage_error"] == error
+    assert failure_conditions(decided) == conditions
+    controllers.resync_all()
+    again = only(sync(controllers, soon + timedelta(hours=12)))
+    assert again.summary["manage_error"] == (QUOTA if later else None)
+    assert (failure_conditions(again) if again.summary["status"] is not None else conditions) == later
 
 
 def test_skipped_creates_lower_expectations_without_error() -> None:
@@ -285,7 +343,7 @@ def test_failed_delete_is_observed_and_reported() -> None:
                          result(ok, SUCCEEDED, code=200, subject=f"default/{ok.name}")], NOW)
     expected = controllers.expectations[KEY]
     assert (expected.dels, expected.deletion_keys) == (1, frozenset({f"default/{ok.name}"}))
-    assert controllers.errors == {KEY: "unable to delete pods: etcd is sad"}
+    assert controllers.errors == {KEY: ManageError("unable to delete pods: etcd is sad", creating=False)}
     assert controllers.queue.next_ready_at() == NOW + 5 * MS
 
 
@@ -300,7 +358,7 @@ def test_the_last_result_of_failed_creates_requeues_a_controller_no_backoff_hold
     later = NOW + timedelta(seconds=1)
     waiting = only(sync(controllers, later))  # the backoff fired; two results still to come
     assert not of_type(waiting.actions, CreatePods)
-    assert controllers.errors == {KEY: "taken"}
+    assert controllers.errors == {KEY: ManageError("taken", creating=True)}
     controllers.results(results[1:], later)
     retry = only(sync(controllers, later))
     assert len(of_type(retry.actions, CreatePods)[0].pods) == 3
@@ -453,17 +511,68 @@ def test_adoption_and_release_patches() -> None:
 
 @pytest.mark.parametrize(
     ("code", "requeued"),
-    [pytest.param(404, False, id="pod-gone"), pytest.param(422, False, id="uid-changed"),
+    [pytest.param(404, False, id="pod-gone"), pytest.param(422, True, id="another-controller-first"),
      pytest.param(409, True, id="conflict"), pytest.param(0, True, id="owner-check-refused")],
 )
 def test_failed_patch_requeues(code: int, requeued: bool) -> None:
-    """TestPatchPodFails: a claim that failed is tried again later; a pod gone or re-created is not."""
+    """TestPatchPodFails and ClaimObject: an adoption that failed is tried again later (someone else
+    claimed the pod first: kube-apiserver refuses a second controller with 422); a pod gone is not."""
     rs = web(1)
     _, controllers = engine(rs, orphan_pod("orphan", rs).build())
     patch = of_type(only(sync(controllers)).actions, PatchPod)[0]
     controllers.results([result(patch, FAILED, code=code, message="nope")], NOW)
     assert (controllers.queue.next_ready_at() == NOW + 5 * MS) is requeued
     assert controllers.errors == {}
+
+
+def test_claimed_orphans_to_delete_are_adopted_by_their_delete() -> None:
+    """Upstream adopts during the claim, before manageReplicas deletes: a claimed orphan that the same sync
+    deletes is adopted by the DeletePod itself (adopt_first), never deleted while still an orphan."""
+    rs = web(1)
+    orphans = [orphan_pod(f"orphan-{i}", rs).build() for i in range(3)]
+    _, controllers = engine(rs, *orphans)
+    decided = only(sync(controllers))
+    deletes = of_type(decided.actions, DeletePod)
+    (adopt,) = of_type(decided.actions, PatchPod)  # the one kept is adopted on its own
+    assert len(deletes) == 2 and adopt.name not in {d.name for d in deletes}
+    for delete in deletes:
+        assert delete.adopt_first == Adoption(
+            owner_check=OwnerCheck(kind="ReplicaSet", name="web", uid=rs.metadata.uid), patch_type="strategic",
+            patch=msgspec.Raw(adopt_patch(rs.metadata, "apps/v1", "ReplicaSet", delete.uid)))
+
+
+@pytest.mark.parametrize(("code", "backoff"), [pytest.param(422, True, id="another-controller"),
+                                                pytest.param(0, True, id="owner-check-refused"),
+                                                pytest.param(404, False, id="pod-gone")])
+def test_a_delete_whose_adoption_failed_lowers_the_expectation_and_retries_the_claim(code: int,
+                                                                                      backoff: bool) -> None:
+    """The pod was not ours, so it was not deleted: the deletion will never be observed (lowered now); no
+    manage error (upstream's sync stopped at the claim); the sync is retried with the rate limiter, as a
+    claim error is (a pod found gone is no error)."""
+    rs = web(1)
+    _, controllers = engine(rs, *[orphan_pod(f"orphan-{i}", rs).build() for i in range(2)])
+    (delete,) = of_type(only(sync(controllers)).actions, DeletePod)
+    controllers.results([result(delete, SKIPPED, code=code, reason=NOT_ADOPTED, message="not adopted",
+                                subject=f"default/{delete.name}")], NOW)
+    expected = controllers.expectations[KEY]
+    assert (expected.dels, expected.deletion_keys) == (0, frozenset())
+    assert controllers.errors == {}
+    if backoff:
+        assert controllers.queue.next_ready_at() == NOW + 5 * MS
+    else:
+        assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 1
+
+
+@pytest.mark.parametrize(("code", "requeued"), [(404, False), (422, False), (409, True)])
+def test_failed_release_requeues_unless_the_pod_is_gone_or_no_longer_ours(code: int, requeued: bool) -> None:
+    """ReleasePod ignores NotFound and Invalid (the pod has no owner reference of ours any more)."""
+    rs = web(1)
+    relabelled = pod("relabelled").labels(app="other").owned_by(rs).build()
+    _, controllers = engine(rs, orphan_pod("kept", rs).owned_by(rs).build(), relabelled)
+    (release,) = of_type(only(sync(controllers)).actions, PatchPod)
+    assert "/release/" in release.key
+    controllers.results([result(release, FAILED, code=code, message="nope")], NOW)
+    assert (controllers.queue.next_ready_at() == NOW + 5 * MS) is requeued
 
 
 # --- requeues and wake-ups -----------------------------------------------------------------------------------
@@ -634,3 +743,40 @@ def test_a_daemonset_whose_rolling_update_fails_is_retried_with_growing_backoff(
         assert decided.summary["status_written"] == (failures == 1)  # then in flight: one write at a time
         assert sync(controllers, now).decisions == []  # not before its backoff has passed
         now += timedelta(seconds=1)
+
+
+def test_a_revision_reported_created_is_not_posted_again_before_the_cache_shows_it() -> None:
+    """The executor reported the new revision created; until its watch event arrives, a sync (here woken by
+    the result itself) would find no revision and POST it again (409 AlreadyExists): the DaemonSet waits
+    for the cache instead, and carries on once the revision is seen."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster = Cluster(*[node(n).ready().build() for n in ("node-0", "node-1")], ds)
+    controllers = Controllers(cluster.cache)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    first = only(sync(controllers))
+    (create,) = of_type(first.actions, CreateControllerRevision)
+    name = msgspec.json.decode(create.revision)["metadata"]["name"]
+    controllers.results([result(create, SUCCEEDED, code=201, subject=f"default/{name}", rv="7")], NOW)
+    assert sync(controllers).decisions == []  # not before the revision is seen
+    revision = revision_of(ds)
+    revision.metadata.resource_version = "7"
+    controllers.observe([cluster.add(revision)], NOW)
+    later = only(sync(controllers))
+    assert not of_type(later.actions, CreateControllerRevision)
+    assert len(of_type(later.actions, CreatePods)) == 1  # the pods of the revision now in the cache
+
+
+def test_a_revision_write_never_seen_is_waited_for_a_bounded_time() -> None:
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster = Cluster(node("node-0").ready().build(), ds)
+    controllers = Controllers(cluster.cache)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    (create,) = of_type(only(sync(controllers)).actions, CreateControllerRevision)
+    name = msgspec.json.decode(create.revision)["metadata"]["name"]
+    controllers.results([result(create, SUCCEEDED, code=201, subject=f"default/{name}", rv="7")], NOW)
+    assert sync(controllers).decisions == []
+    assert controllers.next_ready_at() == NOW + REVISION_WRITE_WAIT
+    retried = only(sync(controllers, NOW + REVISION_WRITE_WAIT))  # given up waiting: synced as upstream would
+    assert of_type(retried.actions, CreateControllerRevision)

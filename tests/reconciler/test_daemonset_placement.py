@@ -236,6 +236,32 @@ def test_node_should_run_daemon_pod(node_builder: NodeBuilder, ds_builder: Daemo
     assert node_should_run_daemon_pod(node_builder.build(), ds_builder.build()) == expected
 
 
+SLA = "node.kubernetes.io/sla"
+
+
+@pytest.mark.parametrize(("node_builder", "tolerations", "gate_on", "gate_off"), [
+    pytest.param(simple_node().taint(SLA, "950", "NoSchedule"), [Toleration(key=SLA, operator="Gt", value="750")],
+                 RUN, KEEP_ONLY, id="gt-no-schedule"),
+    pytest.param(simple_node().taint(SLA, "950", "NoExecute"), [Toleration(key=SLA, operator="Gt", value="750")],
+                 RUN, NEVER, id="gt-no-execute"),
+    pytest.param(simple_node().taint(SLA, "500", "NoExecute"), [Toleration(key=SLA, operator="Lt", value="750")],
+                 RUN, NEVER, id="lt-no-execute"),
+    pytest.param(simple_node().taint(SLA, "950", "NoExecute"), [Toleration(key=SLA, operator="Gt", value="0750")],
+                 NEVER, NEVER, id="gt-value-not-canonical-tolerates-nothing-either-way"),
+    pytest.param(simple_node().taint(SLA, "950", "NoExecute"),
+                 [Toleration(key=SLA, operator="Gt", value="750"), exists(SLA, "NoExecute")],
+                 RUN, RUN, id="another-toleration-still-tolerates"),
+])
+def test_comparison_operators_follow_the_feature_gate(node_builder: NodeBuilder, tolerations: list[Toleration],
+                                                      gate_on: Placement, gate_off: Placement) -> None:
+    """NodeShouldRunDaemonPod passes the TaintTolerationComparisonOperators gate to FindMatchingUntoleratedTaint:
+    with it off (the default) a toleration with Lt or Gt tolerates nothing."""
+    n, d = node_builder.build(), ds().tolerations(*tolerations).build()
+    assert node_should_run_daemon_pod(n, d, comparison_operators=True) == gate_on
+    assert node_should_run_daemon_pod(n, d, comparison_operators=False) == gate_off
+    assert node_should_run_daemon_pod(n, d) == gate_off
+
+
 def test_placement_is_a_plain_pair_and_inputs_are_untouched() -> None:
     """The answer unpacks like upstream's two booleans; neither the node nor the DaemonSet changes."""
     n = simple_node().taint("dedicated", "user1", "NoSchedule").build()
@@ -418,14 +444,15 @@ EFFECT_MESSAGE = ('spec.template.spec.tolerations[{i}].effect: Unsupported value
                  id="both-operator-then-effect"),
 ])
 def test_validate_tolerations(tolerations: list[Toleration], expected: list[tuple[str, str]]) -> None:
-    """(field path, message) per unknown operator or effect, worded as field.NotSupported."""
-    assert validate_tolerations(ds().tolerations(*tolerations).build()) == expected
+    """(field path, message) per unknown operator or effect, worded as field.NotSupported (gate on: Gt is known)."""
+    assert validate_tolerations(ds().tolerations(*tolerations).build(), comparison_operators=True) == expected
 
 
 def test_validate_tolerations_without_comparison_operators() -> None:
-    """With the TaintTolerationComparisonOperators gate off, Lt and Gt are unknown too."""
+    """With the TaintTolerationComparisonOperators gate off (its default), Lt and Gt are unknown too."""
     d = ds().tolerations(Toleration(key="n", operator="Lt", value="3"), DEDICATED).build()
-    assert validate_tolerations(d) == []
+    assert validate_tolerations(d, comparison_operators=True) == []
+    assert validate_tolerations(d) == validate_tolerations(d, comparison_operators=False)
     assert validate_tolerations(d, comparison_operators=False) == [
         ("spec.template.spec.tolerations[0].operator",
          'spec.template.spec.tolerations[0].operator: Unsupported value: "Lt": supported values: "Equal", "Exists"')]

@@ -220,8 +220,10 @@ def test_sync_nodes_caps_at_burst(creates: int, deletes: int, expected: tuple[in
     pods = victims(deletes)
     plan = sync_nodes(ds, nodes, pods, HASH, now=NOW, key_base="corr")
     assert (plan.create_diff, plan.delete_diff) == expected
-    assert plan.expectations == expect(expected[0], expected[1], NOW)
-    assert plan.expectations.deletion_keys == frozenset()  # the DaemonSet counts, it does not track keys
+    # the DaemonSet counts deletions (any pod it controls that goes counts, as upstream); the keys of those
+    # it deletes itself let their deletion be observed whatever their last state's ownerReferences were
+    deleting = frozenset(f"default/{p.metadata.name}" for p in pods[:expected[1]])
+    assert plan.expectations == expect(expected[0], expected[1], NOW, deleting)
     assert [n for n, _, _ in plan.creates] == nodes[:expected[0]]
     assert plan.deferred_nodes == nodes[expected[0]:]
     assert names(plan.deletes) == names(pods[:expected[1]])
@@ -241,7 +243,7 @@ def test_sync_nodes_bodies_and_keys() -> None:
 def test_sync_nodes_with_a_custom_burst() -> None:
     plan = sync_nodes(new_ds(), ["a", "b", "c"], victims(3), HASH, now=NOW, key_base="k", burst=2)
     assert ([n for n, _, _ in plan.creates], plan.deferred_nodes) == (["a", "b"], ["c"])
-    assert plan.expectations == expect(2, 2, NOW)
+    assert plan.expectations == expect(2, 2, NOW, frozenset({"default/victim-000", "default/victim-001"}))
 
 
 def test_sync_nodes_without_labels_creates_nothing() -> None:
@@ -251,7 +253,7 @@ def test_sync_nodes_without_labels_creates_nothing() -> None:
     plan = sync_nodes(ds, ["a", "b", "c"], victims(1), "", now=NOW, key_base="k")
     assert plan.creates == []
     assert plan.create_error == NO_LABELS_ERROR
-    assert plan.expectations == expect(0, 1, NOW)
+    assert plan.expectations == expect(0, 1, NOW, frozenset({"default/victim-000"}))
     assert (plan.create_diff, names(plan.deletes)) == (3, ["victim-000"])
     # a hash alone is a label: creates go ahead
     assert len(sync_nodes(ds, ["a"], [], HASH, now=NOW, key_base="k").creates) == 1

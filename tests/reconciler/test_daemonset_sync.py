@@ -17,7 +17,9 @@ from kube.core import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
+    Toleration,
 )
+from kube.features import FeatureGates
 from kube.meta import LabelSelector
 from kube.testing import DaemonSetBuilder, PodBuilder, daemonset, node, pod
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
@@ -114,6 +116,27 @@ def test_a_tainted_node_is_skipped() -> None:
     assert plan.status is not None and plan.status.desired_number_scheduled == 3
 
 
+SLA_GT_750 = Toleration(key="sla", operator="Gt", value="750", effect="NoSchedule")
+
+
+@pytest.mark.parametrize(("gates", "creates_on", "warnings"), [
+    pytest.param(FeatureGates(), NODES, [("InvalidToleration", "spec.template.spec.tolerations[0].operator")],
+                 id="gate-off-by-default-gt-tolerates-nothing"),
+    pytest.param(FeatureGates(taint_toleration_comparison_operators=True), [*NODES, "node-3"], [],
+                 id="gate-on-gt-tolerates-a-higher-value"),
+])
+def test_comparison_operators_reach_placement_through_the_gates(gates: FeatureGates, creates_on: list[str],
+                                                                warnings: list[tuple[str, str]]) -> None:
+    """syncDaemonSet reads TaintTolerationComparisonOperators (utilfeature.DefaultFeatureGate upstream, a value
+    handed in here) for every placement it makes: manage, the status, and its toleration warnings."""
+    ds = new_ds().tolerations(SLA_GT_750).build()
+    tainted = node("node-3").ready().taint("sla", "950", "NoSchedule").build()
+    plan = sync_daemonset(KEY, cluster_of(ds, revision_of(ds), tainted).cache, None, {}, NOW, "corr", gates)
+    assert [n for n, _, _ in plan.creates] == creates_on
+    assert plan.status is not None and plan.status.desired_number_scheduled == len(creates_on)
+    assert [(w.reason, w.field) for w in plan.warnings] == warnings
+
+
 def test_pending_expectations_only_write_the_status() -> None:
     ds = new_ds().build()
     plan = sync(cluster_of(ds, revision_of(ds)), expect(3, 0, NOW))
@@ -136,7 +159,7 @@ def test_rolling_update_with_max_unavailable_1_deletes_one_old_pod_per_sync() ->
     cluster, ds, hash_ = rolled_cluster(new_ds().rolling_update(max_unavailable=1))
     first = sync(cluster)
     assert (names(first.deletes), first.creates, first.rolled) == (["old-0"], [], True)
-    assert first.expectations == expect(0, 1, NOW)
+    assert first.expectations == expect(0, 1, NOW, frozenset({"default/old-0"}))
     assert first.revision_deletes == []  # the old revision still has live pods
 
     cluster.delete(first.deletes[0])
@@ -200,7 +223,7 @@ def test_a_failed_pod_is_deleted_then_backed_off() -> None:
                                         "Found failed daemon pod default/failed on node node-0, will try to kill it")]
     key = failed_pods_backoff_key(ds, "node-0")
     assert first.backoff_updates == [FailedPodBackoff(key=key, delay_seconds=1.0, last_update=NOW)]
-    assert first.expectations == expect(0, 1, NOW)
+    assert first.expectations == expect(0, 1, NOW, frozenset({"default/failed"}))
 
     entries = {entry.key: entry for entry in first.backoff_updates}
     second = sync(cluster, None, entries, NOW + timedelta(milliseconds=500))  # the pod is still there, failed

@@ -7,12 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kube.core import POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_UNKNOWN, Pod
-from kube.testing import pod
+from kube.testing import PodBuilder, pod
 from reconciler.core.ranking import (
     POD_DELETION_COST,
+    _by_comparator,
     deletion_cost,
     get_pods_to_delete,
     logarithmic_rank_diff,
+    max_container_restarts,
     pods_to_delete_order,
     ranks_by_related_pods_on_same_node,
 )
@@ -174,6 +176,71 @@ def test_full_sort_matches_rule_order() -> None:
         "ready-now",
         "ready-then",
     ]
+
+
+def ready_pod(name: str, uid: str) -> PodBuilder:
+    """Ready on a node since NOW, created a month ago: equal on every rule before the restart counts."""
+    return pod(name).uid(uid).on_node("node").phase(POD_RUNNING).ready(NOW).created(THEN_1_MONTH)
+
+
+@pytest.mark.parametrize(
+    ("builder", "expected"),
+    [
+        pytest.param(pod("p"), (0, 0), id="no-statuses"),
+        pytest.param(pod("p").restarts(3), (3, 0), id="regular-only"),
+        pytest.param(pod("p").restarts(1).sidecar("proxy", 4), (1, 4), id="regular-and-sidecar-kept-apart"),
+        pytest.param(pod("p").sidecar("a", 2).sidecar("b", 7), (0, 7), id="max-over-sidecars"),
+        pytest.param(pod("p").init_container("setup", restarts=9), (0, 0), id="run-to-completion-init-ignored"),
+        pytest.param(pod("p").init_container("setup", restart_policy="OnFailure", restarts=9), (0, 0),
+                     id="init-restart-policy-other-than-always-ignored"),
+        pytest.param(pod("p").init_container("setup", restarts=9).sidecar("proxy", 2), (0, 2),
+                     id="only-the-restartable-one-counts"),
+    ],
+)
+def test_max_container_restarts(builder: PodBuilder, expected: tuple[int, int]) -> None:
+    """maxContainerRestarts: (regular containers, restartable init containers) separately, as upstream since #124952."""
+    assert max_container_restarts(builder.build()) == expected
+
+
+def test_init_container_status_without_a_restartable_spec_is_not_a_sidecar() -> None:
+    """The status is matched to spec.initContainers by name: a status alone says nothing of restartPolicy."""
+    built = pod("p").sidecar("proxy", 1).build()
+    built.status.init_container_statuses[0].name = "renamed"
+    built.status.init_container_statuses[0].restart_count = 5
+    assert max_container_restarts(built) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(ready_pod("sidecar-restarted", "uid-b").sidecar("proxy", 5),
+                     ready_pod("sidecar-steady", "uid-a").sidecar("proxy", 1),
+                     id="equal-regular-restarts-more-sidecar-restarts-first"),
+        pytest.param(ready_pod("regular-restarted", "uid-b").restarts(2).sidecar("proxy", 0),
+                     ready_pod("sidecar-restarted", "uid-a").restarts(1).sidecar("proxy", 90),
+                     id="regular-restarts-decide-before-sidecar-restarts"),
+        pytest.param(ready_pod("sidecar-restarted", "uid-b").sidecar("proxy", 1),
+                     ready_pod("init-restarted", "uid-a").init_container("setup", restarts=30),
+                     id="run-to-completion-init-restarts-do-not-count"),
+        pytest.param(ready_pod("sidecar-restarted", "uid-b").sidecar("proxy", 1),
+                     ready_pod("newer-but-steady", "uid-a").sidecar("proxy", 0).created(NOW),
+                     id="sidecar-restarts-decide-before-creation-time"),
+    ],
+)
+def test_sidecar_restarts_break_a_tie_of_regular_restarts(first: PodBuilder, second: PodBuilder) -> None:
+    """ActivePodsWithRanks.Less rule 7, compareMaxContainerRestarts: the pod whose containers restarted more goes
+    first; only on equal regular counts do the restartable init containers' (sidecars') counts decide."""
+    a, b = first.build(), second.build()
+    for order in ([a, b], [b, a]):
+        assert names(pods_to_delete_order(order, [1, 1], NOW)) == names([a, b])
+        assert names(_by_comparator(order, [1, 1], NOW)) == names([a, b])
+
+
+def test_equal_sidecar_restarts_fall_through_to_creation_time() -> None:
+    """compareMaxContainerRestarts returns nil on equal counts: rule 8 decides (the newer pod first)."""
+    older = ready_pod("older", "uid-a").sidecar("proxy", 3).build()
+    newer = ready_pod("newer", "uid-b").sidecar("proxy", 3).created(NOW).build()
+    assert names(pods_to_delete_order([older, newer], [1, 1], NOW)) == ["newer", "older"]
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,8 @@ def random_pod(rng: random.Random, i: int, ready_times: list[datetime | None]) -
         b = b.ready(ready_times.pop() if len(ready_times) > 1 else ready_times[0])
     if rng.random() < 0.3:
         b = b.restarts(rng.randrange(3))
+    if rng.random() < 0.3:  # a sidecar: its restarts break ties of the regular containers'
+        b = b.sidecar("proxy", rng.randrange(3))
     if rng.random() < 0.9:
         b = b.created(NOW - timedelta(seconds=rng.choice([1, 2, 3, 70, 4000, 90000])))
     if rng.random() < 0.2:

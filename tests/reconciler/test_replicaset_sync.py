@@ -19,8 +19,16 @@ from messages.actions import IDEMPOTENCY_ANNOTATION
 from reconciler.core.expectations import EXPECTATIONS_TIMEOUT, Expectations, expect
 from reconciler.core.podtemplate import ALPHABET, NO_LABELS_ERROR
 from reconciler.core.ranking import get_pods_to_delete
-from reconciler.core.replicaset.status import FAILED_CREATE, REPLICA_FAILURE
-from reconciler.core.replicaset.sync import BURST_REPLICAS, BadInput, Plan, indirectly_related_pods, sync_replicaset
+from reconciler.core.replicaset.status import FAILED_CREATE, FAILED_DELETE, REPLICA_FAILURE
+from reconciler.core.replicaset.sync import (
+    BURST_REPLICAS,
+    ManageError,
+    Plan,
+    indirectly_related_pods,
+    reported_error,
+    sync_replicaset,
+)
+from reconciler.core.view import BadInput
 from tests.reconciler.builders import NOW, cache_of, names, orphan_pod, owned_pod
 
 KEY = "ReplicaSet/default/foobar"
@@ -39,7 +47,7 @@ def running(name: str, rs: ReplicaSet) -> Pod:
     return owned_pod(name, rs).ready().build()
 
 
-def sync(*objects: Any, expectations: Expectations | None = None, error: str | None = None,
+def sync(*objects: Any, expectations: Expectations | None = None, error: ManageError | None = None,
          burst: int = BURST_REPLICAS, terminating: bool = True, key: str = KEY) -> Plan:
     return sync_replicaset(key, cache_of(*objects), expectations, error, NOW, "corr", burst, terminating)
 
@@ -81,12 +89,60 @@ def test_create_failure_reaches_the_next_syncs_status() -> None:
     """TestSyncReplicaSetCreateFailures: the executor stops after a failed slow-start batch; the error it
     reports comes back with the next sync, which creates again and sets ReplicaFailure."""
     rs = upstream_rs(100)
-    plan = sync(rs, error="fake Error")
+    plan = sync(rs, error=ManageError("fake Error", creating=True))
     assert len(plan.creates) == 100  # one CreatePods action; the executor runs it in batches of 1, 2, 4, ...
     assert plan.manage_error == "fake Error"
     assert plan.status is not None
     assert [(c.type, c.status, c.reason, c.message, c.last_transition_time) for c in plan.status.conditions] == [
         (REPLICA_FAILURE, CONDITION_TRUE, FAILED_CREATE, "fake Error", format_time(NOW))]
+
+
+CREATE_ERROR = ManageError("quota exceeded", creating=True)
+DELETE_ERROR = ManageError("unable to delete pods: etcd is sad", creating=False)
+NO_LABELS = ManageError(NO_LABELS_ERROR, creating=True)
+
+
+@pytest.mark.parametrize(
+    ("diff", "own", "carried", "deleting", "expected"),
+    [
+        pytest.param(-2, None, CREATE_ERROR, False, CREATE_ERROR, id="short-a-create-error-stands"),
+        pytest.param(2, None, DELETE_ERROR, False, DELETE_ERROR, id="over-a-delete-error-stands"),
+        pytest.param(0, None, CREATE_ERROR, False, None, id="diff-0-no-call-nil"),
+        pytest.param(0, None, DELETE_ERROR, False, None, id="diff-0-after-deletes-nil"),
+        pytest.param(2, None, CREATE_ERROR, False, None, id="deleting-now-a-create-error-is-not-a-delete-error"),
+        pytest.param(-2, None, DELETE_ERROR, False, None, id="creating-now-a-delete-error-is-not-a-create-error"),
+        pytest.param(-2, None, None, False, None, id="nothing-failed"),
+        pytest.param(-2, NO_LABELS, DELETE_ERROR, False, NO_LABELS, id="an-error-of-this-sync-comes-first"),
+        pytest.param(-2, None, CREATE_ERROR, True, None, id="being-deleted-manage-does-not-run"),
+    ],
+)
+def test_reported_error(diff: int, own: ManageError | None, carried: ManageError | None, deleting: bool,
+                        expected: ManageError | None) -> None:
+    """manageReplicasErr, afresh in every sync: a carried error only where this sync would make calls of its kind."""
+    assert reported_error(diff, own, carried, deleting=deleting) == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "pods", "expectations", "carried", "conditions"),
+    [
+        pytest.param(3, 1, None, CREATE_ERROR, [(FAILED_CREATE, CREATE_ERROR.message)], id="short-failed-create"),
+        pytest.param(1, 3, None, DELETE_ERROR, [(FAILED_DELETE, DELETE_ERROR.message)], id="over-failed-delete"),
+        pytest.param(1, 1, None, CREATE_ERROR, [], id="scaled-to-the-size-it-has-no-empty-reason"),
+        pytest.param(1, 3, None, CREATE_ERROR, [], id="scaled-below-no-failed-delete-for-a-create-error"),
+        pytest.param(3, 1, expect(1, 0, NOW), CREATE_ERROR,
+                     [(FAILED_CREATE, CREATE_ERROR.message)], id="skipped-in-flight-repeats-when-still-short"),
+        pytest.param(1, 1, expect(1, 0, NOW), CREATE_ERROR, [], id="skipped-at-diff-0-reports-nil"),
+    ],
+)
+def test_replica_failure_reason_follows_the_diff(replicas: int, pods: int, expectations: Expectations | None,
+                                                 carried: ManageError, conditions: list[tuple[str, str]]) -> None:
+    """calculateStatus sets ReplicaFailure with FailedCreate below the replica count and FailedDelete above it;
+    a carried error never reaches a sync that would make no call of its kind, so the reason is never empty."""
+    rs = upstream_rs(replicas)
+    plan = sync(rs, *(running(f"pod{i}", rs) for i in range(pods)), expectations=expectations, error=carried)
+    assert plan.status is not None
+    assert [(c.reason, c.message) for c in plan.status.conditions] == conditions
+    assert plan.manage_error == (conditions[0][1] if conditions else None)
 
 
 PENDING_ADD = expect(1, 0, NOW)
@@ -294,7 +350,8 @@ def test_status_is_written_only_when_it_changes() -> None:
 def test_min_ready_seconds_requeue(ready_at: Any, error: str | None, requeue: timedelta | None) -> None:
     """A last line of defence against clock skew: sync again when the next Ready pod turns available."""
     rs = replicaset("foobar").selector(LABELS).replicas(1).min_ready_seconds(30).build()
-    plan = sync(rs, owned_pod("pod0", rs).ready(ready_at).build(), error=error)
+    carried = None if error is None else ManageError(error, creating=True)
+    plan = sync(rs, owned_pod("pod0", rs).ready(ready_at).build(), error=carried)
     assert plan.requeue_after == requeue
 
 

@@ -251,19 +251,22 @@ def _delete_pod(pod: Pod, view: CacheView, wakeups: Wakeups) -> None:
 
 # --- Nodes ------------------------------------------------------------------------------------------------
 
-def on_node(change: Change, view: CacheView, wakeups: Wakeups) -> None:
-    """addNode/updateNode. A node's deletion wakes nothing: upstream registers no delete handler."""
+def on_node(change: Change, view: CacheView, wakeups: Wakeups, *, comparison_operators: bool = False) -> None:
+    """addNode/updateNode. A node's deletion wakes nothing: upstream registers no delete handler.
+    ``comparison_operators`` is the TaintTolerationComparisonOperators gate placement reads."""
     if change.replayed:
         return
     old, new = change.old, change.new
     if not isinstance(new, Node):
         return
+    gate = comparison_operators
     if old is None:
-        _enqueue_all((ds for ds in _all_daemonsets(view) if node_should_run_daemon_pod(new, ds).should_run),
-                     wakeups)
+        _enqueue_all((ds for ds in _all_daemonsets(view)
+                      if node_should_run_daemon_pod(new, ds, comparison_operators=gate).should_run), wakeups)
     elif isinstance(old, Node) and not should_ignore_node_update(old, new):
         _enqueue_all((ds for ds in _all_daemonsets(view)
-                      if node_should_run_daemon_pod(old, ds) != node_should_run_daemon_pod(new, ds)), wakeups)
+                      if node_should_run_daemon_pod(old, ds, comparison_operators=gate)
+                      != node_should_run_daemon_pod(new, ds, comparison_operators=gate)), wakeups)
 
 
 def should_ignore_node_update(old: Node, cur: Node) -> bool:

@@ -248,15 +248,17 @@ class ManageResult:
 
 
 def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, *,
-           max_surge: int, backoff_entries: Mapping[str, FailedPodBackoff], now: datetime) -> ManageResult:
+           max_surge: int, backoff_entries: Mapping[str, FailedPodBackoff], now: datetime,
+           comparison_operators: bool = False) -> ManageResult:
     """manage() without syncNodes: podsShouldBeOnNode over every node, then the pods of vanished nodes.
 
     ``nodes`` is the node lister's list; ``pods_by_node`` the DaemonSet's claimed pods by target node,
     deleted terminal pods left out (:func:`nodes_to_daemon_pods`). ``max_surge``, ``backoff_entries`` and
-    ``now`` as in :func:`pods_should_be_on_node`.
+    ``now`` as in :func:`pods_should_be_on_node`; ``comparison_operators`` is the TaintTolerationComparisonOperators
+    gate NodeShouldRunDaemonPod reads.
     """
     ordered = sorted(nodes, key=_NODE_NAME)
-    place = daemon_placer(ds)
+    place = daemon_placer(ds, comparison_operators=comparison_operators)
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []

@@ -92,17 +92,20 @@ class Placement(NamedTuple):
     """A daemon pod already on the node should be kept."""
 
 
-def node_should_run_daemon_pod(node: Node, ds: DaemonSet) -> Placement:
+def node_should_run_daemon_pod(node: Node, ds: DaemonSet, *, comparison_operators: bool = False) -> Placement:
     """NodeShouldRunDaemonPod: (shouldRun, shouldContinueRunning) for ``ds``'s pod on ``node``.
 
     The pod upstream builds (NewPod) is the template with ``spec.nodeName`` set to this node and the daemon
     tolerations added; only its node selector, affinity and tolerations matter, so no pod is built here.
+    ``comparison_operators`` is the TaintTolerationComparisonOperators gate, which upstream passes to
+    FindMatchingUntoleratedTaint (off: a toleration with ``Lt`` or ``Gt`` tolerates nothing).
     """
     spec = ds.spec.template.spec
-    return _placement(spec, _with_daemon_tolerations(spec.tolerations, spec.host_network), node)
+    return _placement(spec, _with_daemon_tolerations(spec.tolerations, spec.host_network), comparison_operators,
+                      node)
 
 
-def daemon_placer(ds: DaemonSet) -> Callable[[Node], Placement]:
+def daemon_placer(ds: DaemonSet, *, comparison_operators: bool = False) -> Callable[[Node], Placement]:
     """:func:`node_should_run_daemon_pod` for ``ds``, as a function of the node alone.
 
     The same answers, node by node; the pod's tolerations (the template's plus the daemon ones) are
@@ -110,14 +113,14 @@ def daemon_placer(ds: DaemonSet) -> Callable[[Node], Placement]:
     """
     spec = ds.spec.template.spec
     tolerations = _with_daemon_tolerations(spec.tolerations, spec.host_network)
-    return functools.partial(_placement, spec, tolerations)
+    return functools.partial(_placement, spec, tolerations, comparison_operators)
 
 
 _EVERYWHERE: Final = Placement(True, True)
 _NOWHERE: Final = Placement(False, False)
 
 
-def _placement(spec: PodSpec, tolerations: Sequence[Toleration], node: Node) -> Placement:
+def _placement(spec: PodSpec, tolerations: Sequence[Toleration], comparison_operators: bool, node: Node) -> Placement:
     # A template pinned to another node by nodeName runs nowhere else. NewPod then sets nodeName to this
     # node, so upstream's fitsNodeName predicate always holds past this check.
     if spec.node_name and spec.node_name != node.metadata.name:
@@ -129,10 +132,12 @@ def _placement(spec: PodSpec, tolerations: Sequence[Toleration], node: Node) -> 
     taints = node.spec.taints
     if not taints:
         return _EVERYWHERE
-    if find_matching_untolerated_taint(taints, tolerations, _schedules_or_executes) is None:
+    if find_matching_untolerated_taint(taints, tolerations, _schedules_or_executes,
+                                       comparison_operators=comparison_operators) is None:
         return _EVERYWHERE
     # Not "is the first untolerated taint NoExecute": any untolerated NoExecute taint, wherever it is listed.
-    evicting = find_matching_untolerated_taint(taints, tolerations, _executes)
+    evicting = find_matching_untolerated_taint(taints, tolerations, _executes,
+                                               comparison_operators=comparison_operators)
     return Placement(False, evicting is None)
 
 
@@ -230,13 +235,14 @@ def replace_node_name_node_affinity_raw(affinity: Any, node_name: str) -> dict[s
     return result
 
 
-def validate_tolerations(ds: DaemonSet, *, comparison_operators: bool = True) -> list[tuple[str, str]]:
+def validate_tolerations(ds: DaemonSet, *, comparison_operators: bool = False) -> list[tuple[str, str]]:
     """(field path, message) for each toleration operator or effect the controller cannot understand.
 
     Such a toleration tolerates nothing (ToleratesTaint's default branch), which is what placement does
     with it; this only names it, so the controller can warn in an Event. Empty operator (Equal) and empty
     effect (all effects) are valid. ``comparison_operators`` is the TaintTolerationComparisonOperators
-    gate: with it, ``Lt`` and ``Gt`` are understood (``kube.taints`` evaluates them). Messages are
+    gate: with it, ``Lt`` and ``Gt`` are understood (``kube.taints`` evaluates them); without it (upstream's
+    default) they tolerate nothing, and the API server refuses them in new objects. Messages are
     field.NotSupported's, as the API server words them, e.g. ``spec.template.spec.tolerations[2].operator:
     Unsupported value: "Foo": supported values: "Equal", "Exists"``.
     """

@@ -35,6 +35,7 @@ from kube.apps import DaemonSet
 from kube.core import Pod
 from kube.intstr import parse_int64
 from kube.ownership import new_controller_ref
+from kube.pods import pod_key
 from kube.template import PodTemplateSpec
 from reconciler.core.daemonset.placement import (
     add_or_update_daemon_pod_tolerations,
@@ -164,18 +165,21 @@ def sync_nodes(ds: DaemonSet, nodes_needing_pods: Sequence[str], pods_to_delete:
     deletes = list(pods_to_delete[:delete_diff])
     deferred_nodes = list(nodes_needing_pods[create_diff:])
     deferred_deletes = list(pods_to_delete[delete_diff:])
+    # the counts are upstream's; the keys of the pods it deletes let a deletion be observed whatever
+    # ownerReferences the pod's last state carried (Controllers.observe)
+    deleting = frozenset(pod_key(p) for p in deletes)
     if not chosen:  # nothing to create: no template to build (it costs a deep copy of the pod template)
         return SyncNodesPlan(deletes=deletes, create_diff=create_diff, delete_diff=delete_diff,
-                             expectations=expect(create_diff, delete_diff, now), deferred_nodes=deferred_nodes,
-                             deferred_deletes=deferred_deletes)
+                             expectations=expect(create_diff, delete_diff, now, deleting),
+                             deferred_nodes=deferred_nodes, deferred_deletes=deferred_deletes)
     factory = DaemonPodFactory(ds, hash_)
     if not factory.has_labels:
         # createPods fails each create before the API call; slow start stops after the first batch and
         # lowers the expectations by the skipped ones: no creation stays expected, and no event is recorded
         return SyncNodesPlan(deletes=deletes, create_diff=create_diff, delete_diff=delete_diff,
-                             expectations=expect(0, delete_diff, now), deferred_nodes=deferred_nodes,
+                             expectations=expect(0, delete_diff, now, deleting), deferred_nodes=deferred_nodes,
                              deferred_deletes=deferred_deletes, create_error=NO_LABELS_ERROR)
     creates = [(name, key, factory.body(name, key)) for name in chosen for key in (create_key(key_base, name),)]
     return SyncNodesPlan(creates=creates, deletes=deletes, create_diff=create_diff, delete_diff=delete_diff,
-                         expectations=expect(create_diff, delete_diff, now), deferred_nodes=deferred_nodes,
+                         expectations=expect(create_diff, delete_diff, now, deleting), deferred_nodes=deferred_nodes,
                          deferred_deletes=deferred_deletes)

@@ -80,7 +80,8 @@ def selecting_all_event(ds: DaemonSet) -> DaemonSetEvent | None:
 
 def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str, Sequence[Pod]], hash_: str,
                      now: datetime, *, update_observed_generation: bool,
-                     placements: Mapping[str, Placement] | None = None) -> DaemonSetStatus:
+                     placements: Mapping[str, Placement] | None = None,
+                     comparison_operators: bool = False) -> DaemonSetStatus:
     """The status updateDaemonSetStatus would store (the new ``ds.status``; ``ds`` is untouched).
 
     ``pods_by_node`` is getNodesToDaemonPods: the DaemonSet's claimed pods keyed by their target node
@@ -88,7 +89,8 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
     being deleted are skipped, as the status pass's ``includeDeletedTerminal=false`` listing does, so the
     map may include them. ``hash_`` is the current revision's ``controller-revision-hash``.
     ``placements`` (node name -> NodeShouldRunDaemonPod's answer, for every node of ``nodes``) avoids
-    computing placement twice when the caller has it; without it, placement is computed here.
+    computing placement twice when the caller has it; without it, placement is computed here (with the
+    TaintTolerationComparisonOperators gate ``comparison_operators``).
     ``update_observed_generation`` is upstream's ``updateObservedGen``: False when the sync stopped at
     unsatisfied expectations.
     """
@@ -96,7 +98,7 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
     generation_label = None if generation is None else str(generation)
     min_ready = ds.spec.min_ready_seconds
     known: Mapping[str, Placement] = placements if placements is not None else {}
-    place = daemon_placer(ds) if placements is None else None
+    place = daemon_placer(ds, comparison_operators=comparison_operators) if placements is None else None
     desired = current = misscheduled = ready = available = updated = 0
     for node in nodes:  # one pass over every node and its pods: kept lean, it runs on every sync
         name = node.metadata.name

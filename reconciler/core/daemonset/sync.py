@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
 from kube.core import Node, Pod
+from kube.features import FeatureGates
 from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, node_selector_errors
@@ -70,6 +71,7 @@ from reconciler.core.view import BadInput, CacheView
 __all__ = ["COMPONENT", "BadInput", "DaemonSetPlan", "sync_daemonset"]
 
 COMPONENT: Final = "daemonset-controller"
+DEFAULT_GATES: Final = FeatureGates()
 
 
 
@@ -119,8 +121,11 @@ class DaemonSetPlan:
 
 
 def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
-                   backoff_entries: Mapping[str, FailedPodBackoff], now: datetime, key_base: str) -> DaemonSetPlan:
-    """One sync of ``key`` ("DaemonSet/namespace/name"); ``key_base`` makes its idempotency keys unique."""
+                   backoff_entries: Mapping[str, FailedPodBackoff], now: datetime, key_base: str,
+                   gates: FeatureGates = DEFAULT_GATES) -> DaemonSetPlan:
+    """One sync of ``key`` ("DaemonSet/namespace/name"); ``key_base`` makes its idempotency keys unique;
+    ``gates`` the feature gates (upstream's ``utilfeature.DefaultFeatureGate``, here a value)."""
+    comparison_operators = gates.taint_toleration_comparison_operators
     namespace, name = split_key(key)
     plan = DaemonSetPlan(key)
     ds = view.named(KIND, namespace, name)
@@ -154,7 +159,8 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
         plan.warnings.append(BadInput("InvalidSelector", message, path))
         plan.explain = {"reason": "selector does not match the template's labels: not synced"}
         return plan
-    plan.warnings.extend(BadInput("InvalidToleration", message, path) for path, message in validate_tolerations(ds))
+    plan.warnings.extend(BadInput("InvalidToleration", message, path)
+                         for path, message in validate_tolerations(ds, comparison_operators=comparison_operators))
     plan.warnings.extend(BadInput("InvalidNodeAffinity", message, path) for path, message in _affinity_problems(ds))
     rollout_problem = _rollout_problem(ds)
     if rollout_problem is not None:
@@ -201,7 +207,8 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
     pods_by_node = nodes_to_daemon_pods(claimed)
     satisfied = expectations is None or expectations.satisfied(now)
     if not satisfied:
-        status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False)
+        status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
+                                  comparison_operators=comparison_operators)
         plan.status = status if needs_write(ds, status) else None
         plan.requeue_after = resync_after(ds, status)
         plan.explain.update({"reason": "expectations not satisfied: status only", "hash": hash_,
@@ -211,7 +218,7 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
     # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
     plan.managed = True
     result = manage(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
-                    backoff_entries=backoff_entries, now=now)
+                    backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
     synced = sync_nodes(ds, result.nodes_needing_pods, result.pods_to_delete, hash_, now=now, key_base=key_base)
     plan.creates, plan.deletes = list(synced.creates), list(synced.deletes)
     plan.expectations = synced.expectations

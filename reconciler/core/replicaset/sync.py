@@ -7,7 +7,9 @@ next syncs from acting twice, the status to write if anything changed, and when 
 
 API errors reach it one sync late: the executor reports a failed create or delete, the reconciler
 keeps the error for the ReplicaSet and requeues it with backoff, and the next sync sets the
-ReplicaFailure condition from that error (upstream does it in the sync that saw the error).
+ReplicaFailure condition from that error (upstream does it in the sync that saw the error). Like
+upstream's manageReplicasErr, what a sync reports is decided afresh in every sync (see
+:func:`reported_error`): a carried error stands only for a sync that would make calls of the same kind.
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ BURST_REPLICAS: Final = 500
 COMPONENT: Final = "replicaset-controller"
 
 
+@dataclass(frozen=True, slots=True)
+class ManageError:
+    """An error of manageReplicas: its message, and whether it came from creating pods (the condition's
+    reason FailedCreate) or from deleting them (FailedDelete)."""
+
+    message: str
+    creating: bool
+
+    def stands_for(self, diff: int) -> bool:
+        """Whether a sync with this diff would make calls of the kind that failed (creates below the
+        replica count, deletes above it): only then can the error stand for what that sync's calls return."""
+        return diff < 0 if self.creating else diff > 0
+
 
 @dataclass
 class Plan:
@@ -48,20 +63,26 @@ class Plan:
     release: list[Pod] = field(default_factory=list)
     expectations: Expectations | None = None  # new expectations to save, when they change
     status: ReplicaSetStatus | None = None  # to write, observedGeneration set
-    manage_error: str | None = None  # the error the status reports (ReplicaFailure)
+    failure: ManageError | None = None  # this sync's manageReplicasErr: what the status reports (ReplicaFailure)
     managed: bool = False  # manageReplicas ran
     requeue_after: timedelta | None = None
     warnings: list[BadInput] = field(default_factory=list)
     explain: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def manage_error(self) -> str | None:
+        """The message of this sync's manageReplicasErr (None: nothing failed)."""
+        return None if self.failure is None else self.failure.message
 
-def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None, manage_error: str | None,
+
+def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None, carried: ManageError | None,
                     now: datetime, key_base: str, burst: int = BURST_REPLICAS,
                     terminating_replicas: bool = True) -> Plan:
     """One sync of `key` ("ReplicaSet/namespace/name"); `key_base` makes its idempotency keys unique.
 
-    `manage_error` is upstream's manageReplicasErr, which kubus learns one round late: the first
-    error the executors reported for the last completed round of creates or deletes.
+    `carried` is the API error kubus learned one round late and may report in this sync (see
+    :func:`reported_error`): the first error the executors reported for the last completed round of
+    creates or deletes, or, while a round is in flight, what the sync that judged the previous one reported.
     """
     namespace, name = split_key(key)
     plan = Plan(key)
@@ -86,12 +107,10 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
     replicas = replicas_of(rs)
     plan.diff = len(active) - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
-    if plan.managed:
-        manage_error = _manage(plan, rs, active, view, expectations, manage_error, now, key_base, burst) \
-            or manage_error
-    plan.manage_error = manage_error
-    status = status_of(rs, claim.claimed, len(claim.terminating) if terminating_replicas else None, manage_error,
-                       now)
+    own = _manage(plan, rs, active, view, expectations, now, key_base, burst) if plan.managed else None
+    plan.failure = reported_error(plan.diff, own, carried, deleting=rs.metadata.deletion_timestamp is not None)
+    status = status_of(rs, claim.claimed, len(claim.terminating) if terminating_replicas else None,
+                       plan.manage_error, now)
     if needs_write(rs, status):
         plan.status = msgspec.structs.replace(status, observed_generation=rs.metadata.generation)
     if rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
@@ -106,8 +125,27 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
     return plan
 
 
+def reported_error(diff: int, own: ManageError | None, carried: ManageError | None, *,
+                   deleting: bool) -> ManageError | None:
+    """This sync's manageReplicasErr, as upstream's syncReplicaSet computes it afresh in every sync.
+
+    Upstream's is the error of the calls this very sync made: nil when manageReplicas made none that
+    failed (the diff is 0, or every call succeeded) or did not run (expectations unsatisfied, the
+    ReplicaSet being deleted). kubus learns of its calls' errors a round later, so an error known
+    without a call (`own`: a template without labels) comes first, and otherwise the `carried` one
+    stands in for what this sync's calls would return, but only when this sync would make calls of
+    the kind that failed (never at diff 0, nor for deletes after failed creates): so the condition's
+    reason, which calculateStatus takes from the diff's sign, always names the calls that failed.
+    """
+    if own is not None:
+        return own
+    if deleting or carried is None or not carried.stands_for(diff):
+        return None
+    return carried
+
+
 def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expectations: Expectations | None,
-            manage_error: str | None, now: datetime, key_base: str, burst: int) -> str | None:
+            now: datetime, key_base: str, burst: int) -> ManageError | None:
     """manageReplicas; returns an error known without calling the API (a template without labels)."""
     if plan.diff < 0:
         count = min(-plan.diff, burst)
@@ -115,7 +153,7 @@ def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expe
             # createPods refuses before any call: every create is "skipped", so nothing is expected
             plan.expectations = expect(0, 0, now)
             plan.explain["reason"] = f"cannot create {count} pods: {NO_LABELS_ERROR}"
-            return NO_LABELS_ERROR
+            return ManageError(NO_LABELS_ERROR, creating=True)
         factory = PodFactory(rs.spec.template, rs.metadata.name, new_controller_ref(rs.metadata, API_VERSION, KIND),
                              rs.metadata.namespace)
         plan.creates = [(k, factory.body(k)) for k in (f"{key_base}/create/{i}" for i in range(count))]
