@@ -21,7 +21,7 @@ from typing import Any
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from executor import metrics as m
 from executor.applying import apply
@@ -30,7 +30,7 @@ from executor.effects import Delivery, RetryLater
 from executor.errors import Interrupted
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
-from kubus import failpoints
+from kubus import failpoints, jetstream
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
@@ -57,17 +57,17 @@ class Results:
         self._js = js
         self._subject = subject
         self._metrics = metrics
-        self._acks: list[asyncio.Future[PubAck]] = []
+        self._sent: list[jetstream.Sent] = []
 
     async def publish(self, result: ActionResult) -> None:
         self._metrics.result(result.action, result.outcome)
-        self._acks.append(await self._js.publish_async(
-            self._subject, codec.encode(result), headers={"Nats-Msg-Id": f"result/{result.key}"}))
+        self._sent.append(await jetstream.publish_async(
+            self._js, self._subject, codec.encode(result), {"Nats-Msg-Id": f"result/{result.key}"}))
 
     async def stored(self, timeout: float = 30.0) -> None:
-        """Returns once JetStream has stored every result; raises if one was refused or timed out."""
-        if self._acks:
-            await asyncio.wait_for(asyncio.gather(*self._acks), timeout)
+        """Returns once JetStream has stored every result (publishing again what an ack lost to a reconnect
+        left unconfirmed); raises if one was refused or could not be stored within `timeout`."""
+        await jetstream.stored(self._js, self._sent, timeout=timeout)
 
 
 class Executor:

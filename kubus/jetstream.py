@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -16,13 +17,14 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
+    PubAck,
     RetentionPolicy,
     StorageType,
     StreamConfig,
     StreamSource,
     SubjectTransform,
 )
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from messages import subjects
 
@@ -127,3 +129,56 @@ async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
         await js.add_stream(config)
         return
     await js.update_stream(config)
+
+
+ACK_WAIT = 5.0  # seconds an async publish's ack may take before the message is published again
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message published with publish_async, and the future of its ack."""
+
+    ack: asyncio.Future[PubAck]
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
+async def publish_async(js: JetStreamContext, subject: str, payload: bytes, headers: dict[str, str]) -> Sent:
+    """publish_async, keeping what was sent, so that `stored` can publish it again."""
+    return Sent(await js.publish_async(subject, payload, headers=headers), subject, payload, headers)
+
+
+async def stored(js: JetStreamContext, sent: Sequence[Sent], *, timeout: float = 30.0,
+                 ack_wait: float = ACK_WAIT) -> None:
+    """Returns once JetStream has stored every message `sent`; raises the last error after `timeout`.
+
+    nats-py's publish_async futures never time out: an ack lost to a reconnect (the server restarted, or the
+    leader moved) would be waited for for ever, and every later publish waited behind it. A message whose ack
+    has not come within `ack_wait`, or that failed, is published again, synchronously, with the same
+    Nats-Msg-Id (which every kubus message carries): JetStream stores it once whatever the first attempt did.
+    An error JetStream answers (an APIError: the payload too large, no stream) is raised at once."""
+    if not sent:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    _, late = await asyncio.wait([s.ack for s in sent], timeout=ack_wait)
+    for future in late:
+        future.cancel()  # gives its publish slot back
+    again = [s for s in sent if s.ack in late or s.ack.exception() is not None]
+    for message in again:
+        error = None if message.ack.cancelled() else message.ack.exception()
+        if isinstance(error, APIError):
+            raise error
+        while True:
+            wait = max(0.1, min(ack_wait, deadline - loop.time()))
+            try:
+                await js.publish(message.subject, message.payload, timeout=wait, headers=message.headers)
+                break
+            except APIError:
+                raise
+            except Exception as exc:  # no answer (reconnecting, no responders yet): try again until the deadline
+                if loop.time() >= deadline:
+                    raise TimeoutError(f"JetStream did not store a message on {message.subject} within "
+                                       f"{timeout:g} s: {exc}") from exc
+                await asyncio.sleep(0.2)  # between attempts at a server that is coming back

@@ -23,7 +23,7 @@ from typing import Any
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
-from kubus import failpoints, serving
+from kubus import failpoints, jetstream, serving
 from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
@@ -73,9 +73,9 @@ async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = No
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
         return 0
-    acks = [await bus.js.publish_async(row.subject, row.payload, headers={"Nats-Msg-Id": row.key})
+    sent = [await jetstream.publish_async(bus.js, row.subject, row.payload, {"Nats-Msg-Id": row.key})
             for row in rows]
-    await asyncio.gather(*acks)
+    await jetstream.stored(bus.js, sent)  # an ack lost to a reconnect is published again, never waited for for ever
     failpoints.hit("relay.after-publish")
     await store.mark_sent([row.key for row in rows])
     return len(rows)

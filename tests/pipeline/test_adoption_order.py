@@ -118,6 +118,9 @@ def test_a_daemonset_adopts_every_orphan_before_it_deletes_the_excess_and_termin
     names = ("stray-a", "stray-b", "done", "broken")
     apply(kubectl, tmp_path, orphan("stray-a", namespace), orphan("stray-b", namespace),
           terminal("done", namespace, "Succeeded"), terminal("broken", namespace, "Failed"))
+    # the sim's kubelet starts them first: a phase written before it did would be overwritten
+    until(pipeline, lambda: [p["status"].get("phase") for p in kubectl.json("get", "pods", "-n", namespace)["items"]]
+          == ["Running"] * 4, "the four orphans running")
     for name, phase in (("done", "Succeeded"), ("broken", "Failed")):
         kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge",
                 "-p", json.dumps({"status": {"phase": phase}}))
