@@ -145,6 +145,33 @@ def test_pending_expectations_only_write_the_status() -> None:
     assert (plan.status.desired_number_scheduled, plan.status.observed_generation) == (3, 0)
 
 
+def test_a_sync_adopting_pods_writes_no_status_until_they_are_its_own() -> None:
+    """updateDaemonSetStatus claims the pods first and writes nothing when an adoption fails, so no status of
+    upstream's counts a pod that is not yet the DaemonSet's: the adopting sync counts the orphan on node-0 (no pod
+    made there) but writes no status; the sync after the adoption writes one counting it. Had another DaemonSet
+    taken it, the retry makes a pod on node-0 and its status counts no pod there."""
+    ds = new_ds().on_delete().build()
+    revision = revision_of(ds)
+    orphan = (pod("stray").labels(ds.spec.template.metadata.labels).on_node("node-0").phase(POD_RUNNING)
+              .ready(NOW - timedelta(hours=1)))
+    plan = sync(cluster_of(ds, revision, orphan.build()))
+    assert (names(plan.adopt), [n for n, _, _ in plan.creates]) == (["stray"], ["node-1", "node-2"])
+    assert plan.status is None
+
+    adopted = sync(cluster_of(ds, revision, orphan.owned_by(ds).build()), plan.expectations)
+    assert (adopted.adopt, adopted.creates) == ([], [])
+    assert adopted.status is not None
+    assert (adopted.status.desired_number_scheduled, adopted.status.current_number_scheduled,
+            adopted.status.number_ready) == (3, 1, 1)
+
+    other = daemonset("other").uid("other-uid").build()
+    taken = (pod("stray").labels(ds.spec.template.metadata.labels).on_node("node-0").phase(POD_RUNNING)
+             .ready(NOW - timedelta(hours=1)).owned_by(other).build())
+    retry = sync(cluster_of(ds, revision, taken))
+    assert (retry.adopt, [n for n, _, _ in retry.creates]) == ([], NODES)
+    assert retry.status is not None and retry.status.current_number_scheduled == 0
+
+
 def rolled_cluster(builder: DaemonSetBuilder) -> tuple[Cluster, DaemonSet, str]:
     """Three ready pods of the old template; the DaemonSet now runs a new image, both revisions exist."""
     old_ds = builder.build()

@@ -220,11 +220,30 @@ def test_pods_controlled_by_another_are_not_patched() -> None:
 
 
 def test_matching_orphans_are_adopted_and_counted() -> None:
-    """TestPatchPodFails' setup: two matching orphans are adopted (two patches) and nothing created."""
+    """TestPatchPodFails' setup: two matching orphans are adopted (two patches) and counted: nothing created. The
+    status counting them waits for the sync after the adoption: upstream's claimPods adopts before
+    updateReplicaSetStatus, and a failed adoption ends the sync before it."""
     rs = upstream_rs(2)
     plan = sync(rs, orphan_pod("pod1", rs).build(), orphan_pod("pod2", rs).build())
     assert acts(plan) == (0, [], ["pod1", "pod2"], [])
-    assert plan.status is not None and plan.status.replicas == 2
+    assert plan.status is None
+    adopted = sync(rs, owned_pod("pod1", rs).build(), owned_pod("pod2", rs).build())
+    assert acts(adopted) == NOTHING
+    assert adopted.status is not None and adopted.status.replicas == 2
+
+
+def test_no_status_counts_an_orphan_another_replicaset_took() -> None:
+    """Two ReplicaSets selecting one orphan both adopt it; the API lets one in. The loser's adopting sync writes no
+    status (none of upstream's counts a pod whose adoption failed); its retry, seeing the pod taken, creates its own
+    pod and writes a status that does not count the orphan."""
+    rs = upstream_rs(1)
+    other = upstream_rs(1, name="other")
+    plan = sync(rs, other, orphan_pod("stray", rs).build())
+    assert acts(plan) == (0, [], ["stray"], [])
+    assert plan.status is None
+    retry = sync(rs, other, owned_pod("stray", other).build())
+    assert acts(retry) == (1, [], [], [])
+    assert retry.status is not None and retry.status.replicas == 0
 
 
 def test_pods_whose_labels_no_longer_match_are_released_and_replaced() -> None:

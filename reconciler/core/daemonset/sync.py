@@ -209,7 +209,7 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
     if not satisfied:
         status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
                                   comparison_operators=comparison_operators)
-        plan.status = status if needs_write(ds, status) else None
+        plan.status = _to_write(ds, status, plan.adopt)
         plan.requeue_after = resync_after(ds, status)
         plan.explain.update({"reason": "expectations not satisfied: status only", "hash": hash_,
                              "pods": len(claimed), "nodes": len(nodes)})
@@ -237,10 +237,21 @@ def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
 
     status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
                               placements=result.placements)
-    plan.status = status if needs_write(ds, status) else None
+    plan.status = _to_write(ds, status, plan.adopt)
     plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status))
     plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
     return plan
+
+
+def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -> DaemonSetStatus | None:
+    """The status storeDaemonSetStatus would write, or None: unchanged, or counting pods still being adopted.
+
+    Upstream's updateDaemonSetStatus claims the pods first (getNodesToDaemonPods) and writes nothing when an
+    adoption fails, so no status of upstream's counts a pod that is not yet the DaemonSet's. The adoption's own
+    event (the pod updated with this controller reference) brings the sync that writes the status counting it;
+    a refused one, the retry that writes it without.
+    """
+    return None if adopting or not needs_write(ds, status) else status
 
 
 def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,

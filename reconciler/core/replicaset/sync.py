@@ -111,7 +111,11 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
     plan.failure = reported_error(plan.diff, own, carried, deleting=rs.metadata.deletion_timestamp is not None)
     status = status_of(rs, claim.claimed, len(claim.terminating) if terminating_replicas else None,
                        plan.manage_error, now)
-    if needs_write(rs, status):
+    if needs_write(rs, status) and not plan.adopt:
+        # Upstream's claimPods adopts before updateReplicaSetStatus runs, and a failed adoption ends the sync
+        # before it: no status of upstream's counts a pod that is not yet its own. The adoption's own event (the
+        # pod updated with this controller reference) brings the sync that writes the status counting it; a
+        # refused one, the retry that writes it without.
         plan.status = msgspec.structs.replace(status, observed_generation=rs.metadata.generation)
     if rs.spec.min_ready_seconds > 0 and status.ready_replicas != status.available_replicas:
         # a last line of defence against clock skew and queue preemption: look again when the next pod turns
