@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from reconciler.bootstrapping import wait_for_state
 from reconciler.consuming import Reconciler, Stopped
 from reconciler.relaying import RESULTS_CONSUMER, record_results
 from store.results import ActionResult as ResultRow
+from tests.leases.test_split_reconcilers import until
 from tests.reconciler.builders import observed
 
 
@@ -71,7 +72,7 @@ async def test_the_bootstrap_waits_past_a_superseded_state_message(bus: Bus) -> 
     async def copied() -> bool:
         return (await bus.js.stream_info(state)).state.last_seq > 0
 
-    await until_async(copied, "the state's copy of the first event")
+    await until(copied, "the state's copy of the first event")
     newer = msgspec.structs.replace(rs, metadata=msgspec.structs.replace(rs.metadata, resource_version="11"))
     racing = SupersedingJetStream(bus, newer)
     copied = await asyncio.wait_for(wait_for_state(dataclasses.replace(bus, js=racing)), 20)
@@ -128,18 +129,10 @@ async def test_a_stop_while_starting_ends_the_start(bus: Bus) -> None:
         await asyncio.wait_for(handed, 5)
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+async def until_true(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)  # polling interval of the wait, not a synchronisation
-
-
-async def until_async(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)  # polling interval of the wait, not a synchronisation
 
@@ -163,11 +156,11 @@ async def test_the_results_recorder_binds_a_deleted_consumer_again(bus: Bus, mon
     subject = subjects.result_subject("0", bus.prefix)
     try:
         await bus.js.publish(subject, codec.encode(result_for(1)[0][0]))
-        await until(lambda: recorder.keys == ["r1"], "the first result")
+        await until_true(lambda: recorder.keys == ["r1"], "the first result")
         await bus.js.delete_consumer(stream, durable)
         await bus.js.publish(subject, codec.encode(result_for(2)[0][0]))
         # the new durable starts from the stream's beginning: r1 comes again, recorded idempotently by the store
-        await until(lambda: "r2" in recorder.keys, "the result published after the consumer was deleted")
+        await until_true(lambda: "r2" in recorder.keys, "the result published after the consumer was deleted")
         assert (await bus.js.consumer_info(stream, durable)).name == durable
     finally:
         stop.set()
