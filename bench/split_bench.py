@@ -225,11 +225,15 @@ class Services:
             if name == "nats-server":
                 continue
             try:
-                self.exit_codes[name] = proc.wait(timeout=20)
+                self.exit_codes[name] = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                self.exit_codes[name] = -9  # did not stop within 20 s of its SIGTERM
+                proc.send_signal(signal.SIGUSR1)  # what it is waiting on, into its log
+                try:
+                    self.exit_codes[name] = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    self.exit_codes[name] = -9  # did not stop within 20 s of its SIGTERM
         server = self.procs.get("nats-server")
         if server is not None and server.poll() is None:
             server.terminate()

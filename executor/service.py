@@ -11,7 +11,6 @@ Cancelling the task is a clean shutdown too. Start-up failures say what is wrong
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from kubernetes import client as k8s
@@ -53,8 +52,7 @@ async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = N
                      config.concurrency, config.api_workers)
             await Executor(bus, api, config, metrics, stopping).run(stop)
         finally:
-            with contextlib.suppress(Exception):
-                await nc.drain()
+            await jetstream.close(nc)
     finally:
         # waits for calls still on worker threads (those of cancelled actions) to return
         await asyncio.to_thread(api.close)

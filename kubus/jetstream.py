@@ -7,6 +7,7 @@ metadata; later starts read it from there, so every process agrees on the partit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +81,20 @@ async def connect(url: str, name: str, *, reconnect: bool = True) -> Client:
             disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
         raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {how}") from None
+
+
+CLOSE_TIMEOUT = 3.0  # seconds a closing service gives NATS to take what it still has to send
+
+
+async def close(nc: Client) -> None:
+    """Flush, then close; each bounded. Not drain: a drain waits for every subscription's pending messages
+    to be taken, and a pull subscription can hold messages that arrived after its last fetch returned,
+    which nobody will take (nats-py then waits out its 30 s drain timeout). Every service has awaited the
+    acks of what it published; what it acked or naked is flushed here."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.flush(), CLOSE_TIMEOUT)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), CLOSE_TIMEOUT)
 
 
 async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,

@@ -23,7 +23,7 @@ from typing import Any
 from kube.features import KNOWN as KNOWN_GATES
 from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
 from kube.times import parse_go_duration
-from kubus import logs, serving
+from kubus import jetstream, logs, serving
 from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
 from kubus.natsserver import EmbeddedNats
 from kubus.sim_command import add_sim_arguments
@@ -190,7 +190,7 @@ async def _main(name: str, args: argparse.Namespace) -> None:
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         nc = await connect(nats_url, f"kubus-{name}-{args.instance}")
-        stack.push_async_callback(_close_nats, nc)
+        stack.push_async_callback(jetstream.close, nc)
         bus = await ensure_streams(nc, prefix=args.prefix, partitions=args.partitions)
         health = serving.Health()
         if args.metrics_port:
@@ -273,13 +273,6 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
         health.ready_when("nats", lambda: bus.nc.is_connected)
         services["executor"] = lambda: run_executor(config, metrics=metrics)
     return services
-
-
-async def _close_nats(nc: Any) -> None:
-    """Close, not drain: every service has already awaited the acks of what it published, and a
-    drain waits on subscriptions whose consumers are gone."""
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(nc.close(), 3)
 
 
 class StoreCheckpoints:
