@@ -94,8 +94,8 @@ class PartitionedReconciler:
         try:
             await self._run()
         finally:
-            for task in self._draining:
-                task.cancel()
+            # the stopped loops' results recorders end within a fetch (each wait bounded by STOP_TIMEOUT):
+            # waited for, not cancelled, which would cancel the waits and leave the recorders running on
             await asyncio.gather(*self._draining, return_exceptions=True)
 
     async def _run(self) -> None:
