@@ -22,8 +22,8 @@ from executor.consuming import Executor
 from executor.kubeapi import KubeApi, load_client
 from executor.metrics import ExecutorMetrics
 from executor.ratelimit import TokenBucket
-from kubus import jetstream
 from messages import subjects
+from runtime.bus import NatsUnavailable, close, connect, ensure_streams
 
 log = logging.getLogger("kubus.executor")
 
@@ -46,13 +46,13 @@ async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = N
     try:
         nc = await _connect(config)
         try:
-            bus = await jetstream.ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
+            bus = await ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
             log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
                      config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
                      config.concurrency, config.api_workers)
             await Executor(bus, api, config, metrics, stopping).run(stop)
         finally:
-            await jetstream.close(nc)
+            await close(nc)
     finally:
         # waits for calls still on worker threads (those of cancelled actions) to return
         await asyncio.to_thread(api.close)
@@ -60,12 +60,12 @@ async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = N
 
 
 async def _connect(config: ExecutorConfig) -> Client:
-    """jetstream.connect, bounded: with reconnects enabled nats-py retries a first connection forever."""
+    """runtime.bus.connect, bounded: with reconnects enabled nats-py retries a first connection forever."""
     try:
-        return await asyncio.wait_for(jetstream.connect(config.nats_url, name=config.instance),
+        return await asyncio.wait_for(connect(config.nats_url, name=config.instance),
                                       config.nats_connect_timeout)
     except TimeoutError:
-        raise jetstream.NatsUnavailable(
+        raise NatsUnavailable(
             f"cannot reach NATS at {config.nats_url} (nothing answered within {config.nats_connect_timeout}s); "
             f"start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one") from None
 

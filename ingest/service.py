@@ -25,7 +25,8 @@ from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
 from ingest.watching import KindWatcher
-from kubus import failpoints, jetstream
+from runtime import failpoints
+from runtime.bus import Bus, connect, ensure_streams
 
 __all__ = ["Ingest", "IngestConfig", "run_ingest"]
 
@@ -60,13 +61,13 @@ class Ingest:
         config = self.config
         api = transport.api_client(config.kubeconfig, pool_size=2 * len(self._specs) + 4)
         try:
-            nc = self._nc = await jetstream.connect(config.nats_url, name=config.instance)
+            nc = self._nc = await connect(config.nats_url, name=config.instance)
         except BaseException:
             api.close()  # type: ignore[no-untyped-call]
             raise
         checkpoints: Checkpoints | None = None
         try:
-            bus = await jetstream.ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
+            bus = await ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
             checkpoints = await self._open_checkpoints(bus)
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
             js = nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
@@ -95,7 +96,7 @@ class Ingest:
     def _backoff(self) -> Backoff:
         return Backoff(self.config.backoff_initial, self.config.backoff_max)
 
-    async def _open_checkpoints(self, bus: jetstream.Bus) -> Checkpoints:
+    async def _open_checkpoints(self, bus: Bus) -> Checkpoints:
         chosen = self.config.checkpoints
         if chosen == "kv":
             return await KvCheckpoints.open(bus.js, bus.prefix)

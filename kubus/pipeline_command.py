@@ -23,11 +23,11 @@ from typing import Any
 from kube.features import KNOWN as KNOWN_GATES
 from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
 from kube.times import parse_go_duration
-from kubus import jetstream, logs, serving
-from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
-from kubus.natsserver import EmbeddedNats
 from kubus.sim_command import add_sim_arguments
 from messages import subjects
+from runtime import logs, serving
+from runtime.bus import Bus, NatsUnavailable, close, connect, ensure_streams
+from runtime.natsserver import EmbeddedNats
 
 log = logging.getLogger("kubus")
 
@@ -190,7 +190,7 @@ async def _main(name: str, args: argparse.Namespace) -> None:
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         nc = await connect(nats_url, f"kubus-{name}-{args.instance}")
-        stack.push_async_callback(jetstream.close, nc)
+        stack.push_async_callback(close, nc)
         bus = await ensure_streams(nc, prefix=args.prefix, partitions=args.partitions)
         health = serving.Health()
         if args.metrics_port:

@@ -200,8 +200,8 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
 async def _connected(args: argparse.Namespace, *, create_streams: bool, partitions: int = 0,
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
-    from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
-    from kubus.natsserver import EmbeddedNats
+    from runtime.bus import Bus, NatsUnavailable, connect, ensure_streams
+    from runtime.natsserver import EmbeddedNats
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
 

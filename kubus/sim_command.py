@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import Any
 
-from kubus import logs
+from runtime import logs
 from sim.cluster import SimCluster, SimConfig
 from sim.faults import FAULTS
 from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint

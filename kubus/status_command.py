@@ -202,7 +202,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
     from nats.js.errors import NotFoundError
 
     from executor.config import ExecutorConfig
-    from kubus.jetstream import connect
+    from runtime.bus import connect
 
     nc = await connect(url, "kubus-status", reconnect=False)
     try:
@@ -264,7 +264,7 @@ async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, pr
 
 
 def _is_unreachable(exc: BaseException) -> bool:
-    from kubus.jetstream import NatsUnavailable
+    from runtime.bus import NatsUnavailable
 
     return isinstance(exc, NatsUnavailable | OSError | TimeoutError)
 

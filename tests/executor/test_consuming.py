@@ -15,9 +15,9 @@ from nats.js.errors import NotFoundError
 
 from executor.config import ExecutorConfig
 from executor.service import KubeconfigError, run_executor
-from kubus.jetstream import Bus, NatsUnavailable
 from messages import subjects
 from messages.actions import SUCCEEDED
+from runtime.bus import Bus, NatsUnavailable
 from tests.executor.builders import create_pods, envelope
 from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
 from tests.simulation import SimProcess
