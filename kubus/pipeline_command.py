@@ -242,10 +242,11 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
     if name in ("up", "ingest"):
         from ingest.config import IngestConfig
         from ingest.service import Ingest
+        from store.checkpoints import SqlCheckpoints
 
         ingest = Ingest(IngestConfig(nats_url=nats_url, prefix=args.prefix,
                                      partitions=args.partitions, kubeconfig=args.kubeconfig,
-                                     instance=f"ingest-{args.instance}", checkpoints=StoreCheckpoints(store)))
+                                     instance=f"ingest-{args.instance}", checkpoints=SqlCheckpoints(store)))
         health.ready_when("ingest-synced", ingest.synced)
         serving.COUNTERS.ingest = ingest.counters
         services["ingest"] = ingest.run
@@ -273,20 +274,6 @@ async def _services(name: str, args: argparse.Namespace, bus: Bus, health: servi
         health.ready_when("nats", lambda: bus.nc.is_connected)
         services["executor"] = lambda: run_executor(config, metrics=metrics)
     return services
-
-
-class StoreCheckpoints:
-    """Ingest's resume points in the SQL store (table ingest_checkpoints)."""
-
-    def __init__(self, store: Any):
-        self.store = store
-
-    async def get(self, kind: str) -> str | None:
-        result: str | None = await self.store.checkpoint(kind)
-        return result
-
-    async def save(self, kind: str, rv: str) -> None:
-        await self.store.save_checkpoint(kind, rv)
 
 
 async def _start_sim(stack: contextlib.AsyncExitStack, args: argparse.Namespace) -> str:
