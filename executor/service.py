@@ -5,7 +5,8 @@
     await run_executor(ExecutorConfig(nats_url=..., kubeconfig=...), stop=stop, metrics=metrics)
 
 Cancelling the task is a clean shutdown too. Start-up failures say what is wrong in one line:
-`NatsUnavailable` when NATS does not answer, `KubeconfigError` when the kubeconfig cannot be used.
+`NatsUnavailable` when NATS does not answer, `runtime.kubeconfig.KubeconfigError` when the kubeconfig
+cannot be used.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import asyncio
 import logging
 
 from kubernetes import client as k8s
-from kubernetes.config.config_exception import ConfigException
 from nats.aio.client import Client
 
 from executor.config import ExecutorConfig
@@ -26,10 +26,6 @@ from messages import subjects
 from runtime.bus import NatsUnavailable, close, connect, ensure_streams
 
 log = logging.getLogger("kubus.executor")
-
-
-class KubeconfigError(RuntimeError):
-    """The kubeconfig is missing or unusable: the message says which file and why."""
 
 
 async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = None,
@@ -72,9 +68,4 @@ async def _connect(config: ExecutorConfig) -> Client:
 
 async def _client(config: ExecutorConfig) -> k8s.ApiClient:
     """Loads the kubeconfig on a thread: it reads files and may run an exec credential plugin."""
-    try:
-        return await asyncio.to_thread(load_client, config.kubeconfig, config.context, config.api_workers)
-    except (ConfigException, OSError) as exc:
-        where = config.kubeconfig or "$KUBECONFIG or ~/.kube/config"
-        raise KubeconfigError(f"cannot use the kubeconfig at {where} ({exc}); pass --kubeconfig with a "
-                              f"readable kubeconfig for the cluster") from None
+    return await asyncio.to_thread(load_client, config.kubeconfig, config.context, config.api_workers)

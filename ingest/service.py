@@ -59,7 +59,7 @@ class Ingest:
 
     async def run(self) -> None:
         config = self.config
-        api = transport.api_client(config.kubeconfig, pool_size=2 * len(self._specs) + 4)
+        api = transport.api_client(config.kubeconfig, config.context, pool_size=2 * len(self._specs) + 4)
         try:
             nc = self._nc = await connect(config.nats_url, name=config.instance)
         except BaseException:

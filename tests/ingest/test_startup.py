@@ -9,8 +9,8 @@ import pytest
 
 from ingest.config import IngestConfig
 from ingest.service import Ingest, run_ingest
-from ingest.transport import KubeconfigError
 from runtime.bus import NatsUnavailable
+from runtime.kubeconfig import KubeconfigError
 from runtime.natsserver import free_port
 
 
