@@ -10,6 +10,7 @@ COPY reconciler reconciler
 COPY executor executor
 COPY store store
 COPY migrations migrations
+COPY runtime runtime
 COPY kubus kubus
 RUN pip install --no-cache-dir .
 ENTRYPOINT ["kubus"]

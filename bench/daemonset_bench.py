@@ -63,13 +63,13 @@ from kube.apps import ControllerRevision, DaemonSet
 from kube.core import Pod
 from kube.testing import daemonset, node
 from kube.times import format_time
-from kubus.natsserver import EmbeddedNats
 from messages.observed import ADDED, ObservedEvent
 from reconciler.cache import Cache
 from reconciler.controllers import Controllers
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY, construct_history
 from reconciler.core.daemonset.pods import DaemonPodFactory
 from reconciler.core.daemonset.sync import sync_daemonset
+from runtime.natsserver import EmbeddedNats
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = "DaemonSet/bench/agent"

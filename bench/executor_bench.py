@@ -30,10 +30,10 @@ from bench.loadgen import Process, machine, post_all, start_sim
 from executor.config import ExecutorConfig
 from executor.metrics import ExecutorMetrics
 from executor.service import run_executor
-from kubus.jetstream import Bus, ensure_streams
-from kubus.natsserver import EmbeddedNats
 from messages import codec, subjects
 from messages.actions import IDEMPOTENCY_ANNOTATION, CreatePods, PodToCreate
+from runtime.bus import Bus, ensure_streams
+from runtime.natsserver import EmbeddedNats
 
 NAMESPACE = "bench"
 SIM_FLAGS = ("--nodes", "100", "--kubelet-delay", "0")

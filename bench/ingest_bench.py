@@ -38,8 +38,8 @@ from nats.aio.client import Client
 from bench.loadgen import Process, machine, pod_body, post_all, start_sim
 from ingest.config import IngestConfig
 from ingest.service import Ingest
-from kubus.natsserver import EmbeddedNats
 from messages import subjects
+from runtime.natsserver import EmbeddedNats
 
 EVENTS_PER_POD = 3  # create, the scheduler's binding, the kubelet's Running
 

@@ -19,13 +19,13 @@ import msgspec
 from bench.loadgen import machine
 from kube import codec
 from kube.testing import pod
-from kubus.jetstream import connect, ensure_streams
-from kubus.natsserver import EmbeddedNats
 from messages import codec as bus_codec
 from messages import subjects
 from messages.observed import ADDED, ObservedEvent
 from reconciler.cache import Cache
 from reconciler.consuming import Reconciler
+from runtime.bus import connect, ensure_streams
+from runtime.natsserver import EmbeddedNats
 
 
 def events(count: int) -> list[ObservedEvent]:

@@ -39,11 +39,11 @@ import msgspec
 from bench.loadgen import machine, pod_body, post_all, start_sim
 from kube import codec
 from kube.testing import pod, replicaset
-from kubus.natsserver import EmbeddedNats
 from messages.observed import ADDED, ObservedEvent
 from reconciler.cache import Cache
 from reconciler.controllers import Controllers
 from reconciler.core.replicaset.sync import sync_replicaset
+from runtime.natsserver import EmbeddedNats
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SIM_FLAGS = ("--nodes", "100", "--kubelet-delay", "0")

@@ -87,13 +87,13 @@ import sqlalchemy as sa
 from bench.loadgen import Process, machine, start_sim
 from kube import codec
 from kube.testing import node, pod, replicaset
-from kubus.jetstream import ensure_streams
-from kubus.natsserver import binary as nats_binary
-from kubus.natsserver import free_port
 from messages import codec as bus_codec
 from messages import subjects
 from messages.observed import ADDED, MODIFIED, ObservedEvent
 from reconciler.leases import DEFAULT_TTL
+from runtime.bus import ensure_streams
+from runtime.natsserver import binary as nats_binary
+from runtime.natsserver import free_port
 from store.engine import upgrade
 
 PARTITIONS = 16

@@ -30,10 +30,10 @@ from executor.effects import Delivery, RetryLater
 from executor.errors import Interrupted
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
-from kubus import failpoints, jetstream
-from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
+from runtime import failpoints
+from runtime.bus import Bus, Sent, publish_async, stored
 
 log = logging.getLogger("kubus.executor")
 
@@ -57,17 +57,17 @@ class Results:
         self._js = js
         self._subject = subject
         self._metrics = metrics
-        self._sent: list[jetstream.Sent] = []
+        self._sent: list[Sent] = []
 
     async def publish(self, result: ActionResult) -> None:
         self._metrics.result(result.action, result.outcome)
-        self._sent.append(await jetstream.publish_async(
+        self._sent.append(await publish_async(
             self._js, self._subject, codec.encode(result), {"Nats-Msg-Id": f"result/{result.key}"}))
 
     async def stored(self, timeout: float = 30.0) -> None:
         """Returns once JetStream has stored every result (publishing again what an ack lost to a reconnect
         left unconfirmed); raises if one was refused or could not be stored within `timeout`."""
-        await jetstream.stored(self._js, self._sent, timeout=timeout)
+        await stored(self._js, self._sent, timeout=timeout)
 
 
 class Executor:

@@ -25,7 +25,6 @@ from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from executor.errors import (
     Interrupted,
@@ -40,6 +39,7 @@ from executor.errors import (
 )
 from executor.metrics import ExecutorMetrics
 from executor.ratelimit import TokenBucket
+from runtime.kubeconfig import load_kubeconfig
 
 log = logging.getLogger("kubus.executor.api")
 
@@ -49,11 +49,8 @@ NO_RETRIES = urllib3.Retry(total=False, redirect=False)
 
 
 def load_client(kubeconfig: str | None, context: str | None, pool_size: int) -> k8s.ApiClient:
-    """An ApiClient on a Configuration of its own (never the process-global default)."""
-    cfg = k8s.Configuration()
-    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=kubeconfig, context=context, client_configuration=cfg,
-        persist_config=False)
+    """An ApiClient on a Configuration of its own; raises runtime.kubeconfig.KubeconfigError."""
+    cfg = load_kubeconfig(kubeconfig, context)
     cfg.connection_pool_maxsize = pool_size  # one kept-alive connection per worker thread
     cfg.retries = False  # retries are ours: counted, backed off and interruptible
     return k8s.ApiClient(cfg)

@@ -3,9 +3,11 @@
     stop = asyncio.Event()              # set it (e.g. on SIGTERM) for a clean shutdown
     metrics = ExecutorMetrics()         # metrics.snapshot() for /metrics
     await run_executor(ExecutorConfig(nats_url=..., kubeconfig=...), stop=stop, metrics=metrics)
+    await run_executor(config, bus, health)  # on the runtime's connection (what `kubus execute` does)
 
 Cancelling the task is a clean shutdown too. Start-up failures say what is wrong in one line:
-`NatsUnavailable` when NATS does not answer, `KubeconfigError` when the kubeconfig cannot be used.
+`NatsUnavailable` when NATS does not answer, `runtime.kubeconfig.KubeconfigError` when the kubeconfig
+cannot be used.
 """
 
 from __future__ import annotations
@@ -14,28 +16,29 @@ import asyncio
 import logging
 
 from kubernetes import client as k8s
-from kubernetes.config.config_exception import ConfigException
-from nats.aio.client import Client
 
 from executor.config import ExecutorConfig
 from executor.consuming import Executor
 from executor.kubeapi import KubeApi, load_client
 from executor.metrics import ExecutorMetrics
 from executor.ratelimit import TokenBucket
-from kubus import jetstream
 from messages import subjects
+from runtime import serving
+from runtime.bus import Bus, connected
+from runtime.serving import Health
 
 log = logging.getLogger("kubus.executor")
 
 
-class KubeconfigError(RuntimeError):
-    """The kubeconfig is missing or unusable: the message says which file and why."""
-
-
-async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = None,
-                       metrics: ExecutorMetrics | None = None) -> None:
+async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: Health | None = None, *,
+                       stop: asyncio.Event | None = None, metrics: ExecutorMetrics | None = None) -> None:
+    """Until `stop` is set or the task is cancelled, on `bus`, with the executor's readiness and counters in
+    `health` and /metrics: how runtime.running.run_service starts it. Without a bus (tests, benchmarks)
+    it connects to config.nats_url itself."""
     stop = stop or asyncio.Event()
     metrics = metrics or ExecutorMetrics()
+    if health is not None:
+        serving.COUNTERS.executor = metrics.snapshot
     client = await _client(config)
     stopping = asyncio.Event()
     api = KubeApi(client, workers=config.api_workers, limiter=TokenBucket(config.qps, config.burst),
@@ -44,37 +47,28 @@ async def run_executor(config: ExecutorConfig, *, stop: asyncio.Event | None = N
                   backoff_initial=config.backoff_initial,
                   backoff_max=config.backoff_max)
     try:
-        nc = await _connect(config)
-        try:
-            bus = await jetstream.ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
-            log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
-                     config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
-                     config.concurrency, config.api_workers)
-            await Executor(bus, api, config, metrics, stopping).run(stop)
-        finally:
-            await jetstream.close(nc)
+        if bus is None:
+            async with connected(config.nats_url, config.instance, prefix=config.prefix,
+                                 partitions=config.partitions, timeout=config.nats_connect_timeout) as own:
+                await _consume(config, own, health, api, metrics, stopping, stop)
+        else:
+            await _consume(config, bus, health, api, metrics, stopping, stop)
     finally:
         # waits for calls still on worker threads (those of cancelled actions) to return
         await asyncio.to_thread(api.close)
     log.info("executor %s stopped", config.instance)
 
 
-async def _connect(config: ExecutorConfig) -> Client:
-    """jetstream.connect, bounded: with reconnects enabled nats-py retries a first connection forever."""
-    try:
-        return await asyncio.wait_for(jetstream.connect(config.nats_url, name=config.instance),
-                                      config.nats_connect_timeout)
-    except TimeoutError:
-        raise jetstream.NatsUnavailable(
-            f"cannot reach NATS at {config.nats_url} (nothing answered within {config.nats_connect_timeout}s); "
-            f"start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one") from None
+async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api: KubeApi,
+                   metrics: ExecutorMetrics, stopping: asyncio.Event, stop: asyncio.Event) -> None:
+    if health is not None:
+        health.ready_when("nats", lambda: bus.nc.is_connected)
+    log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
+             config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
+             config.concurrency, config.api_workers)
+    await Executor(bus, api, config, metrics, stopping).run(stop)
 
 
 async def _client(config: ExecutorConfig) -> k8s.ApiClient:
     """Loads the kubeconfig on a thread: it reads files and may run an exec credential plugin."""
-    try:
-        return await asyncio.to_thread(load_client, config.kubeconfig, config.context, config.api_workers)
-    except (ConfigException, OSError) as exc:
-        where = config.kubeconfig or "$KUBECONFIG or ~/.kube/config"
-        raise KubeconfigError(f"cannot use the kubeconfig at {where} ({exc}); pass --kubeconfig with a "
-                              f"readable kubeconfig for the cluster") from None
+    return await asyncio.to_thread(load_client, config.kubeconfig, config.context, config.api_workers)

@@ -22,6 +22,7 @@ class IngestConfig:
     prefix: str = subjects.PREFIX
     partitions: int = subjects.DEFAULT_PARTITIONS  # used only when the streams are created
     kubeconfig: str = "./kubeconfig"
+    context: str | None = None  # None: the kubeconfig's current-context
     kinds: tuple[str, ...] = DEFAULT_KINDS
     instance: str = field(default_factory=default_instance)  # stamped on every event as `ingest`
     # "kv": the `<prefix>_ingest` NATS KV bucket; "memory": none (every start relists); or a store

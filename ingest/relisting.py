@@ -19,10 +19,10 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from ingest.observing import Origin
-from kubus.jetstream import Bus
 from messages import subjects
 from messages.codec import BadMessage, decode_observed
 from messages.observed import DELETED_FINAL_STATE_UNKNOWN, QUARANTINED, RELISTED, ObservedEvent
+from runtime.bus import Bus
 
 log = logging.getLogger("kubus.ingest")
 

@@ -2,6 +2,7 @@
 
     ingest = Ingest(IngestConfig(nats_url=..., kubeconfig=...))
     await ingest.run()          # until cancelled; `run_ingest(config)` does just this
+    await ingest.run(bus, health)  # the same on the runtime's connection (what `kubus ingest` does)
     ingest.counters()           # published events by kind and type, duplicates, relists, ...
 
 Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
@@ -15,6 +16,7 @@ import contextlib
 import logging
 from typing import Any
 
+from kubernetes.client import ApiClient
 from nats.aio.client import Client
 
 from ingest import transport
@@ -25,7 +27,9 @@ from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
 from ingest.watching import KindWatcher
-from kubus import failpoints, jetstream
+from runtime import failpoints, serving
+from runtime.bus import Bus, connected
+from runtime.serving import Health
 
 __all__ = ["Ingest", "IngestConfig", "run_ingest"]
 
@@ -56,20 +60,33 @@ class Ingest:
         watching = self._counters.watching
         return all(watching.get(spec.kind, False) for spec in self._specs)
 
-    async def run(self) -> None:
+    async def run(self, bus: Bus | None = None, health: Health | None = None) -> None:
+        """Until cancelled, on `bus`, with this ingest's readiness and counters in `health` and /metrics:
+        how runtime.running.run_service starts it. Without a bus (tests, benchmarks) it connects to
+        config.nats_url itself."""
         config = self.config
-        api = transport.api_client(config.kubeconfig, pool_size=2 * len(self._specs) + 4)
+        if health is not None:
+            health.ready_when("ingest-synced", self.synced)
+            serving.COUNTERS.ingest = self.counters
+        api = transport.api_client(config.kubeconfig, config.context, pool_size=2 * len(self._specs) + 4)
         try:
-            nc = self._nc = await jetstream.connect(config.nats_url, name=config.instance)
-        except BaseException:
+            if bus is None:
+                async with connected(config.nats_url, config.instance, prefix=config.prefix,
+                                     partitions=config.partitions) as own:
+                    await self._run(api, own)
+            else:
+                await self._run(api, bus)
+        finally:
             api.close()  # type: ignore[no-untyped-call]
-            raise
+
+    async def _run(self, api: ApiClient, bus: Bus) -> None:
+        config = self.config
+        self._nc = bus.nc
         checkpoints: Checkpoints | None = None
         try:
-            bus = await jetstream.ensure_streams(nc, prefix=config.prefix, partitions=config.partitions)
             checkpoints = await self._open_checkpoints(bus)
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
-            js = nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
+            js = bus.nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
             for spec in self._specs:
                 publisher = OrderedPublisher(js, spec.kind, self._counters, window=config.window,
                                              ack_timeout=config.ack_timeout, backoff=self._backoff())
@@ -86,16 +103,11 @@ class Ingest:
                 tasks.create_task(self._checkpoint_forever(checkpoints), name="ingest-checkpoints")
         finally:
             await self._shut_down(checkpoints)
-            api.close()  # type: ignore[no-untyped-call]
-            try:
-                await asyncio.wait_for(nc.close(), self.config.stop_timeout)
-            except Exception as exc:  # nats-py fails or hangs flushing to a server that is gone; we leave anyway
-                log.warning("the NATS connection did not close cleanly: %s: %s", type(exc).__name__, exc)
 
     def _backoff(self) -> Backoff:
         return Backoff(self.config.backoff_initial, self.config.backoff_max)
 
-    async def _open_checkpoints(self, bus: jetstream.Bus) -> Checkpoints:
+    async def _open_checkpoints(self, bus: Bus) -> Checkpoints:
         chosen = self.config.checkpoints
         if chosen == "kv":
             return await KvCheckpoints.open(bus.js, bus.prefix)

@@ -20,28 +20,20 @@ from typing import Any
 
 import msgspec
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
 from ingest.kinds import KindSpec
 from ingest.observing import parse_page
+from runtime.kubeconfig import load_kubeconfig
 
 log = logging.getLogger("kubus.ingest")
 
 _READ_SIZE = 1 << 18
 
 
-class KubeconfigError(RuntimeError):
-    """The kubeconfig could not be loaded: the message says which file and why."""
-
-
-def api_client(kubeconfig: str, pool_size: int) -> client.ApiClient:
-    """An ApiClient on its own Configuration, so nothing here touches the client's global default."""
-    cfg = client.Configuration()
-    try:
-        config.load_kube_config(kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # the loader raises ConfigException, OSError, yaml errors, ...
-        raise KubeconfigError(f"cannot load kubeconfig {kubeconfig} ({type(exc).__name__}: {exc}); "
-                              f"pass the path of a kubeconfig for the cluster to watch") from None
+def api_client(kubeconfig: str, context: str | None, pool_size: int) -> client.ApiClient:
+    """An ApiClient on a Configuration of its own; raises runtime.kubeconfig.KubeconfigError."""
+    cfg = load_kubeconfig(kubeconfig, context)
     # one connection per watch stream plus the lists; the default pool would make them queue
     cfg.connection_pool_maxsize = pool_size
     return client.ApiClient(cfg)

@@ -27,10 +27,10 @@ from ingest.observing import BOOKMARK, ERROR, Origin, Unroutable, bookmark_rv, o
 from ingest.publishing import OrderedPublisher
 from ingest.relisting import plan_relist, read_known
 from kube.times import format_micro_time
-from kubus.jetstream import Bus
 from messages import subjects
 from messages.codec import encode
 from messages.observed import ObservedEvent
+from runtime.bus import Bus
 
 log = logging.getLogger("kubus.ingest")
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from runtime import flags
 from store import audit
 from store.audit import Row, Window
-from store.cli import add_database_arguments
 from store.retention import parse_duration
 from store.urls import DB_FILE
 
@@ -97,7 +97,7 @@ def _window(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    add_database_arguments(p)
+    flags.add_database(p.add_argument_group("database"))
 
 
 def _positive(text: str) -> int:

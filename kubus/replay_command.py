@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from messages import subjects
+from runtime import flags
 
 EXIT_DIVERGED = 1
 EXIT_BAD_INPUT = 2
@@ -73,22 +74,16 @@ def add_parsers(sub: Any) -> None:
     imp.add_argument("file", help="the exported file")
     imp.add_argument("--no-stream", action="store_true", help="load the store only")
     imp.add_argument("--no-store", action="store_true", help="load the stream only")
-    _source_arguments(imp.add_argument_group("target"))
-    imp.add_argument("--partitions", type=int,
-                     default=str(os.environ.get("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
-                     help="namespace partitions of new streams (env KUBUS_PARTITIONS)")
+    target = imp.add_argument_group("target")
+    _source_arguments(target)
+    flags.add_partitions(target)
     imp.set_defaults(run=run_import)
 
 
 def _source_arguments(g: Any) -> None:
-    env = os.environ.get
-    g.add_argument("--nats-url", default=env("KUBUS_NATS_URL"),
-                   help="NATS holding KUBUS_EVENTS (env KUBUS_NATS_URL); default: an embedded nats-server on the "
-                        "data directory (stop `kubus up` first)")
-    g.add_argument("--prefix", default=env("KUBUS_PREFIX", subjects.PREFIX), help="subject and stream prefix")
-    g.add_argument("--db-url", default=env("KUBUS_DB_URL"), help="the store (env KUBUS_DB_URL); default: SQLite in "
-                                                                "the data directory")
-    g.add_argument("--data-dir", default=env("KUBUS_DATA_DIR", "./.kubus"), help="env KUBUS_DATA_DIR")
+    """Where the history is: the bus holding KUBUS_EVENTS and the store."""
+    flags.add_bus(g, without="an embedded nats-server on the data directory (stop `kubus up` first)")
+    flags.add_database(g)
 
 
 def _window_arguments(p: argparse.ArgumentParser) -> None:
@@ -200,8 +195,8 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
 async def _connected(args: argparse.Namespace, *, create_streams: bool, partitions: int = 0,
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
-    from kubus.jetstream import Bus, NatsUnavailable, connect, ensure_streams
-    from kubus.natsserver import EmbeddedNats
+    from runtime.bus import Bus, NatsUnavailable, connect, ensure_streams
+    from runtime.natsserver import EmbeddedNats
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
 

@@ -8,7 +8,8 @@ import logging
 import signal
 from typing import Any
 
-from kubus import logs
+from runtime import logs
+from runtime.running import install_fast_loop
 from sim.cluster import SimCluster, SimConfig
 from sim.faults import FAULTS
 from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint
@@ -70,14 +71,6 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
                      kubelet=not args.no_kubelet, kubelet_delay=args.kubelet_delay,
                      termination_seconds=args.termination_seconds, history_size=args.watch_history,
                      bookmark_interval=args.bookmark_interval, faults=args.fault, seed=args.seed)
-
-
-def install_fast_loop() -> None:
-    try:
-        import uvloop
-    except ImportError:  # the default loop works, only slower
-        return
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
 async def serve(config: SimConfig) -> None:

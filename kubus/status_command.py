@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -23,33 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from messages import subjects
+from runtime import flags
 
 CLUSTER_PARTITION = -1  # how the cluster partition is numbered in consumer_positions
 DEFAULT_CONSUMER = "reconciler"  # the reconciler's name in consumer_positions
-DEFAULT_LEASE_TTL = 10.0
 
 
 def add_parser(sub: Any) -> None:
-    from store.cli import add_database_arguments
-
     p: argparse.ArgumentParser = sub.add_parser(
         "status", help="show the reconcilers, their partitions, lag per partition and the outbox",
         description="Show the reconcilers sharing the namespace partitions (heartbeat, partitions owned with "
                     "their lease epochs), per partition its owner, lease expiry, committed position, lag and "
                     "outbox backlog, and the executors' work queue. Reads the SQL store and, when reachable, "
                     "JetStream.")
-    add_database_arguments(p)
-    env = os.environ.get
+    flags.add_database(p.add_argument_group("database"))
     g = p.add_argument_group("bus")
-    g.add_argument("--nats-url", default=env("KUBUS_NATS_URL") or None, metavar="URL",
-                   help="NATS with JetStream (env KUBUS_NATS_URL); without it lag and the work queue are not shown")
-    g.add_argument("--prefix", default=env("KUBUS_PREFIX", subjects.PREFIX),
-                   help="subject and stream prefix (env KUBUS_PREFIX)")
-    g.add_argument("--partitions", type=int, default=str(env("KUBUS_PARTITIONS", subjects.DEFAULT_PARTITIONS)),
-                   help="namespace partitions, when NATS cannot say (env KUBUS_PARTITIONS); "
-                        "the streams' own count wins")
-    p.add_argument("--lease-ttl", type=float, default=str(env("KUBUS_LEASE_TTL", str(DEFAULT_LEASE_TTL))),
-                   help="seconds without a heartbeat after which a member counts as gone (env KUBUS_LEASE_TTL)")
+    flags.add_bus(g, without="lag and the work queue are not shown")
+    flags.add_partitions(g)
+    flags.add_lease_ttl(p)
     p.add_argument("--consumer", default=DEFAULT_CONSUMER, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.set_defaults(run=run)
@@ -202,7 +192,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
     from nats.js.errors import NotFoundError
 
     from executor.config import ExecutorConfig
-    from kubus.jetstream import connect
+    from runtime.bus import connect
 
     nc = await connect(url, "kubus-status", reconnect=False)
     try:
@@ -264,7 +254,7 @@ async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, pr
 
 
 def _is_unreachable(exc: BaseException) -> bool:
-    from kubus.jetstream import NatsUnavailable
+    from runtime.bus import NatsUnavailable
 
     return isinstance(exc, NatsUnavailable | OSError | TimeoutError)
 

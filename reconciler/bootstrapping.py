@@ -20,10 +20,10 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from kubus.jetstream import Bus
 from messages import codec, subjects
 from reconciler import stepping
 from reconciler.cache import Cache
+from runtime.bus import Bus
 
 log = logging.getLogger("kubus.reconciler")
 

@@ -30,8 +30,6 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from kubus import failpoints, serving
-from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
@@ -41,6 +39,8 @@ from reconciler.cache import Cache
 from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
+from runtime import failpoints, serving
+from runtime.bus import Bus
 from store import backoff as backoff_rows
 from store import decisions as decision_rows
 from store import events as event_rows

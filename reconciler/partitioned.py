@@ -20,12 +20,12 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from kubus.jetstream import Bus
 from messages import subjects
 from reconciler.consuming import Reconciler
 from reconciler.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
+from runtime.bus import Bus
 from store.leases import LeaseLost
 
 log = logging.getLogger("kubus.reconciler")

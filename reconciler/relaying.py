@@ -23,11 +23,11 @@ from typing import Any
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
-from kubus import failpoints, jetstream, serving
-from kubus.jetstream import Bus
 from messages import codec, subjects
 from messages.actions import ActionResult
 from reconciler.consuming import Stopped
+from runtime import failpoints, serving
+from runtime.bus import Bus, publish_async, stored
 from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.relay")
@@ -73,9 +73,9 @@ async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = No
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
         return 0
-    sent = [await jetstream.publish_async(bus.js, row.subject, row.payload, {"Nats-Msg-Id": row.key})
+    sent = [await publish_async(bus.js, row.subject, row.payload, {"Nats-Msg-Id": row.key})
             for row in rows]
-    await jetstream.stored(bus.js, sent)  # an ack lost to a reconnect is published again, never waited for for ever
+    await stored(bus.js, sent)  # an ack lost to a reconnect is published again, never waited for for ever
     failpoints.hit("relay.after-publish")
     await store.mark_sent([row.key for row in rows])
     return len(rows)

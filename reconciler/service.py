@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kube.features import FeatureGates
-from kubus.jetstream import Bus
-from kubus.serving import Health
 from reconciler.consuming import Reconciler
 from reconciler.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay
+from runtime.bus import Bus
+from runtime.serving import Health
 
 log = logging.getLogger("kubus.reconciler")
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import sql
 from store.tables import ingest_checkpoints as t
+
+if TYPE_CHECKING:  # store.engine imports this module
+    from store.engine import Store
 
 
 async def load(conn: AsyncConnection, kind: str) -> str | None:
@@ -26,3 +30,17 @@ async def save(conn: AsyncConnection, kind: str, resource_version: str, *, at: d
     # new one is the truth even if it compares lower.
     row = {"kind": kind, "resource_version": resource_version, "updated_at": at}
     await sql.upsert(conn, t, [row], update=["resource_version", "updated_at"])
+
+
+class SqlCheckpoints:
+    """Ingest's resume points in the SQL store: the SQL adapter of ingest.checkpoints.Checkpoints (what
+    `kubus ingest` and `kubus up` use, so that a restarted ingest resumes where the store says)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    async def get(self, kind: str) -> str | None:
+        return await self.store.checkpoint(kind)
+
+    async def save(self, kind: str, rv: str) -> None:
+        await self.store.save_checkpoint(kind, rv)

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runtime import flags
 from store import engine
 from store.migrating import head
 from store.retention import parse_duration
-
-DEFAULT_DATA_DIR = "./.kubus"
 
 
 def add_parser(sub: Any) -> None:
@@ -27,11 +25,11 @@ def add_parser(sub: Any) -> None:
     up = commands.add_parser("upgrade", help="migrate the database to this kubus's schema (idempotent)",
                              description="Migrate the database to the newest schema revision this kubus knows; "
                                          "does nothing when it is there already.")
-    add_database_arguments(up)
+    flags.add_database(up.add_argument_group("database"))
     up.set_defaults(run=run_upgrade)
     cur = commands.add_parser("current", help="print the database's schema revision",
                               description="Print the database's schema revision and the one this kubus needs.")
-    add_database_arguments(cur)
+    flags.add_database(cur.add_argument_group("database"))
     cur.set_defaults(run=run_current)
     prune = commands.add_parser(
         "prune", help="delete the audit trail's rows older than a duration",
@@ -40,18 +38,8 @@ def add_parser(sub: Any) -> None:
                     "outbox rows and their decisions are kept.")
     prune.add_argument("--older-than", required=True, metavar="DURATION", type=_duration,
                        help="e.g. 7d, 12h, 90m")
-    add_database_arguments(prune)
+    flags.add_database(prune.add_argument_group("database"))
     prune.set_defaults(run=run_prune)
-
-
-def add_database_arguments(p: argparse.ArgumentParser) -> None:
-    """--db-url and --data-dir, defaulting to KUBUS_DB_URL and KUBUS_DATA_DIR (shared by services)."""
-    g = p.add_argument_group("database")
-    g.add_argument("--db-url", default=os.environ.get("KUBUS_DB_URL") or None, metavar="URL",
-                   help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE "
-                        "(default: $KUBUS_DB_URL, else SQLite in the data directory)")
-    g.add_argument("--data-dir", default=os.environ.get("KUBUS_DATA_DIR") or DEFAULT_DATA_DIR, metavar="DIR",
-                   help=f"where the default SQLite database lives (default: $KUBUS_DATA_DIR, else {DEFAULT_DATA_DIR})")
 
 
 def run_upgrade(args: argparse.Namespace) -> int:

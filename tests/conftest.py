@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kubus.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats
 from tests.simulation import Kubectl, SimProcess
 
 _namespaces = itertools.count()

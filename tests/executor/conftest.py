@@ -21,10 +21,10 @@ import pytest_asyncio
 from executor.config import ExecutorConfig
 from executor.metrics import ExecutorMetrics
 from executor.service import run_executor
-from kubus.jetstream import Bus, ensure_streams
-from kubus.natsserver import EmbeddedNats
 from messages import codec, subjects
 from messages.actions import Action, ActionResult
+from runtime.bus import Bus, ensure_streams
+from runtime.natsserver import EmbeddedNats
 from tests.simulation import SimProcess
 
 T = TypeVar("T")

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from kubus.jetstream import Bus
 from messages.actions import (
     FAILED,
     NOT_ADOPTED,
@@ -21,6 +20,7 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
 )
+from runtime.bus import Bus
 from tests.executor.builders import envelope, pod, raw
 from tests.executor.conftest import Running, pods_in, publish, results_for
 from tests.simulation import SimProcess

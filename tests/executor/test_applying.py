@@ -7,7 +7,6 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from kubus.jetstream import Bus
 from messages.actions import (
     FAILED,
     SKIPPED,
@@ -22,6 +21,7 @@ from messages.actions import (
     SetAnnotation,
     UpdateStatus,
 )
+from runtime.bus import Bus
 from tests.executor.builders import envelope, pod, raw
 from tests.executor.conftest import Running, publish, results_for
 from tests.simulation import SimProcess

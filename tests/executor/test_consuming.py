@@ -14,10 +14,11 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from executor.config import ExecutorConfig
-from executor.service import KubeconfigError, run_executor
-from kubus.jetstream import Bus, NatsUnavailable
+from executor.service import run_executor
 from messages import subjects
 from messages.actions import SUCCEEDED
+from runtime.bus import Bus, NatsUnavailable
+from runtime.kubeconfig import KubeconfigError
 from tests.executor.builders import create_pods, envelope
 from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
 from tests.simulation import SimProcess

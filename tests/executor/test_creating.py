@@ -9,7 +9,6 @@ from contextlib import AbstractAsyncContextManager
 import msgspec
 import pytest
 
-from kubus.jetstream import Bus
 from messages.actions import (
     FAILED,
     IDEMPOTENCY_ANNOTATION,
@@ -20,6 +19,7 @@ from messages.actions import (
     PodToCreate,
 )
 from messages.naming import generated_name
+from runtime.bus import Bus
 from tests.executor.builders import create_pods, envelope, pod
 from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
 from tests.simulation import SimProcess

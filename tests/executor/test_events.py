@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubus.jetstream import Bus
 from messages.actions import FAILED, SKIPPED, SUCCEEDED, ActionResult, DeletePod, RecordEvent
+from runtime.bus import Bus
 from tests.executor.builders import create_pods, envelope, pod, raw
 from tests.executor.conftest import Running, eventually, publish, results_for
 from tests.simulation import SimProcess

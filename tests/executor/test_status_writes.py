@@ -21,11 +21,11 @@ import pytest
 
 from kube import codec
 from kube.apps import DaemonSet, ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
-from kubus.jetstream import Bus
 from messages.actions import FAILED, SUCCEEDED, UpdateStatus
 from reconciler import daemonset_actions, replicaset_actions
 from reconciler.core.daemonset.sync import DaemonSetPlan
 from reconciler.core.replicaset.sync import Plan
+from runtime.bus import Bus
 from tests.executor.builders import envelope, raw
 from tests.executor.conftest import Running, publish, results_for
 from tests.simulation import SimProcess

@@ -9,7 +9,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from ingest.config import IngestConfig
-from kubus.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats
 from tests.ingest.harness import api, unique
 from tests.simulation import SimProcess
 

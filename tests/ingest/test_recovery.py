@@ -13,10 +13,10 @@ from nats.js import JetStreamContext
 
 from ingest.config import IngestConfig
 from ingest.relisting import read_known
-from kubus.jetstream import Bus
-from kubus.natsserver import EmbeddedNats
 from messages import subjects
 from messages.observed import ADDED, DELETED_FINAL_STATE_UNKNOWN, RELISTED, ObservedEvent
+from runtime.bus import Bus
+from runtime.natsserver import EmbeddedNats
 from tests.ingest.harness import (
     PATHS,
     ApiRecorder,

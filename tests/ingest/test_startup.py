@@ -9,9 +9,9 @@ import pytest
 
 from ingest.config import IngestConfig
 from ingest.service import Ingest, run_ingest
-from ingest.transport import KubeconfigError
-from kubus.jetstream import NatsUnavailable
-from kubus.natsserver import free_port
+from runtime.bus import NatsUnavailable
+from runtime.kubeconfig import KubeconfigError
+from runtime.natsserver import free_port
 
 
 async def test_nats_that_does_not_answer_is_named(config: IngestConfig) -> None:

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from kubus.jetstream import Bus
-from kubus.serving import Health
 from messages import subjects
 from reconciler.consuming import Reconciler
 from reconciler.service import run_reconciler
 from replay.engine import Engine
 from replay.source import Window, live_bundles
+from runtime.bus import Bus
+from runtime.serving import Health
 from store import leases, ticks
 from store.engine import Store
 from store.leases import LeaseLost

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from kubus import cli, status_command
-from kubus.jetstream import connect, ensure_streams
-from kubus.natsserver import EmbeddedNats, free_port
 from messages import subjects
+from runtime.bus import connect, ensure_streams
+from runtime.natsserver import EmbeddedNats, free_port
 from store import leases
 from store.engine import Store, open_store, upgrade
 from store.outbox import OutboxRow

@@ -17,14 +17,14 @@ import pytest
 import sqlalchemy as sa
 
 from kube.testing import replicaset
-from kubus.jetstream import Bus
-from kubus.serving import Health
 from messages import codec, subjects
 from messages.actions import CreatePods
 from messages.observed import ADDED, MODIFIED
 from reconciler.consuming import Reconciler
 from reconciler.service import run_reconciler
 from replay.source import Window
+from runtime.bus import Bus
+from runtime.serving import Health
 from store import leases
 from store.engine import Store
 from tests.leases.test_split_reconcilers import TTL, replayed, until

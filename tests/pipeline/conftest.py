@@ -5,8 +5,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kubus.jetstream import Bus, connect, ensure_streams
-from kubus.natsserver import EmbeddedNats
+from runtime.bus import Bus, connect, ensure_streams
+from runtime.natsserver import EmbeddedNats
 
 
 @pytest.fixture

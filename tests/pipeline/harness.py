@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kubus.natsserver import binary as nats_binary
-from kubus.natsserver import free_port
+from runtime.natsserver import binary as nats_binary
+from runtime.natsserver import free_port
 from tests.simulation import SimProcess, wait_for
 
 SERVICES = ("ingest", "reconcile", "execute")

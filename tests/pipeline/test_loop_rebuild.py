@@ -21,14 +21,14 @@ import msgspec
 import pytest
 
 from kube.testing import replicaset
-from kubus.jetstream import Bus
-from kubus.natsserver import EmbeddedNats
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ADDED, MODIFIED
 from reconciler.bootstrapping import wait_for_state
 from reconciler.consuming import Reconciler, Stopped
 from reconciler.relaying import RESULTS_CONSUMER, record_results
+from runtime.bus import Bus
+from runtime.natsserver import EmbeddedNats
 from store.results import ActionResult as ResultRow
 from tests.leases.test_split_reconcilers import until
 from tests.reconciler.builders import observed

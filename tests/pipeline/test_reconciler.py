@@ -8,13 +8,13 @@ from pathlib import Path
 import msgspec
 import sqlalchemy as sa
 
-from kubus.jetstream import Bus
-from kubus.serving import Health
 from messages import codec, subjects
 from messages.actions import CreatePods
 from messages.observed import ADDED, ObservedEvent
 from reconciler.core import standin
 from reconciler.service import run_reconciler
+from runtime.bus import Bus
+from runtime.serving import Health
 from store.engine import open_store
 
 

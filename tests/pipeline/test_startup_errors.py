@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kubus.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats, free_port
 
 
 def kubus(*args: str) -> subprocess.CompletedProcess[str]:

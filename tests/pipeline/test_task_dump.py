@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kubus.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats
 from tests.simulation import wait_for
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kubus.natsserver import free_port
+from runtime.natsserver import free_port
 from tests.simulation import Kubectl, wait_for
 
 pytestmark = pytest.mark.slow

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kubus.jetstream import Bus, connect, ensure_streams
-from kubus.natsserver import EmbeddedNats
 from messages import subjects
 from replay import exporting, fileformat
 from replay.bundles import Bundle
 from replay.engine import Engine
 from replay.source import Window, live_bundles
+from runtime.bus import Bus, connect, ensure_streams
+from runtime.natsserver import EmbeddedNats
 from store.engine import Store, open_store
 from tests.replay.conftest import read
 

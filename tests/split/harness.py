@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 import sqlalchemy as sa
 
-from kubus.natsserver import binary as nats_binary
-from kubus.natsserver import free_port
+from runtime.natsserver import binary as nats_binary
+from runtime.natsserver import free_port
 from tests.simulation import Kubectl, wait_for
 from tests.simulation import SimProcess as Sim
 from tests.store.conftest import PG_ADMIN_URL

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -53,17 +53,29 @@ class Bus:
         return [str(p) for p in range(self.partitions)]
 
 
-async def connect(url: str, name: str, *, reconnect: bool = True) -> Client:
+HOW = "start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one"
+
+
+async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float | None = None) -> Client:
     """Connects, failing fast with a one-line explanation when nothing answers at `url`; once
-    connected, a lost connection is retried for ever (and logged in one line, not a traceback)."""
-    how = "start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one"
+    connected, a lost connection is retried for ever (and logged in one line, not a traceback).
+    `timeout` bounds the whole first attempt, in seconds."""
+    if timeout is None:
+        return await _connect(url, name, reconnect)
+    try:
+        return await asyncio.wait_for(_connect(url, name, reconnect), timeout)
+    except TimeoutError:
+        raise NatsUnavailable(f"cannot reach NATS at {url} (nothing answered within {timeout}s); {HOW}") from None
+
+
+async def _connect(url: str, name: str, reconnect: bool) -> Client:
     target = urlsplit(url if "://" in url else f"nats://{url}")
     try:
         # nats-py retries a first connection for ever when reconnects are allowed: probe first
         _, writer = await asyncio.wait_for(asyncio.open_connection(target.hostname, target.port or 4222), 3)
         writer.close()
     except (OSError, TimeoutError) as exc:
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({exc or type(exc).__name__}); {how}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({exc or type(exc).__name__}); {HOW}") from None
 
     async def on_error(exc: Exception) -> None:
         log.warning("NATS %s: %s", name, exc or type(exc).__name__)
@@ -80,7 +92,7 @@ async def connect(url: str, name: str, *, reconnect: bool = True) -> Client:
             allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,
             disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {how}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {HOW}") from None
 
 
 CLOSE_TIMEOUT = 3.0  # seconds a closing service gives NATS to take what it still has to send
@@ -95,6 +107,18 @@ async def close(nc: Client) -> None:
         await asyncio.wait_for(nc.flush(), CLOSE_TIMEOUT)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(nc.close(), CLOSE_TIMEOUT)
+
+
+@contextlib.asynccontextmanager
+async def connected(url: str, name: str, *, prefix: str, partitions: int,
+                    timeout: float | None = None) -> AsyncIterator[Bus]:
+    """A connection to `url` with kubus's streams ensured, closed on the way out. run_service connects
+    every service this way; a service run on its own (tests, benchmarks) connects itself with it too."""
+    nc = await connect(url, name, timeout=timeout)
+    try:
+        yield await ensure_streams(nc, prefix=prefix, partitions=partitions)
+    finally:
+        await close(nc)
 
 
 async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,

@@ -33,7 +33,7 @@ OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published")
 
 class CountersCollector:
     """Exposes the plain counters ingest and the executor keep (read at scrape time), so those
-    services stay free of any metrics library."""
+    services count with plain dicts and ints, no metrics library on their hot paths."""
 
     def __init__(self) -> None:
         self.ingest: Callable[[], dict[str, Any]] | None = None
@@ -122,7 +122,9 @@ class Health:
         return web.Response(text=text, status=200 if ok else 500)
 
     async def readyz(self, _request: web.Request) -> web.Response:
-        ok, text = self._report(self._ready)
+        # not ready until a part of the service has said what ready means: each registers its checks as
+        # it starts, after the runtime serves these endpoints (and, with `kubus up --sim`, starts the sim)
+        ok, text = self._report(self._ready) if self._ready else (False, "[-]started failed\nhealthz check failed")
         return web.Response(text=text, status=200 if ok else 503)
 
 

@@ -1,0 +1,11 @@
+"""What every kubus service shares, below them all: nothing here imports a service or the CLI.
+
+    bus.py          the NATS connection and kubus's JetStream streams; publishing that survives a reconnect
+    natsserver.py   an embedded nats-server with JetStream, for a fresh machine
+    serving.py      /metrics, /healthz, /readyz and the metrics every service reports
+    running.py      run_service: the one way a service starts (bus, serving, signals, parts, exit code)
+    kubeconfig.py   the one kubeconfig loader (--kubeconfig, --context)
+    flags.py        the flags the commands share, each declared once and read from the environment too
+    logs.py         log setup: plain text or JSON lines
+    failpoints.py   crash at a named point, for the crash-recovery tests
+"""

@@ -1,0 +1,157 @@
+"""`run_service`: the one way a kubus service is started (`kubus ingest`, `reconcile`, `execute` and `up`).
+
+    exit_code = run_service("reconcile", options, build)
+
+It sets up logging and the event loop, starts an embedded nats-server when no NATS URL is given,
+connects to NATS and creates the streams, serves /metrics, /healthz and /readyz, and then asks
+`build` for the service's parts: each part is a coroutine that runs as a task until SIGINT or SIGTERM
+(then every part is cancelled, which is its clean stop), or until one part ends on its own. A
+service's parts all get the same bus connection and the same health checks. SIGUSR1 logs what every
+task waits on, and the service runs on.
+
+Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
+cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
+was missing at start (NATS, the database). Either failure is one line on stderr:
+`kubus <command>: <what failed and how to fix it>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime import logs, serving
+from runtime.bus import Bus, NatsUnavailable, connected
+from runtime.natsserver import EmbeddedNats
+from runtime.serving import Health
+
+log = logging.getLogger("kubus")
+
+EXIT_STOPPED, EXIT_FAILED, EXIT_STARTUP = 0, 1, 2
+
+
+class StartupError(RuntimeError):
+    """A dependency is missing or unreachable at start; the message says which and how to fix it."""
+
+
+class ServiceFailed(RuntimeError):
+    """A part of the service ended on its own (it crashed, or returned while it should run): the process
+    stops the rest cleanly and exits non-zero, with this one line."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """What run_service needs from the command line (runtime.flags declares the flags)."""
+
+    nats_url: str | None  # None: an embedded nats-server keeping its data under data_dir
+    data_dir: Path
+    prefix: str
+    partitions: int  # used only when the streams are first created
+    metrics_port: int  # 0: no /metrics, /healthz and /readyz
+    instance: str
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a service's parts are built from."""
+
+    bus: Bus  # connected, the streams created
+    health: Health  # the checks /healthz and /readyz report: each part registers its own
+    data_dir: Path  # created
+    stack: contextlib.AsyncExitStack  # closes what the build opened, once every part has stopped
+
+
+Part = Callable[[], Coroutine[Any, Any, None]]  # one of a service's tasks
+Build = Callable[[Runtime], Awaitable[dict[str, Part]]]
+
+
+def run_service(command: str, options: Options, build: Build) -> int:
+    """Runs the service `build` makes until it is asked to stop or fails; returns the exit code."""
+    logs.configure(options.log_level, options.log_format)
+    install_fast_loop()
+    try:
+        asyncio.run(_serve(command, options, build))
+    except (NatsUnavailable, StartupError) as exc:
+        print(f"kubus {command}: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    except ServiceFailed as exc:
+        print(f"kubus {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_STOPPED
+
+
+def install_fast_loop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # the default loop works, only slower
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def _serve(command: str, options: Options, build: Build) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+    failures: list[str] = []
+    async with contextlib.AsyncExitStack() as stack:
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+        nats_url = options.nats_url
+        if not nats_url:
+            embedded = EmbeddedNats(options.data_dir / "nats")
+            nats_url = await embedded.start()
+            stack.push_async_callback(embedded.stop)
+            log.info("embedded nats-server with JetStream at %s", nats_url)
+        bus = await stack.enter_async_context(connected(
+            nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions))
+        health = Health()
+        if options.metrics_port:
+            runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
+            stack.push_async_callback(runner.cleanup)
+        parts = await build(Runtime(bus, health, options.data_dir, stack))
+        tasks = [asyncio.create_task(part(), name=name) for name, part in parts.items()]
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        # a part that ended before we were asked to stop failed, whatever it returned
+        ended = [task for task in tasks if task.done()] if not stop.is_set() else []
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for task, result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                failures.append(f"{task.get_name()} stopped: {_reason(result)}")
+                log.debug("%s stopped", task.get_name(), exc_info=result)
+            elif task in ended:
+                failures.append(f"{task.get_name()} ended on its own")
+        for failure in failures:
+            log.error("%s", failure)
+        stopper.cancel()
+        log.info("stopped")
+    if failures:
+        raise ServiceFailed("; ".join(failures))
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the message, with the exception's type where the message alone does not say what failed."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _dump_tasks() -> None:
+    """`kill -USR1 <pid>`: what every task of the service is waiting on, in its log (a stuck service)."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        out.write(f"--- {task.get_name()}\n")
+        task.print_stack(limit=12, file=out)
+    log.warning("asyncio tasks:\n%s", out.getvalue())
