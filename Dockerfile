@@ -11,6 +11,7 @@ COPY executor executor
 COPY store store
 COPY migrations migrations
 COPY runtime runtime
+COPY replay replay
 COPY kubus kubus
 RUN pip install --no-cache-dir .
 ENTRYPOINT ["kubus"]
