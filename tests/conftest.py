@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubus.natsserver import EmbeddedNats
+from tests import postgres
 from tests.simulation import Kubectl, SimProcess
 
 _namespaces = itertools.count()
@@ -46,3 +47,12 @@ async def nats_server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
     await server.start()
     yield server
     await server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """The admin URL of the run's PostgreSQL (tests/postgres.py says which): started, if it is the tests' own, when
+    the first test asks, and stopped when the run ends. Take a database of your own with
+    `tests.postgres.fresh_database(pg_admin_url)`."""
+    with postgres.server() as url:
+        yield url
