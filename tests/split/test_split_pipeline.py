@@ -344,9 +344,9 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> Iterator[Deployment]:
     workdir = tmp_path_factory.mktemp("split")
-    with fresh_database() as db_url:
+    with fresh_database(pg_admin_url) as db_url:
         dep = SplitDeployment(workdir, db_url, nodes=NODES, partitions=PARTITIONS, lease_ttl=LEASE_TTL)
         history: PodHistory | None = None
         try:

@@ -1,47 +1,29 @@
 """Fixtures for the store's contract suite: every test runs on SQLite and on PostgreSQL.
 
-PostgreSQL is the server on 127.0.0.1:5432 (override the admin URL with KUBUS_TEST_PG_URL); the
-suite creates a database with a random name for the session and drops it at the end. An
-unreachable server makes the PostgreSQL tests error, never skip.
+PostgreSQL is the run's server (the `pg_admin_url` fixture, tests/postgres.py); the suite creates a
+database with a random name for the session and drops it at the end. A server that does not answer
+makes the PostgreSQL tests error, never skip.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 import sqlalchemy as sa
 
 from store.engine import Store, open_store, upgrade
 from store.tables import metadata
+from tests.postgres import fresh_database
 from tests.store.builders import FakeClock
-
-PG_ADMIN_URL = os.environ.get("KUBUS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(PG_ADMIN_URL, timeout=10)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
+def pg_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh PostgreSQL database for this test session, dropped afterwards."""
-    name = f"kubus_test_{secrets.token_hex(6)}"
-    try:
-        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncpg.PostgresError) as exc:
-        pytest.fail(f"cannot create a test database on PostgreSQL via {PG_ADMIN_URL} ({exc}); the store tests "
-                    f"run on PostgreSQL too: start it on 127.0.0.1:5432 or set KUBUS_TEST_PG_URL", pytrace=False)
-    yield str(sa.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False))
-    # FORCE: a test that failed before disposing its engine must not keep the database alive
-    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_database(pg_admin_url) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
