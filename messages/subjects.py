@@ -30,7 +30,7 @@ ACTIONS_STREAM: Final = "KUBUS_ACTIONS"
 RESULTS_STREAM: Final = "KUBUS_RESULTS"
 DEAD_STREAM: Final = "KUBUS_DEAD"
 
-KINDS: Final = ("Node", "Pod", "DaemonSet", "ReplicaSet", "ControllerRevision", "Namespace")
+KINDS: Final = ("Node", "Pod", "DaemonSet", "ReplicaSet", "ControllerRevision")
 
 
 def partition_of(namespace: str, partitions: int) -> str:
