@@ -54,7 +54,6 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
-    SetAnnotation,
     UpdateStatus,
     status_with_fields,
 )
@@ -309,14 +308,6 @@ async def _record_event(d: Delivery, a: RecordEvent) -> Effect:
     return await d.events.post(d.api, event)
 
 
-async def _set_annotation(d: Delivery, a: SetAnnotation) -> Effect:
-    kind = KINDS.get(a.kind)
-    if kind is None:
-        return _unknown_kind(a.kind)
-    body = _json.encode({"metadata": {"annotations": a.annotations}})
-    return await patch(d.api, kind, a.namespace, a.name, "merge", body)
-
-
 def _unknown_kind(kind: str) -> Effect:
     return Effect(FAILED, reason="BadAction", message=f"kind {kind!r} is not one the executor knows; "
                                                       f"expected one of {', '.join(KINDS)}")
@@ -331,5 +322,4 @@ _HANDLERS: dict[type, Callable[[Delivery, Any], Awaitable[Effect]]] = {
     UpdateStatus: _update_status,
     BumpCollisionCount: _bump_collision_count,
     RecordEvent: _record_event,
-    SetAnnotation: _set_annotation,
 }
