@@ -44,16 +44,8 @@ def event_subject(partition: str, kind: str, uid: str, prefix: str = PREFIX) -> 
     return f"{prefix}.events.{partition}.{kind}.{uid}"
 
 
-def state_subject(partition: str, kind: str, uid: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}.state.{partition}.{kind}.{uid}"
-
-
 def events_filter(partition: str, prefix: str = PREFIX) -> str:
     return f"{prefix}.events.{partition}.>"
-
-
-def state_filter(partition: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}.state.{partition}.>"
 
 
 def action_subject(partition: str, prefix: str = PREFIX) -> str:
