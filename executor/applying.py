@@ -23,8 +23,8 @@ from typing import Any, Final
 import msgspec
 
 from executor.creating import create_pods
+from executor.delivery import Delivery
 from executor.effects import (
-    Delivery,
     Effect,
     RetryLater,
     failed,
@@ -86,8 +86,8 @@ async def apply(delivery: Delivery) -> None:
         subject = object_subject(subject.split("/", 1)[0], effect.object_name)
     await delivery.emit(action.key, effect, subject)
     if isinstance(action, DeletePod):
-        await record_pod_events(delivery, action.owner, action.component, action.namespace,
-                                [(action.key, delete_event(effect, action.name))])
+        await record_pod_events(delivery.events, delivery.api, delivery.now, action.owner, action.component,
+                                action.namespace, [(action.key, delete_event(effect, action.name))])
 
 
 def subject_of(action: Action) -> str:
