@@ -5,7 +5,8 @@
     consuming.py    the JetStream shell: pull, apply, publish results, ack / NAK / dead-letter
     applying.py     what each action means in API calls, and what each answer means
     creating.py     CreatePods: slow-start batches, idempotent creates
-    effects.py      Effect (one outcome) and Delivery (one delivery of one action)
+    delivery.py     Delivery: one delivery of one action, and how its results are reported
+    effects.py      Effect: one outcome of applying an action
     events.py       Events as upstream records them: pod create/delete events, written as client-go does
     correlating.py  client-go's EventCorrelator: aggregation, counting, the spam filter (pure)
     kubeapi.py      the official client on a thread pool: rate limited, retried as client-go, pre-encoded bodies

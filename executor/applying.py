@@ -23,8 +23,8 @@ from typing import Any, Final
 import msgspec
 
 from executor.creating import create_pods
+from executor.delivery import Delivery
 from executor.effects import (
-    Delivery,
     Effect,
     RetryLater,
     failed,
@@ -54,7 +54,6 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
-    SetAnnotation,
     UpdateStatus,
     status_with_fields,
 )
@@ -87,8 +86,8 @@ async def apply(delivery: Delivery) -> None:
         subject = object_subject(subject.split("/", 1)[0], effect.object_name)
     await delivery.emit(action.key, effect, subject)
     if isinstance(action, DeletePod):
-        await record_pod_events(delivery, action.owner, action.component, action.namespace,
-                                [(action.key, delete_event(effect, action.name))])
+        await record_pod_events(delivery.events, delivery.api, delivery.now, action.owner, action.component,
+                                action.namespace, [(action.key, delete_event(effect, action.name))])
 
 
 def subject_of(action: Action) -> str:
@@ -309,14 +308,6 @@ async def _record_event(d: Delivery, a: RecordEvent) -> Effect:
     return await d.events.post(d.api, event)
 
 
-async def _set_annotation(d: Delivery, a: SetAnnotation) -> Effect:
-    kind = KINDS.get(a.kind)
-    if kind is None:
-        return _unknown_kind(a.kind)
-    body = _json.encode({"metadata": {"annotations": a.annotations}})
-    return await patch(d.api, kind, a.namespace, a.name, "merge", body)
-
-
 def _unknown_kind(kind: str) -> Effect:
     return Effect(FAILED, reason="BadAction", message=f"kind {kind!r} is not one the executor knows; "
                                                       f"expected one of {', '.join(KINDS)}")
@@ -331,5 +322,4 @@ _HANDLERS: dict[type, Callable[[Delivery, Any], Awaitable[Effect]]] = {
     UpdateStatus: _update_status,
     BumpCollisionCount: _bump_collision_count,
     RecordEvent: _record_event,
-    SetAnnotation: _set_annotation,
 }

@@ -26,7 +26,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from executor import metrics as m
 from executor.applying import apply
 from executor.config import ExecutorConfig
-from executor.effects import Delivery, RetryLater
+from executor.delivery import Delivery
+from executor.effects import RetryLater
 from executor.errors import Interrupted
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi

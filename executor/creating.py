@@ -23,8 +23,8 @@ from typing import Final
 
 import msgspec
 
+from executor.delivery import Delivery
 from executor.effects import (
-    Delivery,
     Effect,
     RetryLater,
     failed,
@@ -79,7 +79,8 @@ async def create_pods(delivery: Delivery, action: CreatePods) -> None:
                 interrupted = True
             else:
                 raise outcome
-        await record_pod_events(delivery, action.owner, action.component, action.namespace, events)
+        await record_pod_events(delivery.events, delivery.api, delivery.now, action.owner, action.component,
+                                action.namespace, events)
         # unfinished pods are not reported: the redelivery decides them, and the ones already
         # created meet AlreadyExists with our key then
         if interrupted:

@@ -1,29 +1,21 @@
-"""What applying an action produced, and the delivery it is applied in.
+"""What applying an action produced.
 
 An `Effect` is the outcome of one effect on the cluster (one pod of a CreatePods, or a whole
-single-effect action); `Delivery.emit` turns it into the `ActionResult` that is published. A
-handler either returns (everything reported) or raises `RetryLater` or `Interrupted`: the action
-is unfinished, the effects reported so far are final, and a redelivery re-runs the rest
-idempotently. Each result names its `subject`, the object the effect was on.
+single-effect action); `Delivery.emit` (executor/delivery.py) turns it into the `ActionResult` that
+is published. A handler either returns (everything reported) or raises `RetryLater` or
+`Interrupted`: the action is unfinished, the effects reported so far are final, and a redelivery
+re-runs the rest idempotently. Each result names its `subject`, the object the effect was on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from executor.errors import TransientError
-from executor.kubeapi import KubeApi
 from kube.meta import ObjectMeta, Status
-from kube.times import format_micro_time
-from messages.actions import FAILED, Action, ActionResult
-
-if TYPE_CHECKING:
-    from executor.events import EventRecorder
+from messages.actions import FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,33 +81,3 @@ def object_subject(namespace: str, name: str) -> str:
 def succeeded_with(outcome: str, code: int, data: bytes, reason: str = "", message: str = "") -> Effect:
     meta = metadata_of(data)
     return Effect(outcome, code, reason, message, meta.uid, meta.resource_version, object_name=meta.name)
-
-
-Report = Callable[[ActionResult], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery of one action: the API to apply it with and where its results go."""
-
-    api: KubeApi
-    action: Action
-    number: int  # JetStream's delivery count, 1 on the first
-    final: bool  # the last delivery: an unknown outcome is reported as failed, not redelivered
-    executor: str
-    report: Report
-    now: Callable[[], datetime]
-    events: EventRecorder  # the process's one recorder: its spam filter is shared by every delivery
-
-    @property
-    def tag(self) -> str:
-        return str(type(self.action).__struct_config__.tag)
-
-    async def emit(self, key: str, effect: Effect, subject: str) -> None:
-        action = self.action
-        await self.report(ActionResult(
-            key=key, action_key=action.key, action=self.tag, decision_id=action.decision_id,
-            controller=action.controller, outcome=effect.outcome, code=effect.code, reason=effect.reason,
-            message=effect.message, object_uid=effect.object_uid, resource_version=effect.resource_version,
-            executor=self.executor, attempts=self.number, finished_at=format_micro_time(self.now()),
-            subject=subject))

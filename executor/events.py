@@ -34,7 +34,7 @@ import msgspec
 
 from executor import metrics as m
 from executor.correlating import Correlated, EventCorrelator, Lru, SpamFilter
-from executor.effects import Delivery, Effect, failed, succeeded_with
+from executor.effects import Effect, failed, succeeded_with
 from executor.errors import NAMESPACE_TERMINATING, api_status
 from executor.kubeapi import KubeApi
 from executor.resources import EVENT, PATCH_TYPES
@@ -248,20 +248,21 @@ def delete_event(effect: Effect, pod_name: str) -> PodEvent | None:
     return None
 
 
-async def record_pod_events(delivery: Delivery, owner: OptionalRaw, component: str, namespace: str,
+async def record_pod_events(recorder: EventRecorder, api: KubeApi, clock: Callable[[], datetime],
+                            owner: OptionalRaw, component: str, namespace: str,
                             events: list[tuple[str, PodEvent | None]]) -> None:
-    """Records, concurrently, best-effort and in the background, each (result key, event) against the
-    action's owner; nothing without an owner. The key and reason name the event, so a redelivery
-    re-records none."""
+    """Records with `recorder`, concurrently, best-effort and in the background, each (result key, event)
+    against the action's owner; nothing without an owner. The key and reason name the event, so a
+    redelivery re-records none. `clock` is read only when there is an event to record."""
     todo = [(key, e) for key, e in events if e is not None]
     if not todo:
         return
     involved = owner_reference(owner)
     if involved is None:
         return
-    now = delivery.now()
-    delivery.events.in_background(asyncio.gather(*(
-        delivery.events.record(delivery.api, build_event(
+    now = clock()
+    recorder.in_background(asyncio.gather(*(
+        recorder.record(api, build_event(
             involved, namespace=namespace, type=kind, reason=reason, message=message, component=component,
             key=f"{key}/{reason}", now=now))
         for key, (kind, reason, message) in todo)))

@@ -17,13 +17,10 @@ PATCH_TYPES: Final = {
 class Kind:
     base: str  # "/api/v1" or "/apis/<group>/<version>"
     plural: str
-    namespaced: bool = True
 
     def path(self, namespace: str = "", name: str = "", subresource: str = "") -> str:
-        parts = [self.base]
-        if self.namespaced:
-            parts.append(f"namespaces/{quote(namespace, safe='')}")
-        parts.append(self.plural)
+        """Every kind an action touches is namespaced."""
+        parts = [self.base, f"namespaces/{quote(namespace, safe='')}", self.plural]
         if name:
             parts.append(quote(name, safe=""))
         if subresource:
@@ -34,8 +31,6 @@ class Kind:
 KINDS: Final = {
     "Pod": Kind("/api/v1", "pods"),
     "Event": Kind("/api/v1", "events"),
-    "Namespace": Kind("/api/v1", "namespaces", namespaced=False),
-    "Node": Kind("/api/v1", "nodes", namespaced=False),
     "ReplicaSet": Kind("/apis/apps/v1", "replicasets"),
     "DaemonSet": Kind("/apis/apps/v1", "daemonsets"),
     "ControllerRevision": Kind("/apis/apps/v1", "controllerrevisions"),

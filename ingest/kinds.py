@@ -5,19 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
-
 from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.core import Node, Pod
-from kube.meta import ObjectMeta, Resource
-
-
-class Namespace(Resource, kw_only=True):
-    """kube has no Namespace model (no controller reads one); ingest only needs its metadata."""
-
-    api_version: str = "v1"
-    kind: str = "Namespace"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 @dataclass(frozen=True)
@@ -30,7 +19,6 @@ class KindSpec:
 
 
 KINDS: Final[dict[str, KindSpec]] = {spec.kind: spec for spec in (
-    KindSpec("Namespace", Namespace, False, "CoreV1Api", "list_namespace"),
     KindSpec("Node", Node, False, "CoreV1Api", "list_node"),
     KindSpec("Pod", Pod, True, "CoreV1Api", "list_pod_for_all_namespaces"),
     KindSpec("DaemonSet", DaemonSet, True, "AppsV1Api", "list_daemon_set_for_all_namespaces"),

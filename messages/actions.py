@@ -167,17 +167,8 @@ class RecordEvent(_Action, frozen=True, tag="record_event"):
     component: str
 
 
-class SetAnnotation(_Action, frozen=True, tag="set_annotation"):
-    """A stand-in decision for tests of the pipeline itself."""
-
-    kind: str
-    namespace: str
-    name: str
-    annotations: dict[str, str]
-
-
 Action = (CreatePods | DeletePod | PatchPod | CreateControllerRevision | PatchControllerRevision
-          | DeleteControllerRevision | UpdateStatus | BumpCollisionCount | RecordEvent | SetAnnotation)
+          | DeleteControllerRevision | UpdateStatus | BumpCollisionCount | RecordEvent)
 
 SUCCEEDED: Final = "succeeded"
 FAILED: Final = "failed"

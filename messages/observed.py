@@ -20,7 +20,6 @@ RELISTED: Final = "RELISTED"
 DELETED_FINAL_STATE_UNKNOWN: Final = "DELETED_FINAL_STATE_UNKNOWN"
 # an object ingest could not decode: kept on the bus with the error, never handed to a controller
 QUARANTINED: Final = "QUARANTINED"
-EVENT_TYPES: Final = (ADDED, MODIFIED, DELETED, RELISTED, DELETED_FINAL_STATE_UNKNOWN, QUARANTINED)
 
 
 class ObservedEvent(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", tag="observed"):

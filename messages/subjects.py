@@ -30,7 +30,7 @@ ACTIONS_STREAM: Final = "KUBUS_ACTIONS"
 RESULTS_STREAM: Final = "KUBUS_RESULTS"
 DEAD_STREAM: Final = "KUBUS_DEAD"
 
-KINDS: Final = ("Node", "Pod", "DaemonSet", "ReplicaSet", "ControllerRevision", "Namespace")
+KINDS: Final = ("Node", "Pod", "DaemonSet", "ReplicaSet", "ControllerRevision")
 
 
 def partition_of(namespace: str, partitions: int) -> str:
@@ -44,16 +44,8 @@ def event_subject(partition: str, kind: str, uid: str, prefix: str = PREFIX) -> 
     return f"{prefix}.events.{partition}.{kind}.{uid}"
 
 
-def state_subject(partition: str, kind: str, uid: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}.state.{partition}.{kind}.{uid}"
-
-
 def events_filter(partition: str, prefix: str = PREFIX) -> str:
     return f"{prefix}.events.{partition}.>"
-
-
-def state_filter(partition: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}.state.{partition}.>"
 
 
 def action_subject(partition: str, prefix: str = PREFIX) -> str:

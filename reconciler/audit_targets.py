@@ -22,7 +22,6 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
-    SetAnnotation,
     UpdateStatus,
 )
 from store.outbox import Target
@@ -88,6 +87,4 @@ def targets_of(action: Action) -> list[Target]:
             ref = _Reference()
         return [Target(key=action.key, action=t, kind=ref.kind, namespace=ref.namespace or action.namespace,
                        name=ref.name, uid=ref.uid or None)]
-    if isinstance(action, SetAnnotation):
-        return [Target(key=action.key, action=t, kind=action.kind, namespace=action.namespace, name=action.name)]
     assert_never(action)  # a new action type: say above what it acts on

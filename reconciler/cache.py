@@ -22,7 +22,6 @@ import msgspec
 from kube import codec
 from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.core import Node, Pod
-from kube.meta import ObjectMeta
 from kube.ownership import get_controller_of
 from kube.pods import PodFacts, pod_facts
 from messages.observed import DELETED, DELETED_FINAL_STATE_UNKNOWN, QUARANTINED, ObservedEvent
@@ -33,20 +32,6 @@ MODELS: dict[str, type[Any]] = {
 }
 _DELETIONS = (DELETED, DELETED_FINAL_STATE_UNKNOWN)  # ObservedEvent.is_deletion
 LABEL_SETS = 10_000  # label sets Cache._shared_labels remembers
-
-
-class _Head(msgspec.Struct, kw_only=True):
-    metadata: ObjectMeta
-
-
-@dataclass
-class Namespace:
-    """Namespaces are modelled only as far as the pipeline's stand-in decision needs."""
-
-    name: str
-    uid: str
-    annotations: dict[str, str]
-    deleting: bool
 
 
 class Change(NamedTuple):
@@ -121,10 +106,15 @@ class Cache:
     def apply(self, event: ObservedEvent, seq: int, final_state: bool = True) -> Change | None:
         """Folds one event in; returns what changed, or None for a stale or unusable event. Without
         `final_state`, the deletion of an object the cache never held reports no old state instead of
-        decoding the one the event carries (a bootstrap's tombstones: nobody looks at them)."""
+        decoding the one the event carries (a bootstrap's tombstones: nobody looks at them).
+
+        An event of a kind no controller reads changes nothing: the namespaces an older ingest watched
+        (for a stand-in controller since removed) stay in the streams it wrote."""
         type_, uid = event.type, event.uid
         if type_ == QUARANTINED:
             self.quarantined += 1
+            return None
+        if event.kind not in MODELS:
             return None
         if seq <= self.seqs.get(uid, 0):
             # the cache already reflects this or a later state of the object
@@ -160,12 +150,6 @@ class Cache:
     def _reindex(self, kind: str, uid: str, old: Any, new: Any) -> None:
         """_unindex(old) then _index(new), doing only what changes: most updates (a pod's status) keep the
         namespace, the name and the controller, and so every index but the pod's facts."""
-        if isinstance(old, Namespace) and isinstance(new, Namespace):
-            return  # indexed by uid alone
-        if isinstance(old, Namespace) or isinstance(new, Namespace):
-            self._unindex(kind, uid, old)
-            self._index(kind, uid, new)
-            return
         old_meta, meta = old.metadata, new.metadata
         namespace, name = meta.namespace, meta.name
         facts = None
@@ -186,9 +170,6 @@ class Cache:
             self.pod_groups[(namespace, facts.controller_uid)][uid] = facts
 
     def _index(self, kind: str, uid: str, obj: Any, facts: PodFacts | None = None) -> None:
-        if isinstance(obj, Namespace):
-            self.by_namespace[(kind, "")].add(uid)
-            return
         meta = obj.metadata
         namespace = meta.namespace
         self.by_namespace[(kind, namespace)].add(uid)
@@ -211,9 +192,6 @@ class Cache:
             self.by_controller[(kind, namespace, controller_uid)].add(uid)
 
     def _unindex(self, kind: str, uid: str, obj: Any) -> None:
-        if isinstance(obj, Namespace):
-            self.by_namespace[(kind, "")].discard(uid)
-            return
         meta = obj.metadata
         namespace = meta.namespace
         self.by_namespace[(kind, namespace)].discard(uid)
@@ -262,10 +240,6 @@ def _decode_final_state(event: ObservedEvent) -> Any:
 
 
 def decode_object(event: ObservedEvent) -> Any:
-    if event.kind == "Namespace":
-        head = codec.decode(event.object, _Head)
-        meta = head.metadata
-        return Namespace(meta.name, meta.uid, dict(meta.annotations or {}), meta.deletion_timestamp is not None)
     model = MODELS.get(event.kind)
     if model is None:
         raise ValueError(f"no model for kind {event.kind}")

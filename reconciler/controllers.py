@@ -28,11 +28,8 @@ from messages.actions import (
     SUCCEEDED,
     Action,
     ActionResult,
-    CreatePods,
-    PodToCreate,
 )
-from reconciler.cache import Cache, Change, Namespace
-from reconciler.core import standin
+from reconciler.cache import Cache, Change
 from reconciler.core.daemonset import handlers as ds_handlers
 from reconciler.core.daemonset.backoff import BACKOFF_GC_INTERVAL, FailedPodBackoff
 from reconciler.core.daemonset.backoff import gc as backoff_gc
@@ -193,7 +190,6 @@ class Controllers:
             if kind == "Pod":  # most events are pods'
                 rs_handlers.on_pod(change, cache, wakeups)
                 ds_handlers.on_pod(change, cache, wakeups)
-                _standin_pod(change, wakeups)
             elif kind == "ReplicaSet":
                 rs_handlers.on_replicaset(change, wakeups, cache)
             elif kind == "DaemonSet":
@@ -205,8 +201,6 @@ class Controllers:
                 # a revision write a DaemonSet waits to see (upstream's addHistory does not enqueue an owned one)
                 wakeups.enqueue.extend(k for k, writes in self.revision_writes.items()
                                        if change.name in writes and ds_handlers.split_key(k)[0] == change.namespace)
-            elif kind == "Namespace" and not change.replayed:
-                wakeups.enqueue.append(standin.controller_key(change.name))
             self._wake(wakeups, msg_id, now)
             if kind == "Pod" and change.new is None:
                 self._gone(f"{change.namespace}/{change.name}")
@@ -273,9 +267,6 @@ class Controllers:
         """What an informer's initial list does: every controller is synced once."""
         for key in self._workload_keys():
             self.queue.add(key)
-        for ns in self.cache.all("Namespace"):
-            if isinstance(ns, Namespace) and standin.ANNOTATION in ns.annotations:
-                self.queue.add(standin.controller_key(ns.name))
 
     def _set(self, key: str, value: Expectations) -> None:
         self.expectations[key] = value
@@ -321,21 +312,21 @@ class Controllers:
         for key in self.queue.pop_ready(now):
             if self.owns is not None and not self.owns(key):
                 continue
+            replicaset = key.startswith(rs_handlers.PREFIX)
+            if not replicaset and not key.startswith(ds_handlers.PREFIX):
+                # no controller's key: one an older kubus's controller left in a result still on the bus
+                continue
             if self._waiting_for_a_round(key, now) or self._revisions_in_flight(key, now):
                 continue
             self.last_synced[key] = now
             started = time.perf_counter()
             correlation = f"{key}@{self.last_seq}~{int(now.timestamp() * 1_000_000)}"
-            decided: Decided | None
-            if key.startswith(rs_handlers.PREFIX):
+            if replicaset:
                 decided = self._sync_replicaset(key, correlation, now, now_iso)
-            elif key.startswith(ds_handlers.PREFIX):
-                decided = self._sync_daemonset(key, correlation, now, now_iso)
             else:
-                decided = self._sync_standin(key, correlation, now, now_iso)
-            if decided is not None:
-                decided.duration_ms = (time.perf_counter() - started) * 1000
-                outcome.decisions.append(decided)
+                decided = self._sync_daemonset(key, correlation, now, now_iso)
+            decided.duration_ms = (time.perf_counter() - started) * 1000
+            outcome.decisions.append(decided)
         return self.take_changes(outcome)
 
     def _revisions_in_flight(self, key: str, now: datetime) -> bool:
@@ -493,29 +484,6 @@ class Controllers:
             decided.summary["field"] = plan.warnings[0].field
         return decided
 
-    def _sync_standin(self, key: str, correlation: str, now: datetime, now_iso: str) -> Decided | None:
-        namespace = key.split("/", 1)[1]
-        ns = next((n for n in self.cache.all("Namespace") if isinstance(n, Namespace) and n.name == namespace), None)
-        if ns is None or ns.deleting or standin.ANNOTATION not in ns.annotations:
-            return None
-        trigger = self.triggers.pop(key, None)
-        try:
-            plan = standin.plan(namespace, ns.annotations, self.cache.in_namespace("Pod", namespace),
-                                self.expectations.get(key, Expectations()), now, correlation)
-        except ValueError as exc:
-            return Decided(key, "StandIn", namespace, correlation, self.last_seq, trigger,
-                           {"error": str(exc), "field": f"metadata.annotations[{standin.ANNOTATION}]"}, 0.0)
-        decided = Decided(key, "StandIn", namespace, correlation, self.last_seq, trigger,
-                          {"desired": plan.desired, "active": plan.active, "reason": plan.reason,
-                           "creates": [k for k, _ in plan.creates]}, 0.0)
-        if plan.creates:
-            decided.actions.append(CreatePods(
-                key=f"{correlation}/create", decision_id=0, controller=key, issued_at=now_iso, namespace=namespace,
-                pods=[PodToCreate(key=k, pod=msgspec.Raw(msgspec.json.encode(body))) for k, body in plan.creates]))
-        if plan.expectations is not None:
-            self._set(key, plan.expectations)
-        return decided
-
     # --- results ------------------------------------------------------------------------------------
     def results(self, results: list[ActionResult], now: datetime) -> None:
         """What the executors report: expectations that will never be met, errors, requeues. The
@@ -604,15 +572,3 @@ class Controllers:
         else:
             self.queue.add_rate_limited(key, now)
 
-
-def _standin_pod(change: Change, wakeups: Wakeups) -> None:
-    pod = change.new if change.new is not None else change.old
-    if pod is None or (pod.metadata.labels or {}).get(standin.LABEL) != change.namespace:
-        return
-    key = standin.controller_key(change.namespace)
-    if change.new is not None and change.old is None and change.type in ("ADDED", "RELISTED"):
-        wakeups.creations_observed.append(key)
-    elif change.new is None:
-        wakeups.deletions_observed.append((key, f"{change.namespace}/{change.name}"))
-    if not change.replayed:
-        wakeups.enqueue.append(key)

@@ -47,7 +47,6 @@ class PartitionedReconciler:
         self.settings = settings  # the controllers' (feature gates, resync period), for every loop built
         self.relay_wakeup = asyncio.Event()
         self.current: Reconciler | None = None
-        self.generations = 0  # how many Reconcilers were built, for tests and `kubus status`
         self._changed = asyncio.Event()
         self._revoked: set[int] = set()
         self._draining: set[asyncio.Task[None]] = set()  # stopped loops' results recorders, winding down
@@ -113,7 +112,6 @@ class PartitionedReconciler:
             await self._run_generation(fence)
 
     async def _run_generation(self, fence: dict[int, int]) -> None:
-        self.generations += 1
         log.info("deciding for partition(s) %s", ", ".join(f"{p}@{e}" for p, e in sorted(fence.items())))
         reconciler = Reconciler(self.bus, self.store, self.clock, self.instance, partitions=fence,
                                 lease_ttl=self.keeper.ttl, settings=self.settings)

@@ -48,7 +48,6 @@ class Replay:
         self.reporting = False
         self.printed = 0
         self.matched = 0  # decisions of the --controller (in the window)
-        self.in_window = 0  # ticks in the window
         self.without_decisions = False  # a batch came without its recorded decisions
 
     @property
@@ -68,7 +67,6 @@ class Replay:
         if placed > 0:
             return False
         self.reporting = placed == 0
-        self.in_window += self.reporting
         self.engine.feed(bundle)
         return not (self.options.diff and self.engine.divergence is not None)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from sim import defaulting, patching, schema, validation
+from sim import defaulting, patching, schema, validating
 from sim import resources as R
 from sim import status as errors
 from sim.resources import Resource
@@ -105,7 +105,7 @@ class Registry:
             raise errors.namespace_terminating(resource, name, namespace)
 
     def _validate(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        problems = validation.validate(resource.kind, obj, old)
+        problems = validating.validate(resource.kind, obj, old)
         if problems:
             name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
             raise errors.invalid(resource, name, problems)
@@ -288,7 +288,7 @@ class Registry:
                                  "message": "Forbidden: no new finalizers can be added if the object is being "
                                             "deleted"}]})
         if body_metadata:
-            problems = validation.validate_status_update(resource.kind, obj, old)
+            problems = validating.validate_status_update(resource.kind, obj, old)
             if problems:
                 raise errors.invalid(resource, old_meta["name"], problems)
         elif subresource != "status":  # a status write cannot change what the spec validation checks

@@ -81,9 +81,6 @@ class Store:
     def dependents_of(self, uid: str) -> set[tuple[Resource, str, str]]:
         return set(self._dependents.get(uid, ()))
 
-    def namespaces_of(self, resource: Resource) -> list[str]:
-        return list(self._tables.get(resource, {}))
-
     def iter(self, resource: Resource, namespace: str | None = None) -> Iterator[Entry]:
         """Entries in (namespace, name) order: the order kube-apiserver lists in."""
         table = self._tables.get(resource, {})

@@ -4,8 +4,10 @@
 registry turns them into a Status with ``format_invalid_message`` and
 ``FieldError.cause``. Messages, field paths and the Go formatting of bad
 values (``%q`` strings, ``map[string]string{...}``, ``Stringer`` output)
-follow upstream because kubectl prints them verbatim. Core kinds live here,
-pods and the apps group in ``sim.validation_apps``.
+follow upstream because kubectl prints them verbatim. The errors, metadata,
+selectors and the small core kinds live here, pods and the apps group in
+``sim.validation_apps``, which builds on this module; ``sim.validating`` picks
+a kind's rules from the two.
 
 Objects are plain JSON, so a value of the wrong type is reported as an
 invalid value instead of raising (kube-apiserver would fail to decode it).
@@ -28,8 +30,9 @@ from kube.validation import (
 
 __all__ = [
     "DUPLICATE", "FORBIDDEN", "INVALID", "NOT_FOUND", "NOT_SUPPORTED", "REQUIRED", "TOO_LONG",
-    "FieldError", "GoValue", "format_invalid_message", "go_quote", "go_value", "selector_matches", "validate",
-    "validate_label_selector", "validate_object_meta", "validate_owner_references",
+    "FieldError", "GoValue", "format_invalid_message", "go_quote", "go_value", "legacy_event", "selector_matches",
+    "validate_event", "validate_label_selector", "validate_namespace", "validate_node", "validate_object_meta",
+    "validate_owner_references",
 ]
 
 NOT_FOUND = "FieldValueNotFound"
@@ -427,73 +430,17 @@ def is_empty_selector(selector: Any) -> bool:
     return isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions")
 
 
-# --- dispatch and the small core kinds -----------------------------------------------------------
+# --- the small core kinds -------------------------------------------------------------------------
 
 
-def validate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
-    """Every FieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it)."""
-    from sim import validation_apps  # it builds on this module, so it cannot be imported first
-
-    if not isinstance(obj, dict):
-        return [FieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
-    errs: Errors = []
-    validators: dict[str, Callable[[dict[str, Any], Errors], None]] = {
-        "Pod": validation_apps.validate_pod,
-        "Namespace": _validate_namespace,
-        "Node": _validate_node,
-        "Event": _validate_event,
-        "DaemonSet": validation_apps.validate_daemonset,
-        "ReplicaSet": validation_apps.validate_replicaset,
-        "ControllerRevision": validation_apps.validate_controller_revision,
-    }
-    updates: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = {
-        "Pod": validation_apps.validate_pod_update,
-        "DaemonSet": validation_apps.validate_selector_update,
-        "ReplicaSet": validation_apps.validate_selector_update,
-        "ControllerRevision": validation_apps.validate_controller_revision_update,
-    }
-    if kind == "Event" and isinstance(old, dict):
-        # an update gets BeforeUpdate's common ObjectMeta checks whatever the legacy checks find,
-        # where a create reaches BeforeCreate's only when the legacy checks pass
-        validate_object_meta(obj, True, path_segment_name, errs)
-        _legacy_event(obj, errs)
-    elif kind in validators:
-        validators[kind](obj, errs)
-    else:
-        validate_object_meta(obj, True, path_segment_name, errs)
-    if isinstance(old, dict):
-        validate_object_meta_update(obj, old, errs)
-        if kind in updates:
-            updates[kind](obj, old, errs)
-    return errs
-
-
-def validate_status_update(kind: str, obj: Any, old: dict[str, Any]) -> list[FieldError]:
-    """A status write of a ReplicaSet or DaemonSet: rest.BeforeUpdate's common ObjectMeta checks, then the
-    status strategy's ValidateUpdate (ValidateObjectMetaUpdate and the status rules; never the spec's)."""
-    from sim import validation_apps
-
-    if not isinstance(obj, dict):
-        return [FieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
-    errs: Errors = []
-    validate_object_meta(obj, True, path_segment_name, errs)
-    validate_object_meta_update(obj, old, errs)
-    statuses: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = {
-        "DaemonSet": validation_apps.validate_daemonset_status_update,
-        "ReplicaSet": validation_apps.validate_replicaset_status_update,
-    }
-    statuses[kind](obj, old, errs)
-    return errs
-
-
-def _validate_namespace(ns: dict[str, Any], errs: Errors) -> None:
+def validate_namespace(ns: dict[str, Any], errs: Errors) -> None:
     validate_object_meta(ns, False, label_name, errs)
     spec = get(ns, "spec", dict, "spec", errs) or {}
     for finalizer in get(spec, "finalizers", list, "spec.finalizers", errs) or []:
         validate_finalizer(finalizer, "spec.finalizers", errs)
 
 
-def _validate_node(node: dict[str, Any], errs: Errors) -> None:
+def validate_node(node: dict[str, Any], errs: Errors) -> None:
     validate_object_meta(node, False, subdomain_name, errs)
     spec = get(node, "spec", dict, "spec", errs) or {}
     seen: set[tuple[Any, Any]] = set()
@@ -524,14 +471,14 @@ _NAMESPACED_KINDS = {"Pod", "ReplicaSet", "DaemonSet", "Deployment", "StatefulSe
 _CLUSTER_KINDS = {"Node", "Namespace", "PersistentVolume"}
 
 
-def _validate_event(event: dict[str, Any], errs: Errors) -> None:
+def validate_event(event: dict[str, Any], errs: Errors) -> None:
     """Core/v1 Events get only the legacy checks, then the generic metadata rules."""
-    _legacy_event(event, errs)
+    legacy_event(event, errs)
     if not errs:
         validate_object_meta(event, True, path_segment_name, errs)
 
 
-def _legacy_event(event: dict[str, Any], errs: Errors) -> None:
+def legacy_event(event: dict[str, Any], errs: Errors) -> None:
     """legacyValidateEvent, all ValidateEventCreate and ValidateEventUpdate check for core/v1."""
     meta = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
     namespace = meta.get("namespace") or ""

@@ -175,10 +175,6 @@ class Store:
         async with self._writing() as conn:
             return await outbox.mark_sent(conn, keys, at=self._clock())
 
-    async def count_attempt(self, keys: Iterable[str]) -> None:
-        async with self._writing() as conn:
-            await outbox.count_attempt(conn, keys)
-
     # executor results
     async def record_results(self, rows: Sequence[ActionResult]) -> list[str]:
         """Record results idempotently (by key); the keys that were new."""

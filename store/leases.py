@@ -54,9 +54,6 @@ class Member:
     heartbeat_at: datetime
     info: dict[str, Any] = field(default_factory=dict)
 
-    def live_at(self, now: datetime, ttl: float) -> bool:
-        return self.heartbeat_at > now - timedelta(seconds=ttl)
-
 
 # --- membership ----------------------------------------------------------------------------------
 
@@ -89,12 +86,6 @@ async def live_members(conn: AsyncConnection, *, now: datetime, ttl: float) -> l
     stmt = (sa.select(m.c.instance).where(m.c.heartbeat_at > now - timedelta(seconds=ttl))
             .order_by(m.c.instance))
     return [str(i) for i in (await conn.execute(stmt)).scalars()]
-
-
-async def forget_members(conn: AsyncConnection, *, before: datetime) -> list[str]:
-    """Drop members that have not heartbeated since `before` (crashed ones never leave); their names."""
-    stmt = sa.delete(m).where(m.c.heartbeat_at < before).returning(m.c.instance)
-    return sorted(str(i) for i in (await conn.execute(stmt)).scalars())
 
 
 # --- leases --------------------------------------------------------------------------------------

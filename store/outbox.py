@@ -86,14 +86,6 @@ async def mark_sent(conn: AsyncConnection, keys: Iterable[str], *, at: datetime)
     return int((await conn.execute(stmt)).rowcount)
 
 
-async def count_attempt(conn: AsyncConnection, keys: Iterable[str]) -> None:
-    """Count a failed publish of pending rows; they stay pending for the next round."""
-    keys = list(keys)
-    if keys:
-        await conn.execute(sa.update(t).where(t.c.key.in_(keys), t.c.state == "pending")
-                           .values(attempts=t.c.attempts + 1))
-
-
 async def by_decision(conn: AsyncConnection, decision_id: int) -> list[OutboxRow]:
     stmt = sa.select(t).where(t.c.decision_id == decision_id).order_by(t.c.created_at, t.c.key)
     return [OutboxRow(**r._asdict()) for r in await conn.execute(stmt)]

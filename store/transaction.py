@@ -7,13 +7,12 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, revisions, ticks
+from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, ticks
 from store.backoff import Backoff
 from store.decisions import Decision
 from store.events import ObservedEvent
 from store.expectations import Expectations
 from store.outbox import OutboxRow
-from store.revisions import Revision
 
 
 class Transaction:
@@ -83,16 +82,6 @@ class Transaction:
     # the reconciler's input log
     async def record_tick(self, tick: ticks.Tick) -> int:
         return await ticks.record(self.conn, tick)
-
-    # DaemonSet revision ledger
-    async def load_revisions(self, ds_uid: str) -> list[Revision]:
-        return await revisions.load(self.conn, ds_uid)
-
-    async def save_revisions(self, rows: Iterable[Revision]) -> None:
-        await revisions.save(self.conn, rows)
-
-    async def delete_revisions(self, ds_uid: str, names: Iterable[str] | None = None) -> None:
-        await revisions.delete(self.conn, ds_uid, names)
 
     # ingest checkpoints, for a caller that wants them in the same transaction as other writes
     async def save_checkpoint(self, kind: str, resource_version: str) -> None:

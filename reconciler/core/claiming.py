@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from kube.core import Pod
 from kube.labels import Selector
 from kube.meta import ObjectMeta
-from kube.ownership import get_controller_of
 from kube.pods import PodFacts, pod_facts
 
 
@@ -55,13 +54,6 @@ def claim_pods(controller: ObjectMeta, selector: Selector, pods: Sequence[Pod],
         claim.adopt.append(pod)
         claim.claimed.append(pod)
     return claim
-
-
-def filter_claimed(controller: ObjectMeta, selector: Selector, pods: Sequence[Pod]) -> list[Pod]:
-    """FilterClaimedPods: already ours and still matching, no adoption (terminating pods)."""
-    return [p for p in pods
-            if (ref := get_controller_of(p.metadata)) is not None and ref.uid == controller.uid
-            and selector.matches(p.metadata.labels)]
 
 
 @dataclass

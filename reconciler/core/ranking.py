@@ -43,7 +43,7 @@ from kube.core import (
     POD_UNKNOWN,
     Pod,
 )
-from kube.pods import is_pod_active, is_pod_ready
+from kube.pods import is_pod_active
 from kube.times import parse_time
 
 __all__ = [
@@ -140,16 +140,6 @@ def _time(value: str | None) -> datetime | None:
         return None
 
 
-def _ready_time(pod: Pod) -> datetime | None:
-    """podReadyTime: the first True Ready condition's lastTransitionTime, if the pod is Ready."""
-    if not is_pod_ready(pod):
-        return None
-    for condition in pod.status.conditions:
-        if condition.type == POD_READY and condition.status == CONDITION_TRUE:
-            return _time(condition.last_transition_time)
-    return None
-
-
 @dataclass(slots=True)
 class _Ranked:
     pod: Pod
@@ -167,7 +157,7 @@ class _Ranked:
     def of(cls, pod: Pod, rank: int) -> _Ranked:
         status, meta = pod.status, pod.metadata
         ready, ready_time = False, None
-        for condition in status.conditions:  # is_pod_ready and _ready_time in one pass
+        for condition in status.conditions:  # is_pod_ready and upstream's podReadyTime in one pass
             if condition.type == POD_READY:
                 ready = condition.status == CONDITION_TRUE
                 ready_time = _time(condition.last_transition_time) if ready else None

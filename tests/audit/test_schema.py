@@ -22,7 +22,6 @@ from messages.actions import (
     PatchPod,
     PodToCreate,
     RecordEvent,
-    SetAnnotation,
     UpdateStatus,
 )
 from reconciler.audit_targets import targets_of
@@ -73,8 +72,6 @@ def ref(kind: str, name: str, uid: str, namespace: str = "ns") -> msgspec.Raw:
     (RecordEvent(key="c/event/0", namespace="ns", involved=ref("ReplicaSet", "web", "rs1"), type="Warning",
                  reason="FailedCreate", message="m", component="replicaset-controller", **COMMON),
      [Target(key="c/event/0", action="record_event", kind="ReplicaSet", namespace="ns", name="web", uid="rs1")]),
-    (SetAnnotation(key="c/a", kind="Namespace", namespace="", name="demo", annotations={}, **COMMON),
-     [Target(key="c/a", action="set_annotation", kind="Namespace", namespace="", name="demo")]),
 ], ids=lambda v: type(v).__name__ if not isinstance(v, list) else "")
 def test_targets_of_each_action(act: Action, expected: list[Target]) -> None:
     assert targets_of(act) == expected

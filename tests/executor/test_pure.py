@@ -148,7 +148,6 @@ def test_namespace_terminating_is_read_from_the_status_causes() -> None:
     ("Pod", "ns", "", "", "/api/v1/namespaces/ns/pods"),
     ("Pod", "ns", "web-0", "", "/api/v1/namespaces/ns/pods/web-0"),
     ("ReplicaSet", "ns", "web", "status", "/apis/apps/v1/namespaces/ns/replicasets/web/status"),
-    ("Namespace", "", "ns", "", "/api/v1/namespaces/ns"),
     ("ControllerRevision", "ns", "web-5d8f", "", "/apis/apps/v1/namespaces/ns/controllerrevisions/web-5d8f"),
 ])
 def test_rest_paths(kind: str, namespace: str, name: str, subresource: str, path: str) -> None:

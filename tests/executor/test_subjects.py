@@ -16,7 +16,6 @@ from messages.actions import (
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
-    SetAnnotation,
     UpdateStatus,
 )
 from runtime.bus import Bus
@@ -34,8 +33,8 @@ async def _call(sim: SimProcess, method: str, path: str, body: Any = None) -> An
 
 
 async def test_every_result_names_its_subject(bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
-    """namespace/name for namespaced objects (each pod of a CreatePods, the revision a create names, the
-    Event a RecordEvent writes), the bare name for a cluster-scoped one."""
+    """namespace/name of the object acted on (each pod of a CreatePods, the revision a create names, the
+    Event a RecordEvent writes)."""
     labels = {"app": "web"}
     rs = await _call(sim, "POST", f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
@@ -50,8 +49,6 @@ async def test_every_result_names_its_subject(bus: Bus, sim: SimProcess, namespa
     first: list[tuple[Action, str]] = [
         (UpdateStatus(**envelope("status"), kind="ReplicaSet", namespace=namespace, name="web",
                       uid=rs["metadata"]["uid"], status=raw({"replicas": 0})), f"{namespace}/web"),
-        (SetAnnotation(**envelope("annotate"), kind="Namespace", namespace="", name=namespace,
-                       annotations={"kubus.io/x": "1"}), namespace),
         (CreateControllerRevision(**envelope("revision"), namespace=namespace, revision=raw(revision)),
          f"{namespace}/web-5d8f"),
         (DeletePod(**envelope("delete"), namespace=namespace, name="victim", uid=victim["metadata"]["uid"]),

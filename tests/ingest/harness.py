@@ -25,7 +25,6 @@ from tests.simulation import SimProcess
 T = TypeVar("T")
 
 PATHS = {
-    "Namespace": "/api/v1/namespaces",
     "Node": "/api/v1/nodes",
     "Pod": "/api/v1/pods",
     "DaemonSet": "/apis/apps/v1/daemonsets",

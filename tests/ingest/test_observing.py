@@ -42,8 +42,6 @@ def _pod_json(**spec: Any) -> bytes:
                  id="daemonset"),
     pytest.param("ReplicaSet", replicaset("r1").ns("shop").uid("u1").rv("7").build(), "shop", "r1",
                  id="replicaset"),
-    pytest.param("Namespace", {"kind": "Namespace", "metadata": {"name": "shop", "uid": "u1", "resourceVersion": "7"}},
-                 "", "shop", id="namespace"),
 ])
 def test_a_watch_line_becomes_an_event_carrying_the_api_bytes(kind: str, obj: Any, namespace: str, name: str) -> None:
     """The event names the object's kind, namespace, name, uid and rv, and carries its JSON unchanged."""

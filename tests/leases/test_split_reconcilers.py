@@ -2,8 +2,8 @@
 for by the member holding its partition, under that lease's epoch; a member that leaves hands its
 partitions over; a reconciler whose lease moved on commits nothing.
 
-The stand-in controller (one CreatePods per annotated namespace) keeps the cluster out of it: what is
-tested is who decides, not what.
+A ReplicaSet per namespace whose status is up to date (one CreatePods each) and no executor keep the
+cluster out of it: what is tested is who decides, not what.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from runtime.serving import Health
 from store import leases, ticks
 from store.engine import Store
 from store.leases import LeaseLost
-from tests.pipeline.test_reconciler import actions, namespace_event, publish
+from tests.pipeline.test_reconciler import actions, publish, replicaset_event
 
 TTL = 2.0
 PARTITIONS = 4  # the bus fixture's
@@ -93,9 +93,9 @@ async def test_each_namespace_is_decided_by_the_owner_of_its_partition(
     names = namespaces_per_partition(2)
     for group in names.values():
         for name in group:
-            await publish(bus, namespace_event(name, 1))
+            await publish(bus, replicaset_event(name, 1))
     got = await actions(bus, 8, timeout=20)
-    assert sorted(a.controller for a in got) == sorted(f"StandIn/{n}" for g in names.values() for n in g)
+    assert sorted(a.controller for a in got) == sorted(f"ReplicaSet/{n}/web" for g in names.values() for n in g)
 
     owner = await owners(store)
     async with store.engine.connect() as conn:
@@ -121,9 +121,9 @@ async def test_a_member_that_leaves_hands_its_partitions_over(
     await until(all_b, "b holding every partition", timeout=3 * TTL + 10)
     names = [group[0] for group in namespaces_per_partition(1).values()]
     for name in names:
-        await publish(bus, namespace_event(name, 2))
+        await publish(bus, replicaset_event(name, 2))
     got = await actions(bus, len(names), timeout=20)
-    assert sorted(a.controller for a in got) == sorted(f"StandIn/{n}" for n in names)
+    assert sorted(a.controller for a in got) == sorted(f"ReplicaSet/{n}/web" for n in names)
     assert {instance for instance, _, _ in (await decided_by(store)).values()} == {"b"}
 
     # each member replays on its own, its second set of partitions included, deciding what it decided
@@ -159,7 +159,7 @@ async def test_a_reconciler_whose_lease_moved_on_commits_nothing(bus: Bus, store
         epochs = await leases.acquire(tx.conn, "a", [1], now=now, ttl=60)
     # "a" decides with an epoch it no longer holds (another member took the partition meanwhile)
     stale = Reconciler(bus, store, instance="a", partitions={1: epochs[1] - 1}, lease_ttl=60)
-    await publish(bus, namespace_event(name, 1))
+    await publish(bus, replicaset_event(name, 1))
     with pytest.raises(LeaseLost) as lost:
         await asyncio.wait_for(stale.run(), 20)
     assert lost.value.partitions == {1}
@@ -185,15 +185,15 @@ async def test_a_reconciler_whose_lease_moved_on_commits_nothing(bus: Bus, store
         rows = (await conn.execute(sa.text(
             "select d.controller_key, d.partition, d.lease_epoch from decisions d "
             "join outbox o on o.decision_id = d.id"))).all()
-    assert rows == [(f"StandIn/{name}", 1, epochs[1])]
+    assert rows == [(f"ReplicaSet/{name}/web", 1, epochs[1])]
 
 
 async def test_a_member_catches_up_when_the_history_ends_in_other_partitions(bus: Bus, store: Store) -> None:
     """Catching up is reaching the stream's end, whichever partition its last events are in."""
     names = namespaces_per_partition(1)
-    await publish(bus, namespace_event(names[1][0], 1))
+    await publish(bus, replicaset_event(names[1][0], 1))
     for group in (names[0], names[2], names[3]):
-        await publish(bus, namespace_event(group[0], 1))
+        await publish(bus, replicaset_event(group[0], 1))
     async with store.transaction() as tx:
         epochs = await leases.acquire(tx.conn, "a", [1], now=datetime.now(UTC), ttl=60)
         await tx.advance("reconciler", 1, 1)  # a previous owner committed partition 1's event
@@ -212,4 +212,4 @@ async def test_a_member_catches_up_when_the_history_ends_in_other_partitions(bus
         await asyncio.wait_for(task, 20)
     async with store.engine.connect() as conn:
         keys = (await conn.execute(sa.text("select controller_key from decisions"))).scalars().all()
-    assert keys == [f"StandIn/{names[1][0]}"]
+    assert keys == [f"ReplicaSet/{names[1][0]}/web"]

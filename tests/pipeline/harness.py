@@ -93,8 +93,15 @@ class Pipeline:
 
     # --- the cluster and the store -------------------------------------------------------------------
     def ask_for_pods(self, namespace: str, count: int) -> None:
-        code, body = self.sim.request("POST", "/api/v1/namespaces", {
-            "metadata": {"name": namespace, "annotations": {"kubus.io/stand-in-pods": str(count)}}})
+        """A new namespace with a ReplicaSet `web` (controller key `ReplicaSet/<namespace>/web`) of `count` pods."""
+        code, body = self.sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        assert code == 201, body
+        labels = {"app": "web"}
+        code, body = self.sim.request("POST", f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}]}}}})
         assert code == 201, body
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:

@@ -1,11 +1,10 @@
 """The event pipeline end to end, as deployed: nats-server, `kubus sim`, `kubus ingest`,
-`kubus reconcile` and `kubus execute` as separate processes, with the stand-in decision
-(a namespace annotation asking for N pods). Every test ends with exactly N pods: none missing,
-none duplicated, whatever was killed or failed on the way."""
+`kubus reconcile` and `kubus execute` as separate processes, with a ReplicaSet of N pods in a
+namespace of its own. Every test ends with exactly N pods: none missing, none duplicated, whatever
+was killed or failed on the way."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,19 +37,20 @@ def converged(p: Pipeline, namespace: str, count: int) -> None:
         return keys <= {r[0] for r in rows}
 
     wait_for(results_recorded, timeout=30, what="a succeeded result for every pod")
-    decisions = p.sql("select id, summary from decisions where controller_key = ?", f"StandIn/{namespace}")
-    created = [k for _, summary in decisions for k in json.loads(summary).get("creates", [])]
-    assert keys <= set(created), "every pod was decided in a recorded decision"
+    created = p.sql("select t.key from action_targets t join outbox o on o.key = t.action_key "
+                    "join decisions d on d.id = o.decision_id where t.action = 'create_pods' "
+                    "and d.controller_key = ?", f"ReplicaSet/{namespace}/web")
+    assert keys <= {k for (k,) in created}, "every pod was decided in a recorded decision"
     assert len(p.pods(namespace)) == count
 
 
 def test_pods_appear_with_decisions_actions_and_results_in_sql(pipeline: Pipeline) -> None:
-    """A namespace asking for N pods gets exactly N; decisions, outbox rows and results are queryable."""
+    """A ReplicaSet of N pods gets exactly N; decisions, outbox rows and results are queryable."""
     pipeline.start_all()
     pipeline.ask_for_pods("demo", PODS)
     converged(pipeline, "demo", PODS)
     sent = pipeline.sql("select count(*) from outbox o join decisions d on d.id = o.decision_id "
-                        "where o.state = 'sent' and d.controller_key = 'StandIn/demo'")
+                        "where o.state = 'sent' and d.controller_key = 'ReplicaSet/demo/web'")
     assert sent[0][0] >= 1
     events = pipeline.sql("select count(*) from observed_events where kind = 'Pod' and namespace = 'demo'")
     assert events[0][0] >= PODS

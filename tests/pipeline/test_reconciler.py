@@ -5,30 +5,29 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import msgspec
 import sqlalchemy as sa
 
+from kube.testing import replicaset
 from messages import codec, subjects
 from messages.actions import CreatePods
-from messages.observed import ADDED, ObservedEvent
-from reconciler.core import standin
+from messages.observed import ObservedEvent
 from reconciler.service import run_reconciler
 from runtime.bus import Bus
 from runtime.serving import Health
 from store.engine import open_store
+from tests.reconciler.builders import observed
 
 
-def namespace_event(name: str, pods: int, rv: str = "10") -> ObservedEvent:
-    obj = {"apiVersion": "v1", "kind": "Namespace",
-           "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": rv,
-                        "annotations": {standin.ANNOTATION: str(pods)}}}
-    return ObservedEvent(kind="Namespace", type=ADDED, name=name, uid=f"uid-{name}", resource_version=rv,
-                         observed_at="2026-01-01T00:00:00.000000Z", ingest="test",
-                         object=msgspec.Raw(msgspec.json.encode(obj)))
+def replicaset_event(namespace: str, pods: int, rv: str = "10") -> ObservedEvent:
+    """A ReplicaSet `web` asking for `pods` pods in `namespace`, its status up to date: its sync issues one
+    CreatePods and nothing else (no status write)."""
+    rs = replicaset("web").ns(namespace).rv(rv).selector(app="web").replicas(pods).observed_generation(1).build()
+    rs.status.terminating_replicas = 0  # as the sync counts them (DeploymentReplicaSetTerminatingReplicas is on)
+    return observed(rs)
 
 
 async def publish(bus: Bus, event: ObservedEvent) -> None:
-    subject = subjects.event_subject(subjects.CLUSTER, event.kind, event.uid, bus.prefix)
+    subject = subjects.event_subject(bus.partition_of(event.namespace), event.kind, event.uid, bus.prefix)
     await bus.js.publish(subject, codec.encode(event), headers={"Nats-Msg-Id": event.msg_id})
 
 
@@ -50,17 +49,17 @@ async def actions(bus: Bus, want: int, timeout: float = 10.0) -> list[CreatePods
     return seen
 
 
-async def test_annotation_becomes_one_create_action_and_sql_rows(bus: Bus, tmp_path: Path) -> None:
-    """A namespace asking for 3 pods yields one CreatePods of 3, recorded as decision, outbox and position."""
+async def test_replicaset_becomes_one_create_action_and_sql_rows(bus: Bus, tmp_path: Path) -> None:
+    """A ReplicaSet asking for 3 pods yields one CreatePods of 3, recorded as decision, outbox and position."""
     store = await open_store(None, str(tmp_path))
     task = asyncio.create_task(run_reconciler(bus, store, Health()))
     try:
-        await publish(bus, namespace_event("demo", 3))
+        await publish(bus, replicaset_event("demo", 3))
         got = await actions(bus, 1)
         assert len(got) == 1 and len(got[0].pods) == 3
-        assert got[0].decision_id > 0 and got[0].controller == "StandIn/demo"
+        assert got[0].decision_id > 0 and got[0].controller == "ReplicaSet/demo/web"
         # the same event again (a redelivery, a replay) decides nothing new
-        await publish(bus, namespace_event("demo", 3, rv="11"))
+        await publish(bus, replicaset_event("demo", 3, rv="11"))
         assert await actions(bus, 1, timeout=1.5) == []
     finally:
         task.cancel()
@@ -70,6 +69,6 @@ async def test_annotation_becomes_one_create_action_and_sql_rows(bus: Bus, tmp_p
         outbox = (await conn.execute(sa.text("select state from outbox"))).all()
         positions = (await conn.execute(sa.text("select stream_seq from consumer_positions"))).all()
     await store.close()
-    assert [d[0] for d in decisions] == ["StandIn/demo", "StandIn/demo"]
+    assert [d[0] for d in decisions] == ["ReplicaSet/demo/web", "ReplicaSet/demo/web"]
     assert [o[0] for o in outbox] == ["sent"]
     assert positions == [(2,)]

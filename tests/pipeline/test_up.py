@@ -3,6 +3,7 @@ embedded nats-server and SQLite, serving /metrics, /healthz and /readyz."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_up_sim_converges_and_reports(tmp_path: Path) -> None:
-    """Everything in one process: kubectl sees the nodes, the stand-in's pods appear, /readyz passes
+    """Everything in one process: kubectl sees the nodes, a ReplicaSet's pods appear, /readyz passes
     and /metrics counts what happened; SIGTERM stops it cleanly."""
     port = free_port()
     kubeconfig = tmp_path / "kubeconfig"
@@ -42,13 +43,17 @@ def test_up_sim_converges_and_reports(tmp_path: Path) -> None:
         kubectl = Kubectl(kubeconfig)
         assert len(kubectl.json("get", "nodes")["items"]) == 3
         kubectl("create", "namespace", "demo")
-        kubectl("annotate", "namespace", "demo", "kubus.io/stand-in-pods=4")
+        labels = {"app": "web"}
+        kubectl("apply", "-n", "demo", "-f", "-", input=json.dumps({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": 4, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}))
         wait_for(lambda: len(kubectl.json("get", "pods", "-n", "demo")["items"]) == 4, timeout=30,
-                 what="4 stand-in pods")
+                 what="the ReplicaSet's 4 pods")
         status, metrics = get(f"{base}/metrics")
         assert status == 200
         for needle in ('kubus_ingest_events_total{kind="Pod",type="ADDED"}',
-                       'controller_runtime_reconcile_total{controller="StandIn",result="success"}',
+                       'controller_runtime_reconcile_total{controller="ReplicaSet",result="success"}',
                        'kubus_actions_total{action="create_pods",outcome="succeeded"} 4.0'):
             assert needle in metrics, needle
         assert get(f"{base}/healthz")[0] == 200

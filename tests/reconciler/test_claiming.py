@@ -16,7 +16,7 @@ from kube.template import PodTemplateSpec
 from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
-from reconciler.core.claiming import Claim, claim_pods, filter_claimed
+from reconciler.core.claiming import Claim, claim_pods
 from reconciler.core.podtemplate import (
     ALPHABET,
     MAX_GENERATED_NAME_LENGTH,
@@ -112,22 +112,6 @@ def test_filters_apply_after_the_selector() -> None:
     pods = [make("keep", PRODUCTION, CTRL), make("drop", PRODUCTION, CTRL), make("orphan-drop", PRODUCTION)]
     claim = claim_pods(CTRL, SELECTOR, pods, filters=[lambda p: p.metadata.name == "keep"])
     assert claim == Claim(claimed=[pods[0]], adopt=[], release=[pods[1]])
-
-
-@pytest.mark.parametrize(
-    ("pods", "expected"),
-    [
-        pytest.param([make("mine", PRODUCTION, CTRL)], ["mine"], id="owned-and-matching"),
-        pytest.param([make("orphan", PRODUCTION)], [], id="orphans-are-never-adopted"),
-        pytest.param([make("other", PRODUCTION, OTHER)], [], id="someone-elses"),
-        pytest.param([make("relabelled", TESTING, CTRL)], [], id="owned-but-not-matching"),
-        pytest.param([make("a", PRODUCTION, CTRL, deleting=True), make("b", PRODUCTION, CTRL)], ["a", "b"],
-                     id="terminating-pods-count"),
-    ],
-)
-def test_filter_claimed(pods: list[Pod], expected: list[str]) -> None:
-    """FilterClaimedPods: the terminating pods a ReplicaSet reports are its own, still matching ones."""
-    assert names(filter_claimed(CTRL, SELECTOR, pods)) == expected
 
 
 # --- GetPodFromTemplate -------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
+from messages.observed import ADDED, ObservedEvent
 from reconciler.controllers import REVISION_WRITE_WAIT, Controllers, Decided, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
@@ -613,6 +614,24 @@ def test_replayed_changes_only_observe_expectations() -> None:
     replayed_rs = cluster.apply(rs, "MODIFIED", seq=1)
     controllers.observe([replayed_rs], NOW)
     assert len(controllers.queue) == 0
+
+
+def test_a_namespace_annotated_for_the_removed_stand_in_creates_nothing() -> None:
+    """Namespaces are not read: a Namespace event an older ingest published with the stand-in's annotation
+    changes no cache and syncs nothing, nor does a stand-in's result still on the bus."""
+    cluster, controllers = engine()
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "demo", "uid": "uid-demo", "resourceVersion": "7", "annotations": {"kubus.io/stand-in-pods": "3"}}}
+    event = ObservedEvent(kind="Namespace", type=ADDED, name="demo", uid="uid-demo", resource_version="7",
+                          observed_at="2026-03-15T12:00:00.000000Z", ingest="test",
+                          object=msgspec.Raw(msgspec.json.encode(body)))
+    assert cluster.cache.apply(event, 1) is None
+    controllers.resync_all()
+    controllers.results([ActionResult(key="StandIn/demo/1/0", action_key="StandIn/demo@1/create", action="create_pods",
+                                      decision_id=1, controller="StandIn/demo", outcome=FAILED, code=500,
+                                      finished_at=format_micro_time(NOW))], NOW)
+    outcome = sync(controllers, NOW + timedelta(minutes=5))
+    assert outcome.decisions == [] and outcome.expectations == {}
 
 
 def test_resync_all_enqueues_every_replicaset() -> None:

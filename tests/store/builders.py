@@ -11,7 +11,6 @@ from store.events import ObservedEvent
 from store.expectations import Expectations
 from store.outbox import OutboxRow
 from store.results import ActionResult
-from store.revisions import Revision
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -72,5 +71,3 @@ def backoff(key: str, delay: float = 1.0, *, updated: float = 0) -> Backoff:
     return Backoff(key=key, delay_seconds=delay, last_update=at(updated))
 
 
-def revision(name: str, number: int, *, ds_uid: str = "ds-uid", created: float = 0) -> Revision:
-    return Revision(ds_uid=ds_uid, name=name, revision=number, hash=f"hash-{number}", created_at=at(created))

@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
 from store import migrating
+from store.audit_views import VIEWS, view_metadata
 from store.engine import SchemaMismatch, Store, current, open_store, upgrade
 from store.tables import metadata
 
@@ -48,6 +49,18 @@ async def test_migrated_schema_matches_the_tables_module(store: Store) -> None:
 
     async with store.engine.connect() as conn:
         assert await conn.run_sync(diff) == []
+
+
+async def test_migrated_views_have_the_columns_store_audit_views_queries(store: Store) -> None:
+    """The views the migrations create (with SQL of their own) have exactly the columns, in order, of the tables
+    store/audit_views.py describes them with for the queries in store/audit.py."""
+    def columns(conn: Connection) -> dict[str, list[str]]:
+        inspector = sa.inspect(conn)
+        return {name: [c["name"] for c in inspector.get_columns(name)] for name in inspector.get_view_names()}
+
+    async with store.engine.connect() as conn:
+        assert await conn.run_sync(columns) == {
+            name: [c.name for c in view_metadata.tables[name].columns] for name in VIEWS}
 
 
 async def test_downgrade_then_open(store: Store, backend: str, db_url: str, tmp_path: Path) -> None:

@@ -52,17 +52,15 @@ async def test_pending_is_oldest_first_and_mark_sent_removes(store: Store, clock
     assert (sent["late"].state, sent["late"].sent_at, sent["late"].created_at) == ("pending", None, at(3))
 
 
-async def test_mark_sent_and_count_attempt_touch_pending_rows_only(store: Store) -> None:
-    """Marking twice changes nothing the second time; a failed publish counts an attempt."""
+async def test_mark_sent_touches_pending_rows_only(store: Store) -> None:
+    """Marking twice changes nothing the second time."""
     decision_id = await new_decision(store)
     async with store.transaction() as tx:
         await tx.enqueue([action("a", decision_id), action("b", decision_id)])
-    await store.count_attempt(["a", "b"])
     assert await store.mark_sent(["a"]) == 1
     assert await store.mark_sent(["a", "unknown"]) == 0
-    await store.count_attempt(["a"])
     assert {r.key: (r.state, r.attempts) for r in await store.outbox_for(decision_id)} == {
-        "a": ("sent", 2), "b": ("pending", 1)}
+        "a": ("sent", 1), "b": ("pending", 0)}
 
 
 async def test_outbox_rows_need_their_decision(store: Store) -> None:

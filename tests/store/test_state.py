@@ -1,4 +1,4 @@
-"""Reconciler state: positions, expectations, failed-pod backoff, the revision ledger, observed events
+"""Reconciler state: positions, expectations, failed-pod backoff, observed events
 and decisions."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.engine import Store
-from tests.store.builders import FakeClock, at, backoff, decision, event, expectations, revision
+from tests.store.builders import FakeClock, at, backoff, decision, event, expectations
 
 
 async def test_positions_start_at_zero_and_never_go_back(store: Store, clock: FakeClock) -> None:
@@ -60,21 +60,6 @@ async def test_backoff_put_get_and_gc(store: Store) -> None:
         assert await tx.gc_backoff(at(60)) == 1
     async with store.transaction() as tx:
         assert set(await tx.load_backoff(["ds/1/n1", "ds/1/n2", "ds/1/n3"])) == {"ds/1/n2"}
-
-
-async def test_revision_ledger(store: Store) -> None:
-    """Revisions upsert by (ds_uid, name), keep their creation time, list in revision order."""
-    async with store.transaction() as tx:
-        await tx.save_revisions([revision("ds-b", 2, created=2), revision("ds-a", 1, created=1),
-                                 revision("other-a", 1, ds_uid="other")])
-        await tx.save_revisions([revision("ds-a", 3, created=9)])  # an old template came back
-    async with store.transaction() as tx:
-        assert await tx.load_revisions("ds-uid") == [revision("ds-b", 2, created=2), revision("ds-a", 3, created=1)]
-        await tx.delete_revisions("ds-uid", ["ds-b"])
-        assert [r.name for r in await tx.load_revisions("ds-uid")] == ["ds-a"]
-        await tx.delete_revisions("ds-uid")
-        assert await tx.load_revisions("ds-uid") == []
-        assert len(await tx.load_revisions("other")) == 1
 
 
 async def test_observed_events_are_recorded_once(store: Store, clock: FakeClock) -> None:

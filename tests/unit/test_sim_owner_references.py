@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient
 
 from sim import resources as R
 from sim.resources import Resource
-from sim.validation import validate
+from sim.validating import validate
 
 Client = TestClient[Any, Any]
 Refs = list[dict[str, Any]]

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from sim.defaulting import default_object
-from sim.validation import FieldError, format_invalid_message, validate
+from sim.validating import validate
+from sim.validation import FieldError, format_invalid_message
 
 SUBDOMAIN_REGEX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 SUBDOMAIN_MESSAGE = (

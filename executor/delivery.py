@@ -1,0 +1,47 @@
+"""One delivery of one action: the API to apply it with, the process's event recorder, and where the
+results go (`Delivery.emit` turns an `Effect` into the published `ActionResult`).
+
+Apart from executor/effects.py so that the events (executor/events.py), which deliveries carry,
+and the effects, which both use, import one way: effects <- events <- delivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from executor.effects import Effect
+from executor.events import EventRecorder
+from executor.kubeapi import KubeApi
+from kube.times import format_micro_time
+from messages.actions import Action, ActionResult
+
+Report = Callable[[ActionResult], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of one action: the API to apply it with and where its results go."""
+
+    api: KubeApi
+    action: Action
+    number: int  # JetStream's delivery count, 1 on the first
+    final: bool  # the last delivery: an unknown outcome is reported as failed, not redelivered
+    executor: str
+    report: Report
+    now: Callable[[], datetime]
+    events: EventRecorder  # the process's one recorder: its spam filter is shared by every delivery
+
+    @property
+    def tag(self) -> str:
+        return str(type(self.action).__struct_config__.tag)
+
+    async def emit(self, key: str, effect: Effect, subject: str) -> None:
+        action = self.action
+        await self.report(ActionResult(
+            key=key, action_key=action.key, action=self.tag, decision_id=action.decision_id,
+            controller=action.controller, outcome=effect.outcome, code=effect.code, reason=effect.reason,
+            message=effect.message, object_uid=effect.object_uid, resource_version=effect.resource_version,
+            executor=self.executor, attempts=self.number, finished_at=format_micro_time(self.now()),
+            subject=subject))
