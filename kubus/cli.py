@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline_command.add_parsers(sub)
     replay_command.add_parsers(sub)
     try:
-        from store.cli import add_parser as add_db_parser
+        from kubus.db_command import add_parser as add_db_parser
     except ImportError:  # the store package is optional for `kubus sim` alone
         pass
     else:

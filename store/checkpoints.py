@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import sql
 from store.tables import ingest_checkpoints as t
-
-if TYPE_CHECKING:  # store.engine imports this module
-    from store.engine import Store
 
 
 async def load(conn: AsyncConnection, kind: str) -> str | None:
@@ -32,11 +29,19 @@ async def save(conn: AsyncConnection, kind: str, resource_version: str, *, at: d
     await sql.upsert(conn, t, [row], update=["resource_version", "updated_at"])
 
 
+class CheckpointStore(Protocol):
+    """What SqlCheckpoints needs of the store (store.engine.Store, which imports this module)."""
+
+    async def checkpoint(self, kind: str) -> str | None: ...
+
+    async def save_checkpoint(self, kind: str, resource_version: str) -> None: ...
+
+
 class SqlCheckpoints:
     """Ingest's resume points in the SQL store: the SQL adapter of ingest.checkpoints.Checkpoints (what
     `kubus ingest` and `kubus up` use, so that a restarted ingest resumes where the store says)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: CheckpointStore):
         self.store = store
 
     async def get(self, kind: str) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from store import cli
+from kubus import db_command as cli
 from store.engine import DatabaseUnavailable, open_store
 
 
