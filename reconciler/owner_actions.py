@@ -4,16 +4,25 @@ recorded against, and the claim patches (adopt with an owner re-check, release).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import msgspec
 
 from kube.core import Pod
 from kube.meta import ObjectMeta
 from kube.ownership import adopt_patch, release_patch
-from messages.actions import Adoption, OwnerCheck, PatchPod
+from messages.actions import Action, Adoption, OwnerCheck, PatchPod
+from reconciler.audit_targets import Target
 
 _encode = msgspec.json.encode
+
+
+class Planned(NamedTuple):
+    """A plan's actions, with the audit targets of the objects they carry encoded (pods and revisions to create,
+    the object events are about), as the planner knew them: the commit need not decode them again."""
+
+    actions: list[Action]
+    targets: dict[str, Target]  # effect key -> target (see reconciler.audit_targets.targets_of)
 
 
 class Common(TypedDict):

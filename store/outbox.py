@@ -15,23 +15,12 @@ from typing import Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reconciler.audit_targets import Target
 from store import sql
 from store.tables import action_targets
 from store.tables import outbox as t
 
 State = Literal["pending", "sent"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    """An object an outbox row acts on, for the audit trail (table action_targets): one per effect."""
-
-    key: str  # the effect's idempotency key: a pod's key within a CreatePods, else the action's key
-    action: str  # the action's tag, e.g. create_pods
-    kind: str
-    namespace: str  # "" for cluster-scoped objects
-    name: str  # "" when the action does not name it
-    uid: str | None = None  # the uid the action is conditioned on; None for creates
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
