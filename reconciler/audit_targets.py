@@ -14,7 +14,7 @@ migration's backfill) is decoded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 import msgspec
@@ -46,7 +46,6 @@ class Target:
     uid: str | None = None  # the uid the action is conditioned on; None for creates
 
 
-Known = Mapping[str, Target]  # effect key -> its target, as the planner knew it
 class _Meta(msgspec.Struct):
     name: str = ""
     generateName: str = ""
@@ -84,17 +83,19 @@ def _tag(cls: type[Action]) -> str:
 
 
 # --- what a planner knows of the objects it encodes (what targets_of would otherwise decode) ---------------
-def pod_to_create(key: str, namespace: str, body: Mapping[str, Any]) -> Target:
-    """A pod of a CreatePods, from the body the planner is about to encode."""
+@dataclass(slots=True)
+class Known:
+    """What a planner knew of the objects it encoded into its actions: the names of the pods and revisions it
+    creates (by effect key; the rest of their targets is the action's), and the objects its events are about."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, Target] = field(default_factory=dict)
+
+
+def name_in(body: Mapping[str, Any]) -> str:
+    """The name of the object a create's body carries, as targets_of reads it from the encoded body."""
     meta = body.get("metadata") or {}
-    return Target(key=key, action=_tag(CreatePods), kind="Pod", namespace=namespace,
-                  name=meta.get("name") or meta.get("generateName") or "")
-
-
-def revision_to_create(key: str, namespace: str, name: str) -> Target:
-    """The revision of a CreateControllerRevision, by the name in its body."""
-    return Target(key=key, action=_tag(CreateControllerRevision), kind="ControllerRevision", namespace=namespace,
-                  name=name)
+    return str(meta.get("name") or meta.get("generateName") or "")
 
 
 def event_on(key: str, namespace: str, kind: str, involved_namespace: str, name: str, uid: str) -> Target:
@@ -104,20 +105,20 @@ def event_on(key: str, namespace: str, kind: str, involved_namespace: str, name:
 
 
 def targets_of(action: Action, known: Known | None = None) -> list[Target]:
-    """The action's effects and the object each is on; `known` holds those the planner named (the others
-    inside encoded bodies are decoded)."""
+    """The action's effects and the object each is on; what `known` does not say of the objects inside
+    encoded bodies is decoded."""
     t = tag(action)
-    known = known or {}
+    names: Mapping[str, str] = {} if known is None else known.names
     if isinstance(action, CreatePods):
-        return [known.get(p.key) or Target(key=p.key, action=t, kind="Pod", namespace=action.namespace,
-                                           name=_name(p.pod))
+        return [Target(key=p.key, action=t, kind="Pod", namespace=action.namespace,
+                       name=names[p.key] if p.key in names else _name(p.pod))
                 for p in action.pods]
     if isinstance(action, DeletePod | PatchPod):
         return [Target(key=action.key, action=t, kind="Pod", namespace=action.namespace, name=action.name,
                        uid=action.uid)]
     if isinstance(action, CreateControllerRevision):
-        return [known.get(action.key) or Target(key=action.key, action=t, kind="ControllerRevision",
-                                                namespace=action.namespace, name=_name(action.revision))]
+        name = names[action.key] if action.key in names else _name(action.revision)
+        return [Target(key=action.key, action=t, kind="ControllerRevision", namespace=action.namespace, name=name)]
     if isinstance(action, PatchControllerRevision | DeleteControllerRevision):
         return [Target(key=action.key, action=t, kind="ControllerRevision", namespace=action.namespace,
                        name=action.name, uid=action.uid)]
@@ -128,7 +129,7 @@ def targets_of(action: Action, known: Known | None = None) -> list[Target]:
         return [Target(key=action.key, action=t, kind="DaemonSet", namespace=action.namespace, name=action.name,
                        uid=action.uid)]
     if isinstance(action, RecordEvent):
-        if (target := known.get(action.key)) is not None:
+        if known is not None and (target := known.targets.get(action.key)) is not None:
             return [target]
         try:
             ref = _reference.decode(bytes(action.involved))

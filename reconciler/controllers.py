@@ -31,7 +31,7 @@ from messages.actions import (
     CreatePods,
     PodToCreate,
 )
-from reconciler.audit_targets import Target
+from reconciler.audit_targets import Known
 from reconciler.cache import Cache, Change, Namespace
 from reconciler.core import standin
 from reconciler.core.daemonset import handlers as ds_handlers
@@ -108,8 +108,7 @@ class Decided:
     summary: dict[str, Any]
     duration_ms: float
     actions: list[Action] = field(default_factory=list)
-    # effect key -> audit target, for the objects the actions carry encoded (see owner_actions.Planned)
-    known_targets: dict[str, Target] = field(default_factory=dict)
+    known: Known = field(default_factory=Known)  # of the objects the actions carry encoded (owner_actions.Planned)
 
 
 @dataclass
@@ -396,7 +395,7 @@ class Controllers:
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
-        decided.actions, decided.known_targets = ds_plan_actions(plan, correlation, now_iso, write_status)
+        decided.actions, decided.known = ds_plan_actions(plan, correlation, now_iso, write_status)
         if write_status and plan.status is not None:
             self.status_in_flight[key] = (f"{correlation}/status", plan.status)
         for bad in plan.warnings:
@@ -479,7 +478,7 @@ class Controllers:
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
-        decided.actions, decided.known_targets = plan_actions(plan, correlation, now_iso, write_status)
+        decided.actions, decided.known = plan_actions(plan, correlation, now_iso, write_status)
         if write_status and plan.status is not None:
             self.status_in_flight[key] = (f"{correlation}/status", plan.status)
         for bad in plan.warnings:

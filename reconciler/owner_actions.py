@@ -12,17 +12,17 @@ from kube.core import Pod
 from kube.meta import ObjectMeta
 from kube.ownership import adopt_patch, release_patch
 from messages.actions import Action, Adoption, OwnerCheck, PatchPod
-from reconciler.audit_targets import Target
+from reconciler.audit_targets import Known
 
 _encode = msgspec.json.encode
 
 
 class Planned(NamedTuple):
-    """A plan's actions, with the audit targets of the objects they carry encoded (pods and revisions to create,
-    the object events are about), as the planner knew them: the commit need not decode them again."""
+    """A plan's actions, with what it knew of the objects they carry encoded (the pods and revisions they
+    create, the object their events are about): their audit targets need no decoding."""
 
     actions: list[Action]
-    targets: dict[str, Target]  # effect key -> target (see reconciler.audit_targets.targets_of)
+    known: Known
 
 
 class Common(TypedDict):

@@ -17,7 +17,7 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
-from reconciler.audit_targets import Target, event_on, pod_to_create
+from reconciler.audit_targets import Known, event_on, name_in
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.sync import COMPONENT, Plan
 from reconciler.owner_actions import Common, Planned, adoption, claim_actions, object_reference
@@ -35,12 +35,12 @@ def status_body(plan: Plan) -> dict[str, object]:
 def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: bool) -> Planned:
     rs = plan.rs
     if rs is None:
-        return Planned([], {})
+        return Planned([], Known())
     meta = rs.metadata
     common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
     owner = object_reference(KIND, API_VERSION, meta)
     actions: list[Action] = []
-    targets: dict[str, Target] = {}
+    known = Known()
     adopting = {pod.metadata.uid for pod in plan.adopt}
     deleted = {pod.metadata.uid for pod in plan.deletes}
     actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common, deleted))
@@ -48,7 +48,7 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=meta.namespace, owner=owner, component=COMPONENT,
             pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for k, body in plan.creates], **common))
-        targets.update((k, pod_to_create(k, meta.namespace, body)) for k, body in plan.creates)
+        known.names.update((k, name_in(body)) for k, body in plan.creates)
     for pod in plan.deletes:
         uid = pod.metadata.uid
         actions.append(DeletePod(
@@ -67,5 +67,5 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
         actions.append(RecordEvent(
             key=key, namespace=meta.namespace, involved=owner, type="Warning",
             reason=bad.reason, message=bad.message, component=COMPONENT, **common))
-        targets[key] = event_on(key, meta.namespace, KIND, meta.namespace, meta.name, meta.uid)
-    return Planned(actions, targets)
+        known.targets[key] = event_on(key, meta.namespace, KIND, meta.namespace, meta.name, meta.uid)
+    return Planned(actions, known)

@@ -105,7 +105,7 @@ class Sync:
     def targets(self, action: Action) -> list[Target]:
         """The objects the action acts on, for the audit trail. Computed when a store asks: a replay's copy of
         the store keeps no audit trail and does not pay for one."""
-        return targets_of(action, self.decided.known_targets)
+        return targets_of(action, self.decided.known)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -181,7 +181,7 @@ async def test_each_action_is_written_with_its_audit_targets(port: Adapter) -> N
     d.actions.append(RecordEvent(key=f"{d.correlation_id}/event/0", decision_id=0, controller=d.controller_key,
                                  issued_at="2025-01-01T12:00:00.000000Z", namespace="ns", involved=msgspec.Raw(b"{}"),
                                  type="Normal", reason="Test", message="", component="test"))
-    d.known_targets[f"{d.correlation_id}/event/0"] = event_on(f"{d.correlation_id}/event/0", "ns", "ReplicaSet",
+    d.known.targets[f"{d.correlation_id}/event/0"] = event_on(f"{d.correlation_id}/event/0", "ns", "ReplicaSet",
                                                               "ns", "web", "rs-1")
     await write(port, commit(decisions=[sync(d)]))
     assert await recorded_targets(port) == [
