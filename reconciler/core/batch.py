@@ -123,7 +123,7 @@ class Commit:
     backoff_gc_before: datetime | None = None  # drop the backoff entries last updated before this
     decisions: list[Sync] = field(default_factory=list)
     start_tick: Tick | None = None  # the start's tick, with its first commit
-    batch: _BatchTick | None = None
+    batch: BatchTick | None = None
 
     @property
     def acts(self) -> bool:
@@ -140,7 +140,7 @@ class Commit:
 
 
 @dataclass(frozen=True, slots=True)
-class _BatchTick:
+class BatchTick:
     """What a batch's tick records: the controllers' inputs (see reconciler.core.ticks)."""
 
     instance: str
@@ -219,7 +219,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         expectations_deleted=sorted(outcome.expectations_deleted), backoff=outcome.backoff,
         backoff_gc_before=gc_cutoff(now) if step.collect else None,
         decisions=[_sync(state, decided) for decided in outcome.decisions], start_tick=start_tick,
-        batch=_BatchTick(state.instance, now, caught_up, min(seqs, default=None), max(seqs, default=None),
+        batch=BatchTick(state.instance, now, caught_up, min(seqs, default=None), max(seqs, default=None),
                          state.partitions, results))
 
 
