@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from runtime import flags
 from store import audit
 from store.audit import Row, Window
+from store.port import AuditPort
 from store.retention import parse_duration
 from store.urls import DB_FILE
 
@@ -169,34 +170,38 @@ async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
     except DatabaseUnavailable as exc:
         raise BadInput(str(exc)) from None
     try:
-        async with store.engine.connect() as conn:
-            if question == "pod":
-                assert subject is not None
-                pod = await audit.pod_history(conn, *subject)
-                if pod is None:
-                    raise Unknown(f"no pod {args.pod} in the audit trail: no action and no watch event names it "
-                                  f"(in {store.label})")
-                return FOUND, render_json(pod_json(pod)) if args.json else render_pod(pod)
-            if question == "controller":
-                assert subject is not None
-                ctl = await audit.controller_history(conn, *subject, kind=args.kind, window=window, limit=args.limit)
-                if ctl is None:
-                    what = args.kind or " or ".join(audit.CONTROLLER_KINDS)
-                    raise Unknown(f"no {what} {args.controller} in the audit trail: no decision and no watch event "
-                                  f"names it (in {store.label})")
-                return FOUND, render_json(controller_json(ctl)) if args.json else render_controller(ctl, window)
-            if question == "failures":
-                rows = await audit.failures(conn, window, args.limit, args.controller)
-                return FOUND, render_json(rows) if args.json else render_failures(rows, window)
-            if question == "slowest":
-                rows = await audit.slowest(conn, window, args.limit)
-                return FOUND, render_json(rows) if args.json else render_slowest(rows, window)
-            rows = await audit.created_per_minute(conn, window)
-            return FOUND, render_json(rows) if args.json else render_per_minute(rows, window)
+        return await _ask(store, args, question, subject, window)
     except sa.exc.DBAPIError as exc:
         raise BadInput(f"querying {store.label} failed: {exc.orig}") from None
     finally:
         await store.close()
+
+
+async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subject: tuple[str, str] | None,
+               window: Window) -> tuple[int, str]:
+    if question == "pod":
+        assert subject is not None
+        pod = await trail.pod_history(*subject)
+        if pod is None:
+            raise Unknown(f"no pod {args.pod} in the audit trail: no action and no watch event names it "
+                          f"(in {trail.label})")
+        return FOUND, render_json(pod_json(pod)) if args.json else render_pod(pod)
+    if question == "controller":
+        assert subject is not None
+        ctl = await trail.controller_history(*subject, kind=args.kind, window=window, limit=args.limit)
+        if ctl is None:
+            what = args.kind or " or ".join(audit.CONTROLLER_KINDS)
+            raise Unknown(f"no {what} {args.controller} in the audit trail: no decision and no watch event "
+                          f"names it (in {trail.label})")
+        return FOUND, render_json(controller_json(ctl)) if args.json else render_controller(ctl, window)
+    if question == "failures":
+        rows = await trail.failures(window, args.limit, args.controller)
+        return FOUND, render_json(rows) if args.json else render_failures(rows, window)
+    if question == "slowest":
+        rows = await trail.slowest(window, args.limit)
+        return FOUND, render_json(rows) if args.json else render_slowest(rows, window)
+    rows = await trail.created_per_minute(window)
+    return FOUND, render_json(rows) if args.json else render_per_minute(rows, window)
 
 
 def _check_database_exists(url: str | None, data_dir: str) -> None:

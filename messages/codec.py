@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from messages.actions import Action, ActionResult
 from messages.observed import SCHEMA_VERSION, ObservedEvent
 
-T = TypeVar("T")
+
+class _Versioned(Protocol):
+    @property
+    def v(self) -> int: ...
+
+
+V = TypeVar("V", bound=_Versioned)
 
 _encoder = msgspec.json.Encoder()
 _observed = msgspec.json.Decoder(ObservedEvent)
@@ -32,18 +38,27 @@ def encode(message: Any) -> bytes:
     return _encoder.encode(message)
 
 
-def _decode(data: bytes, decoder: msgspec.json.Decoder[T], what: str) -> T:
+def _decode(data: bytes, decoder: msgspec.json.Decoder[V], what: str) -> V:
+    """The message, parsed once: its schema version is a field of it. Only a message that does not decode is
+    parsed a second time, for its version alone, to tell one from a newer kubus from a malformed one."""
     try:
-        version = _version.decode(data).v
-    except msgspec.DecodeError as exc:
-        raise BadMessage(f"not a {what} message: {exc}") from None
-    if version > SCHEMA_VERSION:
-        raise BadMessage(f"{what} message has schema version {version}; this kubus understands "
-                         f"up to {SCHEMA_VERSION}: upgrade this process")
-    try:
-        return decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BadMessage(f"malformed {what} message: {exc}") from None
+        message = decoder.decode(data)
+    except msgspec.DecodeError as malformed:
+        try:
+            version = _version.decode(data).v
+        except msgspec.DecodeError as exc:
+            raise BadMessage(f"not a {what} message: {exc}") from None
+        if version > SCHEMA_VERSION:
+            raise _too_new(what, version) from None
+        raise BadMessage(f"malformed {what} message: {malformed}") from None
+    if message.v > SCHEMA_VERSION:
+        raise _too_new(what, message.v)
+    return message
+
+
+def _too_new(what: str, version: int) -> BadMessage:
+    return BadMessage(f"{what} message has schema version {version}; this kubus understands "
+                      f"up to {SCHEMA_VERSION}: upgrade this process")
 
 
 def decode_observed(data: bytes) -> ObservedEvent:

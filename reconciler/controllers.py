@@ -29,6 +29,7 @@ from messages.actions import (
     Action,
     ActionResult,
 )
+from reconciler.audit_targets import Known
 from reconciler.cache import Cache, Change
 from reconciler.core.daemonset import handlers as ds_handlers
 from reconciler.core.daemonset.backoff import BACKOFF_GC_INTERVAL, FailedPodBackoff
@@ -104,6 +105,7 @@ class Decided:
     summary: dict[str, Any]
     duration_ms: float
     actions: list[Action] = field(default_factory=list)
+    known: Known = field(default_factory=Known)  # of the objects the actions carry encoded (owner_actions.Planned)
 
 
 @dataclass
@@ -384,7 +386,7 @@ class Controllers:
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
-        decided.actions = ds_plan_actions(plan, correlation, now_iso, write_status)
+        decided.actions, decided.known = ds_plan_actions(plan, correlation, now_iso, write_status)
         if write_status and plan.status is not None:
             self.status_in_flight[key] = (f"{correlation}/status", plan.status)
         for bad in plan.warnings:
@@ -467,7 +469,7 @@ class Controllers:
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after, now)
         write_status = plan.status is not None and key not in self.status_in_flight
-        decided.actions = plan_actions(plan, correlation, now_iso, write_status)
+        decided.actions, decided.known = plan_actions(plan, correlation, now_iso, write_status)
         if write_status and plan.status is not None:
             self.status_in_flight[key] = (f"{correlation}/status", plan.status)
         for bad in plan.warnings:

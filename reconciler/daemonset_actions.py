@@ -24,9 +24,10 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
+from reconciler.audit_targets import Known, event_on, name_in
 from reconciler.core.daemonset.handlers import API_VERSION, KIND
 from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
-from reconciler.owner_actions import Common, adoption, claim_actions, object_reference
+from reconciler.owner_actions import Common, Planned, adoption, claim_actions, object_reference
 
 _encode = msgspec.json.encode
 
@@ -39,15 +40,16 @@ def status_body(plan: DaemonSetPlan) -> dict[str, object]:
     return body
 
 
-def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_status: bool) -> list[Action]:
+def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_status: bool) -> Planned:
     ds = plan.ds
     if ds is None:
-        return []
+        return Planned([], Known())
     meta = ds.metadata
     common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
     owner = object_reference(KIND, API_VERSION, meta)
     ns = meta.namespace
     actions: list[Action] = []
+    known = Known()
     # orphans this sync claims and then patches or deletes are adopted by that action first (adopt_first):
     # upstream's claim has adopted them before it touches them
     adopting_revisions = {rev.metadata.uid for rev in plan.revision_adopt}
@@ -78,9 +80,9 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
             patch_type="merge", patch=msgspec.Raw(patch), adopt_first=first(rev.metadata.uid, adopting_revisions),
             **common))
     for rev, body in zip(plan.revision_creates, plan.revision_bodies, strict=True):
-        actions.append(CreateControllerRevision(
-            key=f"{correlation}/create-revision/{rev.metadata.name}", namespace=ns, revision=msgspec.Raw(body),
-            **common))
+        key = f"{correlation}/create-revision/{rev.metadata.name}"
+        actions.append(CreateControllerRevision(key=key, namespace=ns, revision=msgspec.Raw(body), **common))
+        known.names[key] = rev.metadata.name or rev.metadata.generate_name
     if plan.collision_count is not None:
         actions.append(BumpCollisionCount(
             key=f"{correlation}/collision-count/{plan.collision_count}", namespace=ns, name=meta.name,
@@ -96,6 +98,7 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=ns, owner=owner, component=COMPONENT,
             pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for _, k, body in plan.creates], **common))
+        known.names.update((k, name_in(body)) for _, k, body in plan.creates)
     for pod in plan.deletes:
         actions.append(DeletePod(
             key=f"{correlation}/delete/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
@@ -106,13 +109,17 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
             key=f"{correlation}/delete-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
             uid=rev.metadata.uid, adopt_first=first(rev.metadata.uid, adopting_revisions), **common))
     for i, event in enumerate(plan.events):
+        key = f"{correlation}/event/{i}"
         actions.append(RecordEvent(
-            key=f"{correlation}/event/{i}", namespace=ns, involved=owner, type=event.type, reason=event.reason,
+            key=key, namespace=ns, involved=owner, type=event.type, reason=event.reason,
             message=event.message, component=COMPONENT, **common))
+        known.targets[key] = event_on(key, ns, KIND, meta.namespace, meta.name, meta.uid)
     for bad in plan.warnings:
+        key = f"{correlation}/event/{bad.reason}/{bad.field}"
         actions.append(RecordEvent(
-            key=f"{correlation}/event/{bad.reason}/{bad.field}", namespace=ns, involved=owner, type="Warning",
+            key=key, namespace=ns, involved=owner, type="Warning",
             reason=bad.reason, message=bad.message, component=COMPONENT, **common))
+        known.targets[key] = event_on(key, ns, KIND, meta.namespace, meta.name, meta.uid)
     if plan.status is not None and write_status:
         # storeDaemonSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata, its status
         # with the counts set); after an error only the seven counts, and observedGeneration when the sync got
@@ -125,4 +132,4 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
                            "updatedNumberScheduled", "numberAvailable", "numberUnavailable",
                            *(("observedGeneration",) if plan.managed else ())),
             **common))
-    return actions
+    return Planned(actions, known)

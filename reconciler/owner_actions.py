@@ -4,16 +4,25 @@ recorded against, and the claim patches (adopt with an owner re-check, release).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import msgspec
 
 from kube.core import Pod
 from kube.meta import ObjectMeta
 from kube.ownership import adopt_patch, release_patch
-from messages.actions import Adoption, OwnerCheck, PatchPod
+from messages.actions import Action, Adoption, OwnerCheck, PatchPod
+from reconciler.audit_targets import Known
 
 _encode = msgspec.json.encode
+
+
+class Planned(NamedTuple):
+    """A plan's actions, with what it knew of the objects they carry encoded (the pods and revisions they
+    create, the object their events are about): their audit targets need no decoding."""
+
+    actions: list[Action]
+    known: Known
 
 
 class Common(TypedDict):

@@ -27,6 +27,7 @@ from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
 from runtime.bus import Bus
 from store.leases import LeaseLost
+from store.port import ReconcilerPort
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -37,7 +38,7 @@ MIN_RESULTS_ACK_WAIT = 5.0  # seconds; results a dead owner held come back to th
 class PartitionedReconciler:
     """The consuming loop for whatever the keeper holds; the keeper's `LeaseListener`."""
 
-    def __init__(self, bus: Bus, store: object, keeper: LeaseKeeper, instance: str,
+    def __init__(self, bus: Bus, store: ReconcilerPort, keeper: LeaseKeeper, instance: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC), settings: Settings | None = None) -> None:
         self.bus = bus
         self.store = store

@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
@@ -28,6 +28,7 @@ from messages.actions import ActionResult
 from reconciler.consuming import Stopped
 from runtime import failpoints, serving
 from runtime.bus import Bus, publish_async, stored
+from store.port import RelayPort
 from store.results import ActionResult as ResultRow
 
 log = logging.getLogger("kubus.relay")
@@ -42,7 +43,13 @@ RELAY_WINDOW = 0.02  # seconds the relay lets commits gather before one scan of 
 SubjectsOf = Callable[[], Collection[str] | None]
 
 
-async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1.0,
+class Recorder(Protocol):
+    """Where the results go: the reconciler's loop, which commits them with its next batch."""
+
+    async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None: ...
+
+
+async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: float = 1.0,
                 subjects_of: SubjectsOf | None = None, stop: asyncio.Event | None = None) -> None:
     """Publishes the pending outbox rows, on a wakeup or every `interval` seconds; with `subjects_of`,
     only those bound for the subjects it returns (a split reconciler relays its own partitions'). Ends
@@ -68,7 +75,7 @@ async def relay(bus: Bus, store: Any, wakeup: asyncio.Event, interval: float = 1
             log.warning("outbox relay paused: %s", exc)
 
 
-async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = None) -> int:
+async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None) -> int:
     rows = await store.pending(RELAY_BATCH, subjects)
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
@@ -81,7 +88,7 @@ async def relay_once(bus: Bus, store: Any, subjects: Collection[str] | None = No
     return len(rows)
 
 
-async def record_results(bus: Bus, recorder: Any, partitions: Collection[int] | None = None,
+async def record_results(bus: Bus, recorder: Recorder, partitions: Collection[int] | None = None,
                          ack_wait: float = 30.0, stop: asyncio.Event | None = None) -> None:
     """Feeds the executors' results to `recorder.record_results` (the reconciler), acking after it
     committed them.
@@ -116,7 +123,7 @@ class StreamMissing(RuntimeError):
 CONSUMER_CHECK = 10  # idle fetches (about a second each) between two checks that the consumer still exists
 
 
-async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait: float,
+async def _record(bus: Bus, recorder: Recorder, subject: str, durable: str, ack_wait: float,
                   stop: asyncio.Event) -> None:
     stream = bus.stream(subjects.RESULTS_STREAM)
     config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000, ack_wait=ack_wait)
@@ -136,7 +143,7 @@ async def _record(bus: Bus, recorder: Any, subject: str, durable: str, ack_wait:
         log.warning("results consumer %s on %s is gone; binding it again", durable, stream)
 
 
-async def _record_until(bus: Bus, recorder: Any, sub: Any, subject: str, stop: asyncio.Event) -> bool:
+async def _record_until(bus: Bus, recorder: Recorder, sub: Any, subject: str, stop: asyncio.Event) -> bool:
     """Records until `stop` or the recorder's loop stopped (False), or until the consumer is found gone
     (True: the caller binds it again)."""
     idle = 0

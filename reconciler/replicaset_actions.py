@@ -17,9 +17,10 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
+from reconciler.audit_targets import Known, event_on, name_in
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.sync import COMPONENT, Plan
-from reconciler.owner_actions import Common, adoption, claim_actions, object_reference
+from reconciler.owner_actions import Common, Planned, adoption, claim_actions, object_reference
 
 _encode = msgspec.json.encode
 
@@ -31,14 +32,15 @@ def status_body(plan: Plan) -> dict[str, object]:
     return body
 
 
-def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: bool) -> list[Action]:
+def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: bool) -> Planned:
     rs = plan.rs
     if rs is None:
-        return []
+        return Planned([], Known())
     meta = rs.metadata
     common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
     owner = object_reference(KIND, API_VERSION, meta)
     actions: list[Action] = []
+    known = Known()
     adopting = {pod.metadata.uid for pod in plan.adopt}
     deleted = {pod.metadata.uid for pod in plan.deletes}
     actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common, deleted))
@@ -46,6 +48,7 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
         actions.append(CreatePods(
             key=f"{correlation}/create", namespace=meta.namespace, owner=owner, component=COMPONENT,
             pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for k, body in plan.creates], **common))
+        known.names.update((k, name_in(body)) for k, body in plan.creates)
     for pod in plan.deletes:
         uid = pod.metadata.uid
         actions.append(DeletePod(
@@ -60,7 +63,9 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
             status=msgspec.Raw(_encode(status_body(plan))), resource_version=meta.resource_version,
             metadata=msgspec.Raw(_encode(codec.to_builtins(meta))), **common))
     for bad in plan.warnings:
+        key = f"{correlation}/event/{bad.reason}"
         actions.append(RecordEvent(
-            key=f"{correlation}/event/{bad.reason}", namespace=meta.namespace, involved=owner, type="Warning",
+            key=key, namespace=meta.namespace, involved=owner, type="Warning",
             reason=bad.reason, message=bad.message, component=COMPONENT, **common))
-    return actions
+        known.targets[key] = event_on(key, meta.namespace, KIND, meta.namespace, meta.name, meta.uid)
+    return Planned(actions, known)

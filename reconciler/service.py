@@ -9,7 +9,6 @@ import os
 import socket
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from kube.features import FeatureGates
 from reconciler.consuming import Reconciler
@@ -19,6 +18,7 @@ from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay
 from runtime.bus import Bus
 from runtime.serving import Health
+from store.engine import Store
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -26,7 +26,7 @@ log = logging.getLogger("kubus.reconciler")
 RETENTION_INTERVAL = 600.0  # seconds between two prunes of the audit trail
 
 
-async def run_reconciler(bus: Bus, store: Any, health: Health, instance: str = "reconciler",
+async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str = "reconciler",
                          retention: timedelta | None = None, lease_ttl: float | None = None,
                          feature_gates: FeatureGates | None = None,
                          min_resync_period: timedelta = DEFAULT_MIN_RESYNC_PERIOD) -> None:
@@ -96,7 +96,7 @@ def settings_of(feature_gates: FeatureGates | None, min_resync_period: timedelta
     return Settings(feature_gates or FeatureGates(), resync_period(min_resync_period, instance))
 
 
-async def enforce_retention(store: Any, retention: timedelta, interval: float = RETENTION_INTERVAL,
+async def enforce_retention(store: Store, retention: timedelta, interval: float = RETENTION_INTERVAL,
                             clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                             stop: asyncio.Event | None = None) -> None:
     """Deletes the audit trail's rows older than `retention` (store/retention.py), now and then every

@@ -1,7 +1,7 @@
-"""One batch of the reconciler's loop, as functions of (cache, controllers, messages, results, clock).
+"""The steps of one batch of the reconciler's loop, as functions of (cache, controllers, messages, results, clock).
 
-The live loop (`reconciler.consuming`) and `kubus replay` (`replay.engine`) both go through these, so a
-replay feeds the controllers exactly what the live loop fed them, in the same order:
+`reconciler.core.batch.run_batch` (which the live loop, `kubus replay` and the synthetic world all call) goes
+through these, so a replay feeds the controllers exactly what the live loop fed them, in the same order:
 
 1. :func:`select`: the batch's stream messages, minus those a partition already committed (after a
    restart the loop re-reads from the lowest committed position), decoded;
@@ -10,7 +10,7 @@ replay feeds the controllers exactly what the live loop fed them, in the same or
    up; before that only the expectations' changes), then the failed-pod backoff's garbage collection.
 
 Nothing here does I/O or reads a clock. What the live loop adds around it (the store, NATS, metrics)
-is recorded per batch in `reconciler_ticks` (store/ticks.py), which is what a replay reads back.
+is recorded per batch in `reconciler_ticks` (reconciler/core/ticks.py), which is what a replay reads back.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import msgspec
 
 from messages import codec
 from reconciler.controllers import Decided
-from reconciler.core.daemonset.backoff import FailedPodBackoff
-from reconciler.core.expectations import Expectations
+from reconciler.core.batch import Stored
+from reconciler.core.ticks import state_of
 from replay.bundles import Bundle, RecordedDecision
 
 _json = msgspec.json.Encoder()
@@ -155,10 +155,8 @@ def compare_decisions(bundle: Bundle, replayed: list[Decided]) -> Divergence | N
     return None
 
 
-State = tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]
 
-
-def compare_state(bundle: Bundle, replayed: State, recorded: State) -> Divergence | None:
+def compare_state(bundle: Bundle, replayed: Stored, recorded: Stored) -> Divergence | None:
     """What a restarted reconciler loaded, against the replay's copy of the store at that point."""
     what = first_difference(_state_json(recorded), _state_json(replayed))
     if what is None:
@@ -168,13 +166,5 @@ def compare_state(bundle: Bundle, replayed: State, recorded: State) -> Divergenc
     return Divergence(tick.id, tick.at, bundle.line, -1, "", "", f"loaded {what}")
 
 
-def _state_json(state: State) -> dict[str, Any]:
-    positions, expectations, backoff = state
-    return {
-        "positions": {str(k): v for k, v in sorted(positions.items())},
-        "expectations": {k: {"adds": e.adds, "dels": e.dels, "deletion_keys": sorted(e.deletion_keys),
-                             "set_at": None if e.set_at is None else e.set_at.isoformat()}
-                         for k, e in sorted(expectations.items())},
-        "backoff": {k: {"delay_seconds": b.delay_seconds, "last_update": b.last_update.isoformat()}
-                    for k, b in sorted(backoff.items())},
-    }
+def _state_json(stored: Stored) -> dict[str, Any]:
+    return state_of(stored.positions, stored.expectations, stored.backoff)

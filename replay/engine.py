@@ -1,15 +1,13 @@
 """The replay: the reconciler's loop over recorded bundles, with the clock the ticks recorded.
 
-For each tick, in commit order, it does what the live loop did (through `reconciler.stepping`, the very
-functions the live loop runs):
+For each tick, in commit order, it does what the live loop did, through the very functions the live loop
+runs (reconciler.core.batch), with an in-memory store (store.memory) as its copy of the store:
 
-- ``start`` (a reconciler process started): a new cache bootstrapped with the tick's state messages, new
-  controllers holding only what the store held at that point (the replay keeps the store's expectations,
-  failed-pod backoff and consumer positions as the live commits wrote them), not caught up;
-- ``batch``: the controllers are resynced when the loop had just caught up; the tick's messages after
-  their partition's position are folded into the cache; the recorded executor results, the changes and
-  the syncs due at the tick's clock go through `stepping.decide`; what the live loop would have committed
-  moves the replay's copy of the store forward.
+- ``start`` (a reconciler process started): a new cache bootstrapped with the tick's state messages, then
+  `start` with what the copy of the store holds at that point (the expectations, failed-pod backoff and
+  consumer positions as the live commits wrote them);
+- ``batch``: `run_batch` with the tick's messages, the recorded executor results, the tick's clock and
+  caught-up flag; its commit moves the replay's copy of the store forward, as it moved the live store.
 
 No cluster, no NATS, no database: the decisions are handed to an observer (`on_tick`), and compared with
 the recorded ones when asked (`replay.diff`).
@@ -28,17 +26,20 @@ from typing import Any
 
 import msgspec
 
-from messages import codec
+from messages import codec, subjects
 from reconciler import stepping
 from reconciler.cache import Cache
 from reconciler.controllers import Controllers, Decided, Settings
-from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
+from reconciler.core import batch
+from reconciler.core.batch import Stored
+from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
+from reconciler.core.ticks import BATCH, START
 from replay.bundles import Bundle
 from replay.diff import Divergence, compare_decisions, compare_state
 from replay.fileformat import parse_time
 from replay.whatif import WhatIf
-from store.ticks import BATCH, START
+from store.memory import MemoryStore
 
 log = logging.getLogger("kubus.replay")
 
@@ -90,25 +91,32 @@ class TickOutcome:
 Observer = Callable[[TickOutcome], None]
 
 
+def _copy() -> MemoryStore:
+    """The replay's copy of the store: what a start loads, without the audit trail it would not read."""
+    return MemoryStore(trail=False)
+
+
 @dataclass
 class Engine:
     what_if: WhatIf | None = None
     compare: bool = False  # compare the decisions (and restarts' state) with the recorded ones
     stop_at_divergence: bool = True
     on_tick: Observer | None = None
+    store: MemoryStore = field(default_factory=_copy)  # the replay's copy of the store
+    state: batch.State | None = None  # the running process's (None before the first start)
     cache: Cache = field(default_factory=Cache)
-    controllers: Controllers | None = None
     instance: str | None = None
-    caught_up: bool = False
-    positions: dict[int, int] = field(default_factory=dict)  # as committed to the store
-    loop_positions: dict[int, int] = field(default_factory=dict)  # what the running process skips by
-    reads: frozenset[int] | None = None  # a split reconciler's partitions and the cluster's; None: all
-    stored_expectations: dict[str, Expectations] = field(default_factory=dict)  # as committed to the store
-    stored_backoff: dict[str, FailedPodBackoff] = field(default_factory=dict)
-    new_positions: dict[int, int] = field(default_factory=dict)  # what the start's first commit records
     stats: Stats = field(default_factory=Stats)
     divergence: Divergence | None = None
     now: datetime | None = None
+
+    @property
+    def controllers(self) -> Controllers | None:
+        return None if self.state is None else self.state.controllers
+
+    @property
+    def caught_up(self) -> bool:
+        return self.state is not None and self.state.caught_up
 
     # --- driving --------------------------------------------------------------------------------------------
     def run(self, bundles: Iterable[Bundle], until: Callable[[Bundle], bool] | None = None) -> Stats:
@@ -142,18 +150,18 @@ class Engine:
     def _start(self, bundle: Bundle) -> None:
         tick = bundle.tick
         state = tick.state
-        if self.controllers is None:
+        if self.state is None:
             if state is not None:  # the replay starts here: take what the process loaded
-                self.positions, self.stored_expectations, self.stored_backoff = _loaded(state)
+                self.store = MemoryStore.holding(_loaded(state), trail=False)
             elif (tick.first_seq or 1) > 1:
                 raise ReplayError(f"{bundle.where}: a start that resumed at sequence {tick.first_seq} without a "
                                   f"record of what it loaded: replay from the beginning of the history")
-        self.cache = Cache()
+        cache = Cache()
         what_if = self.what_if
         owned = None if tick.partitions is None else frozenset(tick.partitions)
-        self.reads = None if owned is None else owned | {stepping.CLUSTER_PARTITION}
+        reads = None if owned is None else owned | {stepping.CLUSTER_PARTITION}
         for seq, subject, payload in bundle.messages:
-            if self.reads is not None and stepping.partition_of_subject(subject) not in self.reads:
+            if reads is not None and stepping.partition_of_subject(subject) not in reads:
                 continue
             if what_if is not None:
                 changed = what_if.payload(payload)
@@ -161,32 +169,31 @@ class Engine:
                     continue
                 payload = changed
             try:
-                stepping.bootstrap_one(self.cache, payload, seq)
+                stepping.bootstrap_one(cache, payload, seq)
             except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
                 log.warning("%s: skipping unusable state message %d on %s: %s", bundle.where, seq, subject, exc)
         if what_if is not None:
             for event in what_if.extra_objects(tick.at):
-                self.cache.apply(event, 1)
-        owns: Callable[[str], bool] | None = None
-        held = (self.positions, self.stored_expectations, self.stored_backoff)
+                cache.apply(event, 1)
+        recorded_count = (state or {}).get("partition_count")
+        count = recorded_count if isinstance(recorded_count, int) else subjects.DEFAULT_PARTITIONS
         if owned is None:
-            if self.controllers is not None and self.compare and state is not None and self.divergence is None:
-                self.divergence = compare_state(bundle, held, _loaded(state))
+            if self.state is not None and self.compare and state is not None and self.divergence is None:
+                self.divergence = compare_state(bundle, self.store.load_now(), _loaded(state))
         else:  # a split reconciler loaded only its partitions' state
-            count = (state or {}).get("partition_count")
-            if not isinstance(count, int):
+            if not isinstance(recorded_count, int):
                 raise ReplayError(f"{bundle.where}: a start of a split reconciler without its partition_count")
-            owns = stepping.owns_key(count, owned)
-            if state is not None and self.controllers is not None:
+            if state is not None and self.state is not None:
                 # what it took over another member committed: that is the store's, not this replay's, to know
-                _adopt(self, _loaded(state), owned, owns)
-            held = stepping.held_state(self.cache, owned, owns, self.positions, self.stored_expectations,
-                                       self.stored_backoff)
-        self.loop_positions = dict(held[0])
-        self.new_positions = {int(p): int(seq) for p, seq in ((state or {}).get("new_positions") or {}).items()}
-        self.controllers = stepping.fresh_controllers(self.cache, held[1], held[2], Settings.from_start_state(state))
-        self.controllers.owns = owns
-        self.caught_up = False
+                _adopt(self.store, cache, _loaded(state), owned, count)
+        self.cache = cache
+        self.state = batch.start(batch.Loaded(
+            stored=self.store.load_now(), partition_count=count, partitions=owned,
+            settings=Settings.from_start_state(state), newest=tick.last_seq or 0, consistent=(tick.first_seq or 1) - 1,
+            instance=tick.instance, at=tick.at), cache)
+        # the positions its first commit recorded are the start's record (a history recorded before they were
+        # recorded has none)
+        self.state.new_positions = {int(p): int(seq) for p, seq in ((state or {}).get("new_positions") or {}).items()}
         self.instance = tick.instance
         self.now = tick.at
         self.stats.starts += 1
@@ -195,71 +202,39 @@ class Engine:
     # --- one committed batch --------------------------------------------------------------------------------
     def _batch(self, bundle: Bundle) -> list[Decided]:
         tick = bundle.tick
-        controllers = self.controllers
-        if controllers is None:
+        state = self.state
+        if state is None:
             raise ReplayError(f"{bundle.where}: the history must begin with a start tick (a reconciler starting)")
         if tick.instance != self.instance:
             raise ReplayError(f"{bundle.where}: a batch of reconciler {tick.instance!r} while {self.instance!r} runs; "
                               f"interleaved reconcilers cannot be replayed as one: pick one with --instance")
-        now = tick.at
-        if tick.caught_up and not self.caught_up:
-            self.caught_up = True
-            controllers.resync_all()  # what the live loop did on catching up, right after the previous batch
-        batch = stepping.select(bundle.messages, self.loop_positions, self.reads)
-        events = batch.events
-        if self.what_if is not None:
-            events = self.what_if.events(events)
-        changes = stepping.fold(self.cache, events)
-        step = stepping.decide(controllers, changes, bundle.results, now, tick.caught_up)
-        self._commit(step, now)
-        for partition, seq in batch.last_seq.items():
-            if seq > self.positions.get(partition, 0):
-                self.positions[partition] = seq
-            if seq > self.loop_positions.get(partition, 0):
-                self.loop_positions[partition] = seq
-        self.now = now
+        # every batch tick was committed, so it commits here too (recorded)
+        commit = batch.run_batch(state, bundle.messages, bundle.results, tick.at, tick.caught_up, recorded=True,
+                                 rewrite=None if self.what_if is None else self.what_if.events)
+        self.store.write(commit)
+        self.now = tick.at
         stats = self.stats
         stats.events += len(bundle.messages)
         stats.results += len(bundle.results)
-        decisions = step.outcome.decisions
+        decisions = [sync.decided for sync in commit.decisions]
         stats.decisions += len(decisions)
         if self.compare and bundle.decisions is not None and self.divergence is None:
             stats.compared += len(bundle.decisions)
             self.divergence = compare_decisions(bundle, decisions)
         return decisions
 
-    def _commit(self, step: stepping.Step, now: datetime) -> None:
-        """What the live loop's transaction wrote that a later start loads again."""
-        outcome = step.outcome
-        for partition, seq in self.new_positions.items():  # the first commit after a start records them
-            self.positions[partition] = max(self.positions.get(partition, 0), seq)
-        self.new_positions = {}
-        for entry in outcome.backoff:
-            self.stored_backoff[entry.key] = entry
-        for key, value in outcome.expectations.items():
-            self.stored_expectations[key] = Expectations(value.adds, value.dels, frozenset(value.deletion_keys),
-                                                         value.set_at or now)
-        for key in outcome.expectations_deleted:
-            self.stored_expectations.pop(key, None)
-        if step.collect:
-            cutoff = gc_cutoff(now)
-            self.stored_backoff = {k: v for k, v in self.stored_backoff.items() if not v.last_update < cutoff}
 
-
-def _adopt(engine: Engine, loaded: tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]],
-           owned: frozenset[int], owns: Callable[[str], bool]) -> None:
+def _adopt(store: MemoryStore, cache: Cache, loaded: Stored, owned: frozenset[int], partition_count: int) -> None:
     """A split reconciler's start: the store's state of its partitions, as it loaded it, replaces the replay's."""
-    positions, expectations, backoff = loaded
-    _, ours_expected, ours_backoff = stepping.held_state(engine.cache, owned, owns, {}, engine.stored_expectations,
-                                                         engine.stored_backoff)
-    engine.positions.update(positions)
-    engine.stored_expectations = {k: v for k, v in engine.stored_expectations.items()
-                                  if k not in ours_expected} | expectations
-    engine.stored_backoff = {k: v for k, v in engine.stored_backoff.items() if k not in ours_backoff} | backoff
+    _, ours_expected, ours_backoff = stepping.held_state(cache, owned, stepping.owns_key(partition_count, owned), {},
+                                                         store.expectations, store.backoff)
+    store.positions.setdefault(batch.CONSUMER, {}).update(loaded.positions)
+    store.expectations = {k: v for k, v in store.expectations.items() if k not in ours_expected} | loaded.expectations
+    store.backoff = {k: v for k, v in store.backoff.items() if k not in ours_backoff} | loaded.backoff
 
 
-def _loaded(state: dict[str, Any]) -> tuple[dict[int, int], dict[str, Expectations], dict[str, FailedPodBackoff]]:
-    """A start tick's record of what the process loaded, as the engine keeps it."""
+def _loaded(state: dict[str, Any]) -> Stored:
+    """A start tick's record of what the process loaded."""
     positions = {int(p): int(s) for p, s in (state.get("positions") or {}).items()}
     expectations = {
         k: Expectations(int(v["adds"]), int(v["dels"]), frozenset(v.get("deletion_keys") or ()),
@@ -268,4 +243,4 @@ def _loaded(state: dict[str, Any]) -> tuple[dict[int, int], dict[str, Expectatio
     backoff = {k: FailedPodBackoff(key=k, delay_seconds=float(v["delay_seconds"]),
                                    last_update=parse_time(v["last_update"]))
                for k, v in (state.get("backoff") or {}).items()}
-    return positions, expectations, backoff
+    return Stored(positions=positions, expectations=expectations, backoff=backoff)

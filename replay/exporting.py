@@ -25,6 +25,7 @@ from replay.source import Window, live_bundles
 from store import events as event_rows
 from store import outbox as outbox_rows
 from store import results as result_rows
+from store.engine import Store
 from store.tables import decisions as decision_table
 from store.tables import reconciler_ticks as tick_table
 
@@ -35,7 +36,7 @@ class ImportRefused(ValueError):
     """An import refused (the target is not empty, the file is bad): the message says why."""
 
 
-async def export(store: Any, bus: Any, out: IO[bytes], window: Window, *, decisions: bool = True,
+async def export(store: Store, bus: Any, out: IO[bytes], window: Window, *, decisions: bool = True,
                  source: dict[str, Any] | None = None) -> dict[str, int] | None:
     """Writes the history in `window` to `out`; the line counts, None when no tick falls in the window."""
     found = await live_bundles(store, bus, window, with_decisions=decisions)
@@ -53,7 +54,7 @@ async def export(store: Any, bus: Any, out: IO[bytes], window: Window, *, decisi
 
 
 # --- import ------------------------------------------------------------------------------------------------
-async def import_file(path: str, store: Any | None, bus: Any | None) -> dict[str, int]:
+async def import_file(path: str, store: Store | None, bus: Any | None) -> dict[str, int]:
     """Loads the file into `store` and/or `bus`'s KUBUS_EVENTS (both must hold no history yet)."""
     if store is not None:
         async with store.engine.connect() as conn:
@@ -93,7 +94,7 @@ async def import_file(path: str, store: Any | None, bus: Any | None) -> dict[str
     return counts
 
 
-async def _store(store: Any, bundles: list[Bundle], counts: dict[str, int]) -> None:
+async def _store(store: Store, bundles: list[Bundle], counts: dict[str, int]) -> None:
     async with store.transaction() as tx:
         conn = tx.conn
         for bundle in bundles:
@@ -150,7 +151,7 @@ def _event_row(seq: int, e: Any) -> event_rows.ObservedEvent:
         uid=e.uid, resource_version=e.resource_version, observed_at=fileformat.parse_time(e.observed_at))
 
 
-async def _fix_sequences(store: Any) -> None:
+async def _fix_sequences(store: Store) -> None:
     """PostgreSQL: ids inserted explicitly do not move the sequences behind them."""
     if store.backend != "postgresql":
         return

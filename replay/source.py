@@ -26,11 +26,13 @@ from typing import Any
 
 import msgspec
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from messages.actions import ActionResult
 from reconciler.stepping import Message, Payload
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
 from store import ticks as tick_rows
+from store.engine import Store
 from store.tables import decisions as decision_table
 from store.tables import outbox as outbox_table
 from store.ticks import START, Tick
@@ -248,7 +250,7 @@ async def from_list(items: Iterable[Recorded]) -> AsyncIterator[Recorded]:
 
 
 # --- the store ---------------------------------------------------------------------------------------------
-async def store_ticks(store: Any, first_id: int, last_id: int, with_decisions: bool = True,
+async def store_ticks(store: Store, first_id: int, last_id: int, with_decisions: bool = True,
                       instance: str | None = None) -> AsyncIterator[Recorded]:
     """The ticks first_id..last_id with their decisions and actions, read in chunks."""
     after = first_id - 1
@@ -271,7 +273,7 @@ async def store_ticks(store: Any, first_id: int, last_id: int, with_decisions: b
         after = chunk[-1].id
 
 
-async def load_decisions(conn: Any, ids: Sequence[int]) -> dict[int, RecordedDecision]:
+async def load_decisions(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, RecordedDecision]:
     found: dict[int, RecordedDecision] = {}
     d, o = decision_table, outbox_table
     for start in range(0, len(ids), 1000):
@@ -290,7 +292,7 @@ async def load_decisions(conn: Any, ids: Sequence[int]) -> dict[int, RecordedDec
     return found
 
 
-async def store_window(store: Any, window: Window) -> tuple[int, int] | None:
+async def store_window(store: Store, window: Window) -> tuple[int, int] | None:
     async with store.engine.connect() as conn:
         outlines = await tick_rows.outline(conn)
     if window.instance is not None:
@@ -344,7 +346,7 @@ async def stream_first_seq(bus: Any) -> tuple[int, int]:
     return int(info.state.first_seq), int(info.state.last_seq)
 
 
-async def live_bundles(store: Any, bus: Any, window: Window, with_decisions: bool = True
+async def live_bundles(store: Store, bus: Any, window: Window, with_decisions: bool = True
                        ) -> tuple[AsyncIterator[Bundle], Callable[[], Awaitable[None]]] | None:
     """The bundles of the store's input log in `window`, events from KUBUS_EVENTS; None: no tick in it.
     The second item closes the event reader."""

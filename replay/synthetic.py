@@ -2,18 +2,17 @@
 
 For tests and benchmarks of the replay: no processes, no NATS, no database, a virtual clock. The world
 holds an API server's objects, publishes every change as an ObservedEvent into an in-memory KUBUS_EVENTS,
-runs the reconciler's loop over it (batches of up to 500 messages, through `reconciler.stepping`, as
-`reconciler.consuming` does), executes the actions as an executor would (creates in slow-start batches,
-failures injected at a seeded rate, deletes with uid preconditions, status writes), plays kubelets (pods
-Running and Ready one step after they are bound, Failed after `sim.kubus.io/fail-after-seconds`), and keeps
-the input log (ticks), the decisions and their actions, as the store would. `restart()` is a reconciler
-process starting over (cache bootstrapped from the last message of every object, expectations, backoff
-and positions as committed).
+runs the reconciler over it (`start`, then `run_batch` over batches of up to 500 messages: the functions
+`reconciler.consuming` runs, committing to an in-memory store), executes the actions as an executor would
+(creates in slow-start batches, failures injected at a seeded rate, deletes with uid preconditions, status
+writes), plays kubelets (pods Running and Ready one step after they are bound, Failed after
+`sim.kubus.io/fail-after-seconds`); its store keeps the input log (ticks), the decisions and their actions,
+as the SQL store would. `restart()` is a reconciler process starting over (cache bootstrapped from the last
+message of every object, expectations, backoff and positions as committed).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,13 +46,13 @@ from messages.naming import NAME_ATTEMPTS, generated_name
 from messages.observed import ADDED, DELETED, MODIFIED, ObservedEvent
 from reconciler import stepping
 from reconciler.cache import Cache
-from reconciler.controllers import Decided, Settings
-from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
-from reconciler.core.expectations import Expectations
+from reconciler.controllers import Controllers, Settings
+from reconciler.core import batch
+from reconciler.core.ticks import START
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
 from replay.diff import normalized
 from replay.source import EventReader, Recorded, bundles, from_list, memory_opener
-from store.ticks import BATCH, START, Tick, state_of
+from store.memory import MemoryStore
 
 FAIL_AFTER = "sim.kubus.io/fail-after-seconds"
 BATCH_SIZE = 500
@@ -91,14 +90,13 @@ class World:
         self._uid = 0
         self._later: list[_Later] = []
         self._order = 0
-        self._tick_id = 0
-        self._decision_id = 0
         self._inbox: list[ActionResult] = []
         self._cursor = 0  # the next stream index the reconciler reads
+        self._target = 0  # the stream index where the reconciler's history ended as it started
         self._restarts = 0
-        self.positions: dict[int, int] = {}
-        self.stored_expectations: dict[str, Expectations] = {}
-        self.stored_backoff: dict[str, FailedPodBackoff] = {}
+        self._ticks = 0  # how many of the store's ticks are in `recorded`
+        self.store = MemoryStore(clock=lambda: self.now)  # what the reconciler commits to
+        self.caught_up = False
         for i in range(self.nodes):
             name = f"node-{i}"
             self.create({"apiVersion": "v1", "kind": "Node",
@@ -288,37 +286,38 @@ class World:
             self._result(action, action.key, SUCCEEDED, uid=uid, subject=f"{namespace}/{name}")
 
     # --- the reconciler ---------------------------------------------------------------------------------
+    @property
+    def cache(self) -> Cache:
+        return self.state.cache
+
+    @property
+    def controllers(self) -> Controllers:
+        return self.state.controllers
+
     def restart(self) -> None:
         """A reconciler process (re)starting: what `Reconciler.run` does before its first batch."""
         self._restarts += 1
         self.instance = f"world-{self._restarts}"
         top = len(self.stream)
-        self.cache = Cache()
+        cache = Cache()
         last: dict[str, stepping.Message] = {}
         for message in self.stream:
             last[message[1]] = message
         for seq, _, payload in sorted(last.values(), key=lambda m: m[0]):
-            stepping.bootstrap_one(self.cache, payload, seq)
-        self.controllers = stepping.fresh_controllers(self.cache, self.stored_expectations, self.stored_backoff,
-                                                      self.settings)
-        start = min(self.positions.values(), default=0) + 1
-        self._cursor = start - 1
+            stepping.bootstrap_one(cache, payload, seq)
+        # the bootstrap is the stream as it is: as new as it is consistent
+        self.state = batch.start(batch.Loaded(
+            stored=self.store.load_now(), partition_count=self.partitions, prefix=self.prefix,
+            settings=self.settings, newest=top, consistent=top, instance=self.instance, at=self.now), cache)
+        self._cursor = self.state.first_seq - 1
         self._target = top
         self.caught_up = False
-        state = state_of(self.positions, self.stored_expectations, self.stored_backoff)
-        state.update(self.settings.start_state())  # as the live reconciler's start records them
-        self._tick(Tick(instance=self.instance, kind=START, at=self.now, caught_up=False, first_seq=start,
-                        last_seq=top or None, state=state), [])
-        if self._target < start:
+        if self._target < self.state.first_seq:
             self._catch_up()
 
     def _catch_up(self) -> None:
         self.caught_up = True
-        self.controllers.resync_all()
-
-    def _tick(self, tick: Tick, decisions: list[RecordedDecision]) -> None:
-        self._tick_id += 1
-        self.recorded.append(Recorded(dataclasses.replace(tick, id=self._tick_id), decisions))
+        batch.catch_up(self.state)
 
     def step(self, dt: timedelta = timedelta(milliseconds=100)) -> None:
         """Time passes; kubelets act; the reconciler runs one batch; the executor applies its actions."""
@@ -326,50 +325,34 @@ class World:
         self._kubelets()
         messages = self.stream[self._cursor:self._cursor + BATCH_SIZE]
         self._cursor += len(messages)
-        caught_up = self.caught_up
-        batch = stepping.select(messages, self.positions)
-        changes = stepping.fold(self.cache, batch.events)
         fed, self._inbox = self._inbox, []
-        step = stepping.decide(self.controllers, changes, fed, self.now, caught_up)
-        outcome = step.outcome
-        if batch.last_seq or fed or outcome.decisions or outcome.expectations or outcome.expectations_deleted \
-                or step.touched or step.collect:
-            recorded = [self._record(d) for d in outcome.decisions]
-            for key, value in outcome.expectations.items():
-                self.stored_expectations[key] = Expectations(value.adds, value.dels, frozenset(value.deletion_keys),
-                                                             value.set_at or self.now)
-            for key in outcome.expectations_deleted:
-                self.stored_expectations.pop(key, None)
-            for entry in outcome.backoff:
-                self.stored_backoff[entry.key] = entry
-            if step.collect:
-                cutoff = gc_cutoff(self.now)
-                self.stored_backoff = {k: v for k, v in self.stored_backoff.items() if not v.last_update < cutoff}
-            seqs = [m[0] for m in messages]
-            self._tick(Tick(instance=self.instance, kind=BATCH, at=self.now, caught_up=caught_up,
-                            first_seq=min(seqs, default=None), last_seq=max(seqs, default=None),
-                            result_keys=[r.key for r in fed], results=[msgspec.to_builtins(r) for r in fed],
-                            decision_ids=[d.id for d in recorded]), recorded)
-            for partition, seq in batch.last_seq.items():
-                self.positions[partition] = max(self.positions.get(partition, 0), seq)
-            for decided, decision in zip(outcome.decisions, recorded, strict=True):
-                for action in decided.actions:
-                    self._execute(msgspec.structs.replace(action, decision_id=decision.id))
+        # the results the executor reported since the last batch are new (it reports each once), and the
+        # batch's transaction holds them
+        commit = batch.run_batch(self.state, messages, fed, self.now, self.caught_up, recorded=bool(fed))
+        if not commit.empty:
+            ids = self.store.write(commit)
+            self.decisions += len(ids)
+            self._record()
+            for sync, decision_id in zip(commit.decisions, ids, strict=True):
+                for action in sync.actions:
+                    self._execute(msgspec.structs.replace(action, decision_id=decision_id))
         if not self.caught_up and self._cursor >= self._target:
             self._catch_up()
 
-    def _record(self, decided: Decided) -> RecordedDecision:
-        self._decision_id += 1
-        self.decisions += 1
-        decision_id = self._decision_id
-        actions = sorted((RecordedAction(a.key, codec.encode(msgspec.structs.replace(a, decision_id=decision_id)))
-                          for a in decided.actions), key=lambda a: a.key)
+    def _record(self) -> None:
+        """The ticks the store recorded since the last look, with their decisions as the store holds them."""
+        for tick in self.store.ticks[self._ticks:]:
+            decisions = [] if tick.kind == START else [self._decision(i) for i in tick.decision_ids]
+            self.recorded.append(Recorded(tick, decisions))
+        self._ticks = len(self.store.ticks)
+
+    def _decision(self, decision_id: int) -> RecordedDecision:
+        d = self.store.decisions[decision_id]
         return RecordedDecision(
-            id=decision_id, correlation_id=decided.correlation_id, controller_key=decided.controller_key,
-            controller_kind=decided.controller_kind,
-            partition=stepping.partition_number(subjects.partition_of(decided.namespace, self.partitions)),
-            stream_seq=decided.stream_seq, trigger=decided.trigger, decided_at=self.now,
-            summary=normalized(decided.summary), actions=actions)
+            id=decision_id, correlation_id=d.correlation_id, controller_key=d.controller_key,
+            controller_kind=d.controller_kind, partition=d.partition, stream_seq=d.stream_seq, trigger=d.trigger,
+            decided_at=d.decided_at, summary=normalized(d.summary),
+            actions=[RecordedAction(r.key, r.payload) for r in self.store.outbox_now(decision_id)])
 
     def run(self, seconds: float, dt: timedelta = timedelta(milliseconds=100)) -> None:
         end = self.now + timedelta(seconds=seconds)

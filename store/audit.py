@@ -42,6 +42,9 @@ class Window:
         return clauses
 
 
+ALL_TIME = Window()  # both ends open
+
+
 @dataclass(slots=True)
 class PodHistory:
     namespace: str

@@ -10,6 +10,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reconciler.core.daemonset.backoff import FailedPodBackoff
 from store import sql
 from store.tables import pod_backoff as t
 
@@ -50,3 +51,11 @@ async def load_all(conn: AsyncConnection) -> dict[str, Backoff]:
     """Every entry: what a starting reconciler holds in memory."""
     rows = await conn.execute(sa.select(t))
     return {r.key: Backoff(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}
+
+
+def row_of(entry: FailedPodBackoff) -> Backoff:
+    return Backoff(key=entry.key, delay_seconds=entry.delay_seconds, last_update=entry.last_update)
+
+
+def value_of(row: Backoff) -> FailedPodBackoff:
+    return FailedPodBackoff(key=row.key, delay_seconds=row.delay_seconds, last_update=row.last_update)

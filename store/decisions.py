@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reconciler.core.batch import Sync
 from store import sql
 from store.tables import decisions as t
 
@@ -50,3 +51,12 @@ async def for_controller(conn: AsyncConnection, controller_key: str, limit: int 
     stmt = (sa.select(t).where(t.c.controller_key == controller_key)
             .order_by(t.c.decided_at.desc(), t.c.id.desc()).limit(limit))
     return [Decision(**r._asdict()) for r in await conn.execute(stmt)]
+
+
+def row_of(sync: Sync, at: datetime) -> Decision:
+    """The row of a decision the reconciler commits at `at` (its id assigned on insert)."""
+    d = sync.decided
+    return Decision(correlation_id=d.correlation_id, controller_key=d.controller_key,
+                    controller_kind=d.controller_kind, partition=sync.partition, stream_seq=d.stream_seq,
+                    trigger=d.trigger, decided_at=at, duration_ms=d.duration_ms, summary=d.summary,
+                    lease_epoch=sync.lease_epoch)

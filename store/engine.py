@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from store import checkpoints, decisions, migrating, outbox, results, retention
+from reconciler.core.batch import Stored
+from store import audit, backoff, checkpoints, decisions, expectations, migrating, outbox, positions, results, retention
+from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, Window
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
 from store.outbox import OutboxRow
@@ -142,7 +144,7 @@ async def _check_schema(engine: AsyncEngine, target: Target) -> None:
 
 class Store:
     """The database behind kubus: units of work for reconcilers, and the relay, executor-result
-    and ingest sides, each a short transaction of its own."""
+    and ingest sides, each a short transaction of its own. The SQL adapter of store/port.py's `Port`."""
 
     def __init__(self, engine: AsyncEngine, target: Target, clock: Clock = utcnow) -> None:
         self.engine = engine
@@ -165,6 +167,15 @@ class Store:
         """A unit of work: commits when the block ends, rolls back everything if it raises."""
         async with self._writing() as conn:
             yield Transaction(conn, self._clock)
+
+    # the reconciler's start
+    async def load(self, consumer: str) -> Stored:
+        # in a write transaction, as the reconciler always read it: on SQLite, no commit lands between the reads
+        async with self._writing() as conn:
+            return Stored(positions=await positions.load_all(conn, consumer),
+                          expectations={k: expectations.value_of(v)
+                                        for k, v in (await expectations.load_all(conn)).items()},
+                          backoff={k: backoff.value_of(v) for k, v in (await backoff.load_all(conn)).items()})
 
     # outbox relay
     async def pending(self, limit: int, subjects: Collection[str] | None = None) -> list[OutboxRow]:
@@ -207,6 +218,29 @@ class Store:
         async with self.engine.connect() as conn:
             return await results.for_decision(conn, decision_id)
 
+    # the audit trail's questions (store/audit.py)
+    async def pod_history(self, namespace: str, name: str) -> PodHistory | None:
+        async with self.engine.connect() as conn:
+            return await audit.pod_history(conn, namespace, name)
+
+    async def controller_history(self, namespace: str, name: str, kind: str | None = None,
+                                 window: Window = ALL_TIME, limit: int = 500) -> ControllerHistory | None:
+        async with self.engine.connect() as conn:
+            return await audit.controller_history(conn, namespace, name, kind, window, limit)
+
+    async def failures(self, window: Window = ALL_TIME, limit: int = 100,
+                       controller_key: str | None = None) -> list[Row]:
+        async with self.engine.connect() as conn:
+            return await audit.failures(conn, window, limit, controller_key)
+
+    async def slowest(self, window: Window = ALL_TIME, limit: int = 10) -> list[Row]:
+        async with self.engine.connect() as conn:
+            return await audit.slowest(conn, window, limit)
+
+    async def created_per_minute(self, window: Window = ALL_TIME) -> list[Row]:
+        async with self.engine.connect() as conn:
+            return await audit.created_per_minute(conn, window)
+
     # retention
     async def prune(self, before: datetime, batch: int = retention.BATCH) -> retention.Pruned:
         """Delete the audit trail's rows older than `before` (see store/retention.py), one short
@@ -226,3 +260,10 @@ class Store:
                 await conn.execution_options(kubus_sqlite_begin="IMMEDIATE")
             async with conn.begin():
                 yield conn
+
+
+if TYPE_CHECKING:  # the SQL store is the whole port (mypy checks it here)
+    from store.port import Port
+
+    def _is_port(store: Store) -> Port:
+        return store

@@ -13,6 +13,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reconciler.core import expectations as core
 from store import sql
 from store.tables import expectations as t
 
@@ -62,3 +63,14 @@ async def load_all(conn: AsyncConnection) -> dict[str, Expectations]:
                                        deletion_keys=frozenset(r.deletion_keys), set_at=r.set_at)
         for r in rows
     }
+
+
+def row_of(key: str, value: core.Expectations) -> Expectations:
+    """The row of a controller's expectations (the reconciler's commit always sets set_at)."""
+    assert value.set_at is not None, key
+    return Expectations(controller_key=key, adds=value.adds, dels=value.dels,
+                        deletion_keys=frozenset(value.deletion_keys), set_at=value.set_at)
+
+
+def value_of(row: Expectations) -> core.Expectations:
+    return core.Expectations(row.adds, row.dels, frozenset(row.deletion_keys), row.set_at)

@@ -12,26 +12,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from messages import codec
+from reconciler.audit_targets import Target
+from reconciler.core.batch import Sync
 from store import sql
 from store.tables import action_targets
 from store.tables import outbox as t
 
 State = Literal["pending", "sent"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    """An object an outbox row acts on, for the audit trail (table action_targets): one per effect."""
-
-    key: str  # the effect's idempotency key: a pod's key within a CreatePods, else the action's key
-    action: str  # the action's tag, e.g. create_pods
-    kind: str
-    namespace: str  # "" for cluster-scoped objects
-    name: str  # "" when the action does not name it
-    uid: str | None = None  # the uid the action is conditioned on; None for creates
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +37,15 @@ class OutboxRow:
     attempts: int = 0
     sent_at: datetime | None = None
     targets: tuple[Target, ...] = ()  # written with the row; not read back by pending() and by_decision()
+
+
+def rows_of(sync: Sync, decision_id: int, at: datetime) -> list[OutboxRow]:
+    """The outbox rows of a decision's actions, each payload carrying the decision's id (assigned by the
+    store as it inserted the decision: the actions were planned with 0)."""
+    return [OutboxRow(key=action.key, decision_id=decision_id, subject=sync.subject, created_at=at,
+                      payload=codec.encode(msgspec.structs.replace(action, decision_id=decision_id)),
+                      targets=tuple(sync.targets(action)))
+            for action in sync.actions]
 
 
 async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]:

@@ -1,4 +1,7 @@
-"""The unit of work: everything a reconciler writes for a batch of events, committed together."""
+"""The unit of work: everything a reconciler writes for a batch of events, committed together.
+
+`record_results` and `commit` are the SQL adapter's side of the reconciler's port (store/port.py); the
+repositories below them are what they, the lease keeper, the history import and the tests use."""
 
 from __future__ import annotations
 
@@ -7,12 +10,15 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import backoff, checkpoints, decisions, events, expectations, outbox, positions, ticks
+from reconciler.core.batch import Commit
+from store import backoff, checkpoints, decisions, events, expectations, leases, outbox, positions, results, ticks
 from store.backoff import Backoff
 from store.decisions import Decision
 from store.events import ObservedEvent
 from store.expectations import Expectations
 from store.outbox import OutboxRow
+from store.port import Fence
+from store.results import ActionResult as ResultRow
 
 
 class Transaction:
@@ -25,6 +31,34 @@ class Transaction:
     def __init__(self, conn: AsyncConnection, clock: Callable[[], datetime]) -> None:
         self.conn = conn
         self._now = clock
+
+    # the reconciler's port
+    async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
+        return await results.record(self.conn, rows, at=at)
+
+    async def commit(self, commit: Commit, fence: Fence) -> list[int]:
+        """The batch's writes; the fence last, so that a reconciler whose lease moved on commits nothing
+        (LeaseLost rolls the transaction back). The decisions' ids, in order."""
+        if commit.backoff_gc_before is not None:
+            await self.gc_backoff(commit.backoff_gc_before)
+        await self.record_events([events.row_of(event, seq) for event, seq in commit.events])
+        if commit.backoff:
+            await self.save_backoff([backoff.row_of(entry) for entry in commit.backoff])
+        if commit.expectations:
+            await self.save_expectations([expectations.row_of(k, v) for k, v in commit.expectations.items()])
+        if commit.expectations_deleted:
+            await self.delete_expectations(commit.expectations_deleted)
+        ids = await self.insert_decisions([decisions.row_of(sync, commit.at) for sync in commit.decisions])
+        rows = [row for sync, decision_id in zip(commit.decisions, ids, strict=True)
+                for row in outbox.rows_of(sync, decision_id, commit.at)]
+        if rows:
+            await self.enqueue(rows)
+        for partition, seq in commit.positions.items():
+            await self.advance(commit.consumer, partition, seq)
+        for tick in commit.ticks(ids):
+            await self.record_tick(tick)
+        await leases.check_fence(self.conn, fence.owner, fence.epochs, now=commit.at, ttl=fence.ttl)
+        return ids
 
     # consumer positions
     async def position(self, consumer: str, partition: int) -> int:

@@ -69,7 +69,7 @@ def _rs_write(obj: dict[str, Any], status: ReplicaSetStatus) -> UpdateStatus:
     """The UpdateStatus a ReplicaSet sync of `obj` (as the cache holds it) issues for `status`."""
     rs = codec.decode(json.dumps(obj), ReplicaSet)
     plan = Plan(key=f"ReplicaSet/{rs.metadata.namespace}/web", rs=rs, status=status)
-    [write] = replicaset_actions.plan_actions(plan, "c1", ISSUED, write_status=True)
+    [write] = replicaset_actions.plan_actions(plan, "c1", ISSUED, write_status=True).actions
     assert isinstance(write, UpdateStatus)
     return write
 
@@ -83,7 +83,7 @@ def _ds_write(obj: dict[str, Any], *, managed: bool = True) -> UpdateStatus:
         updated_number_scheduled=2, number_available=1, number_unavailable=1,
         observed_generation=ds.metadata.generation if managed else ds.status.observed_generation)
     plan = DaemonSetPlan(key=f"DaemonSet/{ds.metadata.namespace}/web", ds=ds, status=status, managed=managed)
-    [write] = daemonset_actions.plan_actions(plan, "c1", ISSUED, write_status=True)
+    [write] = daemonset_actions.plan_actions(plan, "c1", ISSUED, write_status=True).actions
     assert isinstance(write, UpdateStatus)
     return write
 
