@@ -64,8 +64,8 @@ from kube.core import Pod
 from kube.testing import daemonset, node
 from kube.times import format_time
 from messages.observed import ADDED, ObservedEvent
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY, construct_history
 from reconciler.core.daemonset.pods import DaemonPodFactory
 from reconciler.core.daemonset.sync import sync_daemonset

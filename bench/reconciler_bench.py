@@ -22,8 +22,8 @@ from kube.testing import pod
 from messages import codec as bus_codec
 from messages import subjects
 from messages.observed import ADDED, ObservedEvent
-from reconciler.cache import Cache
 from reconciler.consuming import Reconciler
+from reconciler.core.cache import Cache
 from runtime.bus import connect, ensure_streams
 from runtime.natsserver import EmbeddedNats
 

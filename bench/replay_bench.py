@@ -9,7 +9,7 @@ export` does, then times `kubus replay --from-file FILE --diff` without the prin
 the file, folding the events into the cache, the controllers' work and the comparison with every recorded
 decision. The figure is events (batch messages) replayed per second of wall time; the bootstrap messages
 of the restarts are replayed too but not counted. Each run also says how much of its time went to the
-controllers themselves (`reconciler.stepping.decide`: handlers, syncs, the same CPU the live reconciler
+controllers themselves (`reconciler.core.stepping.decide`: handlers, syncs, the same CPU the live reconciler
 spent on them) and how fast the rest of the replay goes.
 """
 
@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from bench.loadgen import machine
-from reconciler import stepping
+from reconciler.core import stepping
 from replay import fileformat
 from replay.engine import Engine
 from replay.synthetic import FAIL_AFTER, World, daemonset, replicaset
@@ -63,7 +63,7 @@ def record(events: int) -> World:
 
 
 class Timed:
-    """`reconciler.stepping.decide`, timed (the engine calls it through the module)."""
+    """`reconciler.core.stepping.decide`, timed (the engine calls it through the module)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0

@@ -40,8 +40,8 @@ from bench.loadgen import machine, pod_body, post_all, start_sim
 from kube import codec
 from kube.testing import pod, replicaset
 from messages.observed import ADDED, ObservedEvent
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers
 from reconciler.core.replicaset.sync import sync_replicaset
 from runtime.natsserver import EmbeddedNats
 

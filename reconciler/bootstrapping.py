@@ -21,8 +21,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from messages import codec, subjects
-from reconciler import stepping
-from reconciler.cache import Cache
+from reconciler.core import stepping
+from reconciler.core.cache import Cache
 from runtime.bus import Bus
 
 log = logging.getLogger("kubus.reconciler")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -36,11 +37,11 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from messages import subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
-from reconciler import bootstrapping, stepping
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers, Settings
-from reconciler.core import batch
+from reconciler import bootstrapping
+from reconciler.core import batch, stepping
 from reconciler.core.batch import CONSUMER
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, serving
 from runtime.bus import Bus
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
@@ -123,6 +124,7 @@ class Reconciler:
             stored=stored, partition_count=self.bus.partitions, partitions=self.owned, epochs=self.fence,
             prefix=self.bus.prefix, settings=self.settings, newest=self.bootstrapped_to,
             consistent=self._consistent_to, instance=self.instance, at=self.clock()), self.cache)
+        state.controllers.stopwatch = time.perf_counter
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(state.controllers.expectations), state.first_seq)
         return state

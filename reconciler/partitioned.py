@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from messages import subjects
 from reconciler.consuming import Reconciler
-from reconciler.controllers import Settings
+from reconciler.core.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
 from runtime.bus import Bus

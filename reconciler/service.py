@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from kube.features import FeatureGates
 from reconciler.consuming import Reconciler
-from reconciler.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
+from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from messages.actions import ActionResult
-from reconciler.stepping import Message
+from reconciler.core.stepping import Message
 from store.ticks import Tick
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from messages import codec
-from reconciler.controllers import Decided
 from reconciler.core.batch import Stored
+from reconciler.core.controllers import Decided
 from reconciler.core.ticks import state_of
 from replay.bundles import Bundle, RecordedDecision
 

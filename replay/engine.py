@@ -27,11 +27,10 @@ from typing import Any
 import msgspec
 
 from messages import codec, subjects
-from reconciler import stepping
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers, Decided, Settings
-from reconciler.core import batch
+from reconciler.core import batch, stepping
 from reconciler.core.batch import Stored
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import BATCH, START

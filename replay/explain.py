@@ -25,9 +25,9 @@ from kube.labels import SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, pod_matches_node_selector_and_affinity
 from kube.pods import is_pod_ready
 from kube.taints import NO_EXECUTE, NO_SCHEDULE, find_matching_untolerated_taint
-from reconciler.cache import Cache
-from reconciler.controllers import Decided
+from reconciler.core.cache import Cache
 from reconciler.core.claiming import claim_active_pods
+from reconciler.core.controllers import Decided
 from reconciler.core.daemonset import handlers as ds_handlers
 from reconciler.core.daemonset.placement import daemon_pod_tolerations, node_should_run_daemon_pod
 from reconciler.core.ranking import deletion_cost, pods_to_delete_order, ranks_by_related_pods_on_same_node

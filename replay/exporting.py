@@ -130,7 +130,7 @@ async def _store(store: Store, bundles: list[Bundle], counts: dict[str, int]) ->
 
 def _targets(payload: bytes) -> tuple[Any, ...]:
     try:
-        from reconciler.audit_targets import targets_of
+        from reconciler.core.audit_targets import targets_of
 
         return tuple(targets_of(codec.decode_action(payload)))
     except (ImportError, codec.BadMessage):

@@ -34,7 +34,7 @@ import msgspec
 from kube.times import format_micro_time
 from messages.actions import ActionResult
 from messages.observed import SCHEMA_VERSION, ObservedEvent
-from reconciler.stepping import Message
+from reconciler.core.stepping import Message
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
 from store.ticks import BATCH, START, Tick
 

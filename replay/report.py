@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from kube.times import format_micro_time
-from reconciler.controllers import Decided
+from reconciler.core.controllers import Decided
 from replay import explain as explaining
 from replay.bundles import Bundle
 from replay.diff import normalized

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from messages.actions import ActionResult
-from reconciler.stepping import Message, Payload
+from reconciler.core.stepping import Message, Payload
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
 from store import ticks as tick_rows
 from store.engine import Store

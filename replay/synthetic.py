@@ -44,10 +44,9 @@ from messages.actions import (
 )
 from messages.naming import NAME_ATTEMPTS, generated_name
 from messages.observed import ADDED, DELETED, MODIFIED, ObservedEvent
-from reconciler import stepping
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers, Settings
-from reconciler.core import batch
+from reconciler.core import batch, stepping
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers, Settings
 from reconciler.core.ticks import START
 from replay.bundles import Bundle, RecordedAction, RecordedDecision
 from replay.diff import normalized

@@ -25,7 +25,7 @@ import yaml  # type: ignore[import-untyped]
 from kube.times import format_time
 from messages import codec
 from messages.observed import ADDED, ObservedEvent
-from reconciler.stepping import Payload
+from reconciler.core.stepping import Payload
 
 CONTROLLER_KINDS = ("DaemonSet", "ReplicaSet")
 _PATH_PART = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from reconciler.audit_targets import Target
+from reconciler.core.audit_targets import Target
 from reconciler.core.batch import CONSUMER, Commit, Stored
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations

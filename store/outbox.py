@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from messages import codec
-from reconciler.audit_targets import Target
+from reconciler.core.audit_targets import Target
 from reconciler.core.batch import Sync
 from store import sql
 from store.tables import action_targets

@@ -27,10 +27,10 @@ import msgspec
 from messages import subjects
 from messages.actions import Action, ActionResult
 from messages.observed import ObservedEvent
-from reconciler import stepping
-from reconciler.audit_targets import Target, targets_of
-from reconciler.cache import Cache
-from reconciler.controllers import Controllers, Decided, Settings
+from reconciler.core import stepping
+from reconciler.core.audit_targets import Target, targets_of
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import BATCH, START, Tick, state_of

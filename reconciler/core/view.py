@@ -10,7 +10,7 @@ from kube.pods import PodFacts
 
 
 class CacheView(Protocol):
-    """Read-only lookups over the informer-like cache (reconciler.cache.Cache implements it)."""
+    """Read-only lookups over the informer-like cache (reconciler.core.cache.Cache implements it)."""
 
     def named(self, kind: str, namespace: str, name: str) -> Any: ...
 

@@ -1,6 +1,6 @@
 """A scripted history for the audit trail, written through the store's own repositories the way the
 reconciler and the results recorder write it (actions built as the controllers build them, their
-targets by reconciler.audit_targets), so the views see what a live pipeline would leave.
+targets by reconciler.core.audit_targets), so the views see what a live pipeline would leave.
 
 On 2025-06-01 (UTC), namespace `default`:
 
@@ -27,7 +27,7 @@ import msgspec
 
 from messages import codec
 from messages.actions import Action, CreatePods, DeletePod, PodToCreate, UpdateStatus
-from reconciler.audit_targets import targets_of
+from reconciler.core.audit_targets import targets_of
 from store.decisions import Decision
 from store.engine import Store
 from store.events import ObservedEvent

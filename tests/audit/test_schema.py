@@ -24,8 +24,8 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
-from reconciler.audit_targets import targets_of
-from reconciler.owner_actions import Common
+from reconciler.core.audit_targets import targets_of
+from reconciler.core.owner_actions import Common
 from store import decisions, migrating, outbox
 from store.audit_views import VIEWS
 from store.engine import Store

@@ -22,8 +22,9 @@ import pytest
 from kube import codec
 from kube.apps import DaemonSet, ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
 from messages.actions import FAILED, SUCCEEDED, UpdateStatus
-from reconciler import daemonset_actions, replicaset_actions
+from reconciler.core.daemonset import actions as daemonset_actions
 from reconciler.core.daemonset.sync import DaemonSetPlan
+from reconciler.core.replicaset import actions as replicaset_actions
 from reconciler.core.replicaset.sync import Plan
 from runtime.bus import Bus
 from tests.executor.builders import envelope, raw

@@ -1,6 +1,6 @@
 """Helpers for the ReplicaSet controller's tests: a cache fed like the reconciler feeds it, and pods of a ReplicaSet.
 
-`Cluster` folds observed events into a `reconciler.cache.Cache` with increasing stream sequences, as
+`Cluster` folds observed events into a `reconciler.core.cache.Cache` with increasing stream sequences, as
 the reconciler's shell does, and hands back the `(change, seq, msg_id)` triples `Controllers.observe`
 takes. Every object's JSON goes through `kube.codec`, so the cache holds what it would in production.
 """
@@ -17,7 +17,7 @@ from kube.apps import ReplicaSet
 from kube.core import POD_RUNNING, Pod
 from kube.testing import PodBuilder, pod
 from messages.observed import ADDED, DELETED, MODIFIED, ObservedEvent
-from reconciler.cache import Cache, Change
+from reconciler.core.cache import Cache, Change
 
 NOW = datetime(2026, 3, 15, 12, 0, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ import pytest
 from kube import codec
 from kube.testing import pod
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN, MODIFIED, QUARANTINED, ObservedEvent
-from reconciler.cache import Cache
+from reconciler.core.cache import Cache
 
 
 def event(kind_type: str, rv: str, phase: str = "Pending", uid: str = "u1") -> ObservedEvent:

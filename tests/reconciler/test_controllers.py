@@ -36,7 +36,7 @@ from messages.actions import (
     UpdateStatus,
 )
 from messages.observed import ADDED, ObservedEvent
-from reconciler.controllers import REVISION_WRITE_WAIT, Controllers, Decided, Outcome
+from reconciler.core.controllers import REVISION_WRITE_WAIT, Controllers, Decided, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
 from reconciler.core.expectations import Expectations, expect

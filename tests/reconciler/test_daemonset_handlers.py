@@ -17,7 +17,7 @@ from kube.ownership import new_controller_ref
 from kube.testing import daemonset, node, pod, replicaset
 from kube.times import format_time
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN, MODIFIED, RELISTED
-from reconciler.cache import Cache, Change
+from reconciler.core.cache import Cache, Change
 from reconciler.core.daemonset.handlers import (
     controller_key,
     history_daemonsets,

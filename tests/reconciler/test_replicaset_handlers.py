@@ -13,8 +13,8 @@ from kube.core import POD_FAILED, POD_PENDING, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.testing import daemonset, pod, replicaset
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN, MODIFIED, RELISTED
-from reconciler.cache import Cache, Change
-from reconciler.controllers import Controllers
+from reconciler.core.cache import Cache, Change
+from reconciler.core.controllers import Controllers
 from reconciler.core.expectations import expect
 from reconciler.core.replicaset.handlers import (
     controller_key,

@@ -14,9 +14,9 @@ from kube.testing import daemonset, node, pod, replicaset
 from kube.times import format_micro_time
 from kubus.cli import build_parser
 from messages.actions import CreatePods
-from reconciler import stepping
-from reconciler.cache import Cache
-from reconciler.controllers import (
+from reconciler.core import stepping
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import (
     DEFAULT_MIN_RESYNC_PERIOD,
     RESYNC_TRIGGER,
     Controllers,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.stepping import CLUSTER_PARTITION, start_positions
+from reconciler.core.stepping import CLUSTER_PARTITION, start_positions
 
 
 @pytest.mark.parametrize(("decided", "positions", "consistent", "alone", "start", "new"), [

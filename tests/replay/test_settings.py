@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kube.features import FeatureGates
-from reconciler.controllers import RESYNC_TRIGGER, Settings
+from reconciler.core.controllers import RESYNC_TRIGGER, Settings
 from replay.bundles import Bundle
 from replay.engine import Engine
 from replay.synthetic import World, daemonset, replicaset

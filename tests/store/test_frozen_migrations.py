@@ -1,7 +1,7 @@
 """The migrations are frozen: each builds the database it built when it was written, whatever the live code has
 become since. tests/store/frozen_migrations.json holds what they built before they stopped importing live code
 (migrations/versions/0003 once took its views from store.audit_views and its backfill from
-reconciler.audit_targets and messages.codec), on SQLite and on PostgreSQL:
+reconciler.core.audit_targets and messages.codec), on SQLite and on PostgreSQL:
 
 - the schema after each revision (SQLite: the DDL text it keeps; PostgreSQL: columns, constraints, indexes,
   sequences and views, as its catalogs show them, which do not depend on its version's deparsing);

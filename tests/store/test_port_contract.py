@@ -16,11 +16,11 @@ import sqlalchemy as sa
 from kube.testing import pod, replicaset
 from messages import codec
 from messages.actions import CreatePods, DeletePod, RecordEvent
-from reconciler.audit_targets import event_on
-from reconciler.cache import Cache
-from reconciler.controllers import Decided
 from reconciler.core import batch
+from reconciler.core.audit_targets import event_on
 from reconciler.core.batch import CONSUMER, Commit, Stored, Sync
+from reconciler.core.cache import Cache
+from reconciler.core.controllers import Decided
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import BATCH, START, Tick

@@ -18,7 +18,7 @@ from kube.meta import OwnerReference
 from kube.ownership import get_controller_of
 from kube.pods import is_pod_ready, pod_key
 from messages.observed import ADDED
-from reconciler.cache import Change
+from reconciler.core.cache import Change
 from reconciler.core.view import CacheView, Wakeups
 
 KIND: Final = "ReplicaSet"

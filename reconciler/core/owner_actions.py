@@ -12,7 +12,7 @@ from kube.core import Pod
 from kube.meta import ObjectMeta
 from kube.ownership import adopt_patch, release_patch
 from messages.actions import Action, Adoption, OwnerCheck, PatchPod
-from reconciler.audit_targets import Known
+from reconciler.core.audit_targets import Known
 
 _encode = msgspec.json.encode
 

@@ -24,10 +24,10 @@ from messages.actions import (
     RecordEvent,
     UpdateStatus,
 )
-from reconciler.audit_targets import Known, event_on, name_in
+from reconciler.core.audit_targets import Known, event_on, name_in
 from reconciler.core.daemonset.handlers import API_VERSION, KIND
 from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
-from reconciler.owner_actions import Common, Planned, adoption, claim_actions, object_reference
+from reconciler.core.owner_actions import Common, Planned, adoption, claim_actions, object_reference
 
 _encode = msgspec.json.encode
 

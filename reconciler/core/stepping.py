@@ -27,8 +27,8 @@ from kube.times import format_micro_time
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
-from reconciler.cache import Cache, Change
-from reconciler.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
+from reconciler.core.cache import Cache, Change
+from reconciler.core.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
 
