@@ -24,6 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from kube.times import parse_typed_time
 from runtime import flags
 from store import audit
 from store.audit import Row, Window
@@ -115,11 +116,10 @@ def parse_when(text: str, now: datetime) -> datetime:
     except ValueError:
         pass
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_typed_time(text)
     except ValueError:
         raise BadInput(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
                        "(2025-06-01T10:00:00Z)") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def parse_window(args: argparse.Namespace, now: datetime) -> Window:

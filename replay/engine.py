@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from kube.times import parse_time
 from messages import codec
 from reconciler import stepping
 from reconciler.cache import Cache
@@ -36,7 +37,6 @@ from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
 from replay.bundles import Bundle
 from replay.diff import Divergence, compare_decisions, compare_state
-from replay.fileformat import parse_time
 from replay.whatif import WhatIf
 from store.ticks import BATCH, START
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from kube.times import format_micro_time
+from kube.times import format_micro_time, parse_typed_time
 from reconciler.controllers import Decided
 from replay import explain as explaining
 from replay.bundles import Bundle
@@ -229,10 +229,8 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def parse_when(text: str) -> datetime:
-    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z."""
-    from replay.fileformat import parse_time
-
+    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z, as a person types it (without an offset it is UTC)."""
     try:
-        return parse_time(text)
+        return parse_typed_time(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a time like 2026-11-23T05:12:03Z") from None

@@ -7,9 +7,10 @@ kinds the sim serves, so `kubectl get` output looks as on a real cluster.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kube.times import parse_time
 from sim import resources as R
 from sim.resources import Resource
 
@@ -31,11 +32,9 @@ def age(timestamp: str | None, now: datetime) -> str:
     if not timestamp:
         return "<unknown>"
     try:  # a metav1.Time, or a MicroTime (an event's eventTime) with fractional seconds
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        then = parse_time(timestamp)
     except ValueError:
         return "<unknown>"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
     return human_duration((now - then).total_seconds())
 
 
