@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from kube import names
 from sim import defaulting, patching, schema, validation
 from sim import resources as R
 from sim import status as errors
@@ -46,10 +47,6 @@ class Decoding:
     mode: str = "Warn"
     warnings: list[str] = field(default_factory=list)
 
-# apimachinery's SimpleNameGenerator alphabet: no vowels (no words), no confusable characters
-_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_GENERATE_SUFFIX = 5
-_MAX_GENERATE_NAME_PREFIX = 63 - _GENERATE_SUFFIX
 
 _STATUS_KINDS = {R.PODS, R.NODES, R.NAMESPACES, R.DAEMONSETS, R.REPLICASETS}
 _GENERATION_KINDS = {R.DAEMONSETS, R.REPLICASETS}
@@ -182,10 +179,10 @@ class Registry:
         return ""
 
     def _generated_name(self, resource: Resource, namespace: str, prefix: str) -> str:
-        prefix = prefix[:_MAX_GENERATE_NAME_PREFIX]
+        prefix = prefix[:names.MAX_GENERATED_NAME_LENGTH]
         ns = namespace if resource.namespaced else ""
-        for _ in range(8):
-            name = prefix + "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(_GENERATE_SUFFIX))
+        for _ in range(names.NAME_ATTEMPTS):
+            name = prefix + "".join(self._rng.choice(names.ALPHABET) for _ in range(names.RANDOM_LENGTH))
             if self.store.get(resource, ns, name) is None:
                 return name
         return name  # a genuine collision: create answers AlreadyExists, as kube-apiserver would
