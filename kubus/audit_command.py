@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kube.times import parse_typed_time
-from runtime import flags
+from runtime import flags, printing
 from store import audit
 from store.audit import Row, Window
 from store.retention import parse_duration
@@ -251,11 +251,7 @@ def _cell(value: Any) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns aligned with two spaces between them; '-' for an empty cell."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printing.columns([list(headers), *([_cell(v) for v in row] for row in rows)])) + "\n"
 
 
 def _confirmed(a: Row) -> str:

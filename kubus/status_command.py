@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from messages import subjects
-from runtime import flags
+from runtime import flags, printing
 
 CLUSTER_PARTITION = -1  # how the cluster partition is numbered in consumer_positions
 DEFAULT_CONSUMER = "reconciler"  # the reconciler's name in consumer_positions
@@ -285,19 +285,22 @@ def render(status: Status) -> str:
     lines.append("")
     live = sum(1 for m in status.members if m.live)
     lines.append(f"MEMBERS ({live} live, lease ttl {status.lease_ttl_s:g}s)")
-    lines += _table(["INSTANCE", "STATE", "HEARTBEAT", "PARTITIONS (epoch)"], [
-        [m.instance, "live" if m.live else "gone", "-" if m.heartbeat_age_s < 0 else f"{m.heartbeat_age_s:g}s ago",
-         " ".join(f"{p}({e})" for p, e in sorted(m.partitions.items(), key=lambda x: int(x[0]))) or "-"]
-        for m in status.members] or [["(none)", "", "", ""]])
+    members = [[m.instance, "live" if m.live else "gone",
+                "-" if m.heartbeat_age_s < 0 else f"{m.heartbeat_age_s:g}s ago",
+                " ".join(f"{p}({e})" for p, e in sorted(m.partitions.items(), key=lambda x: int(x[0]))) or "-"]
+               for m in status.members]
+    lines += printing.columns([["INSTANCE", "STATE", "HEARTBEAT", "PARTITIONS (epoch)"],
+                               *(members or [["(none)", "", "", ""]])])
     lines.append("")
     lines.append(f"PARTITIONS ({status.partition_count})")
-    lines += _table(["PARTITION", "OWNER", "EPOCH", "EXPIRES", "POSITION", "LAG", "OUTBOX", "OLDEST"], [
-        [p.partition, p.owner or ("(every member)" if p.partition == subjects.CLUSTER else "-"),
-         _dash(p.epoch), "-" if p.expires_in_s is None else
-         (f"{p.expires_in_s:g}s" if p.expires_in_s > 0 else f"expired {-p.expires_in_s:g}s ago"),
-         _dash(p.position), _dash(p.lag), str(p.outbox_pending),
-         "-" if p.outbox_oldest_age_s is None else f"{p.outbox_oldest_age_s:g}s"]
-        for p in status.partitions])
+    partitions = [[p.partition, p.owner or ("(every member)" if p.partition == subjects.CLUSTER else "-"),
+                   _dash(p.epoch), "-" if p.expires_in_s is None else
+                   (f"{p.expires_in_s:g}s" if p.expires_in_s > 0 else f"expired {-p.expires_in_s:g}s ago"),
+                   _dash(p.position), _dash(p.lag), str(p.outbox_pending),
+                   "-" if p.outbox_oldest_age_s is None else f"{p.outbox_oldest_age_s:g}s"]
+                  for p in status.partitions]
+    lines += printing.columns([["PARTITION", "OWNER", "EPOCH", "EXPIRES", "POSITION", "LAG", "OUTBOX", "OLDEST"],
+                               *partitions])
     lines.append("")
     oldest = "" if status.outbox_oldest_age_s is None else f", oldest {status.outbox_oldest_age_s:g}s"
     lines.append(f"OUTBOX: {status.outbox_pending} pending{oldest}")
@@ -312,11 +315,6 @@ def render(status: Status) -> str:
 
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
 
 
 def run(args: argparse.Namespace) -> int:

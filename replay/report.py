@@ -19,6 +19,7 @@ from replay.diff import normalized
 from replay.engine import Engine, TickOutcome
 from replay.source import Window, WindowTracker
 from replay.whatif import Target, WhatIf
+from runtime import printing
 
 
 @dataclass
@@ -192,7 +193,7 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
                              for p in n["pods"]) or "-"
             rows.append((n["node"], _yes(n["should_run"]), _yes(n["should_continue_running"]), pods,
                          n["action"] or "-", n["why"]))
-        lines.extend(_table(rows))
+        lines.extend(printing.columns(rows))
         for key in ("rollout", "nodes_needing_pods", "deferred_nodes", "deferred_deletes", "create_error",
                     "revisions_created", "revisions_deleted", "warnings"):
             if key in details:
@@ -216,16 +217,11 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
                 ranked.append((str(r["position"]), r["pod"], "DELETE" if r["deleted"] else "keep", r["node"] or "-",
                                r["phase"], _yes(r["ready"]), str(r["deletion_cost"]), str(r["rank"]),
                                r["ready_since"] or "-", str(r["restarts"]), r["created"] or "-", r["uid"][:8]))
-            lines.extend(_table(ranked))
+            lines.extend(printing.columns(ranked))
             lines.append("(the columns in the order the rules apply; pods equal in all of them go by UID)")
         return lines
     lines.append(f"reason: {details.get('reason')}")
     return lines
-
-
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def parse_when(text: str) -> datetime:
