@@ -87,7 +87,7 @@ class NatsStatus:
 
 
 @dataclass
-class Status:
+class PipelineStatus:
     store: str
     at: str
     partition_count: int
@@ -117,7 +117,7 @@ class NatsSnapshot:
 
 
 def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatus, *, now: datetime,
-          ttl: float, partitions: int, prefix: str) -> Status:
+          ttl: float, partitions: int, prefix: str) -> PipelineStatus:
     """The report from what was read: pure, so it is tested without a database or NATS."""
     count = (nats.partitions if nats is not None and nats.partitions else None) or partitions
     numbers = sorted({*range(count), *(lease.partition for lease in snap.leases),
@@ -160,7 +160,7 @@ def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatu
     if nats is not None:
         nats_status.events_last_seq = nats.last_seq
         nats_status.executors = nats.executors
-    return Status(store=snap.label, at=now.isoformat(), partition_count=count, lease_ttl_s=ttl, members=members,
+    return PipelineStatus(store=snap.label, at=now.isoformat(), partition_count=count, lease_ttl_s=ttl, members=members,
                   partitions=rows, outbox_pending=sum(b.pending for b in snap.backlog.values()),
                   outbox_oldest_age_s=_age(now, oldest_all), nats=nats_status)
 
@@ -230,7 +230,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
 
 
 async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, prefix: str, partitions: int,
-                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER) -> Status:
+                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER) -> PipelineStatus:
     """Everything `kubus status` shows. Raises DatabaseUnavailable; NATS problems end up in `nats`."""
     from store.engine import open_store
 
@@ -271,11 +271,11 @@ def _nats_error(exc: BaseException) -> str:
 
 # --- printing --------------------------------------------------------------------------------------
 
-def to_json(status: Status) -> str:
+def to_json(status: PipelineStatus) -> str:
     return json.dumps(asdict(status), indent=2, sort_keys=False)
 
 
-def render(status: Status) -> str:
+def render(status: PipelineStatus) -> str:
     lines = [f"store: {status.store}"]
     nats = status.nats
     if nats.reachable and nats.error is None:

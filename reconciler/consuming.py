@@ -49,7 +49,7 @@ from store import leases as lease_rows
 from store import results as result_rows
 from store import ticks as tick_rows
 from store.outbox import OutboxRow
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 log = logging.getLogger("kubus.reconciler")
 

@@ -28,7 +28,7 @@ from messages.actions import ActionResult
 from reconciler.consuming import Stopped
 from runtime import failpoints, serving
 from runtime.bus import Bus, publish_async, stored
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 log = logging.getLogger("kubus.relay")
 

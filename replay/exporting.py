@@ -137,8 +137,8 @@ def _targets(payload: bytes) -> tuple[Any, ...]:
         return ()
 
 
-def _result_row(r: Any) -> result_rows.ActionResult:
-    return result_rows.ActionResult(
+def _result_row(r: Any) -> result_rows.ResultRow:
+    return result_rows.ResultRow(
         key=r.key, action_key=r.action_key, decision_id=r.decision_id or None, action=r.action, outcome=r.outcome,
         code=r.code or None, reason=r.reason, message=r.message, object_uid=r.object_uid or None,
         executor=r.executor, attempts=r.attempts, finished_at=parse_time(r.finished_at),

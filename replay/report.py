@@ -18,13 +18,13 @@ from replay.bundles import Bundle
 from replay.diff import normalized
 from replay.engine import Engine, TickOutcome
 from replay.source import Window, WindowTracker
-from replay.whatif import Target, WhatIf
+from replay.whatif import NamedObject, WhatIf
 from runtime import printing
 
 
 @dataclass
-class Options:
-    controller: Target | None = None
+class ReplayOptions:
+    controller: NamedObject | None = None
     explain: bool = False
     diff: bool = False
     decisions: bool = False  # print every decision (the controller's are printed anyway)
@@ -33,14 +33,14 @@ class Options:
     format: str = "text"
 
 
-def controller_keys(target: Target) -> set[str]:
+def controller_keys(target: NamedObject) -> set[str]:
     return {f"{kind}/{target.namespace}/{target.name}" for kind in target.kinds}
 
 
 class Replay:
     """The engine, the window, the filter and the printing, for one run of `kubus replay`."""
 
-    def __init__(self, options: Options, out: TextIO):
+    def __init__(self, options: ReplayOptions, out: TextIO):
         self.options = options
         self.out = out
         self.keys = controller_keys(options.controller) if options.controller is not None else None

@@ -24,9 +24,9 @@ from store import checkpoints, decisions, migrating, outbox, results, retention
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
 from store.outbox import OutboxRow
-from store.results import ActionResult
+from store.results import ResultRow
 from store.transaction import Transaction
-from store.urls import Target, resolve
+from store.urls import Database, resolve
 
 __all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_store", "upgrade"]
 
@@ -42,7 +42,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def create_engine(target: Target) -> AsyncEngine:
+def create_engine(target: Database) -> AsyncEngine:
     if target.backend == "sqlite":
         engine = create_async_engine(target.url)
         _configure_sqlite(engine)
@@ -114,7 +114,7 @@ async def _engine(url: str | None, data_dir: str) -> AsyncIterator[AsyncEngine]:
         await engine.dispose()
 
 
-async def _check_connection(engine: AsyncEngine, target: Target) -> None:
+async def _check_connection(engine: AsyncEngine, target: Database) -> None:
     try:
         if target.backend == "sqlite" and target.url.database not in (None, "", ":memory:"):
             # Probe with the stdlib first: aiosqlite's worker thread, after a failed connect,
@@ -130,7 +130,7 @@ def _probe_sqlite(path: str) -> None:
     sqlite3.connect(path).close()
 
 
-async def _check_schema(engine: AsyncEngine, target: Target) -> None:
+async def _check_schema(engine: AsyncEngine, target: Database) -> None:
     have, need = await migrating.current(engine), migrating.head()
     if have == need:
         return
@@ -144,7 +144,7 @@ class Store:
     """The database behind kubus: units of work for reconcilers, and the relay, executor-result
     and ingest sides, each a short transaction of its own."""
 
-    def __init__(self, engine: AsyncEngine, target: Target, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow) -> None:
         self.engine = engine
         self.backend = target.backend
         self.label = target.label
@@ -180,7 +180,7 @@ class Store:
             await outbox.count_attempt(conn, keys)
 
     # executor results
-    async def record_results(self, rows: Sequence[ActionResult]) -> list[str]:
+    async def record_results(self, rows: Sequence[ResultRow]) -> list[str]:
         """Record results idempotently (by key); the keys that were new."""
         async with self._writing() as conn:
             return await results.record(conn, rows, at=self._clock())
@@ -207,7 +207,7 @@ class Store:
         async with self.engine.connect() as conn:
             return await outbox.by_decision(conn, decision_id)
 
-    async def results_for(self, decision_id: int) -> list[ActionResult]:
+    async def results_for(self, decision_id: int) -> list[ResultRow]:
         async with self.engine.connect() as conn:
             return await results.for_decision(conn, decision_id)
 
