@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 __all__ = [
-    "format_go_duration", "format_micro_time", "format_time", "parse_go_duration", "parse_time", "parse_typed_time",
+    "Clock",
+    "format_go_duration",
+    "format_micro_time",
+    "format_time",
+    "parse_go_duration",
+    "parse_time",
+    "parse_typed_time",
 ]
+
+Clock = Callable[[], datetime]
+"""Where code that must know the time asks for it: the shell passes the wall clock, tests a fake one."""
 
 # Go's time.Parse(time.RFC3339, ...) accepts any number of fraction digits and
 # requires an explicit offset; Python's fromisoformat is more lenient, so the

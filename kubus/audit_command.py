@@ -17,14 +17,14 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from kube.times import parse_typed_time
+from kube.times import Clock, parse_typed_time
 from runtime import flags, printing
 from store import audit
 from store.audit import Row, TimeRange
@@ -33,7 +33,6 @@ from store.urls import DB_FILE
 
 FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
 
-Clock = Callable[[], datetime]
 
 
 class BadQuestion(Exception):

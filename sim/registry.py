@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kube import names
+from kube.times import Clock
 from sim import defaulting, patching, schema, validation
 from sim import resources as R
 from sim import status as errors
 from sim.resources import ApiResource
 from sim.store import ADDED, MODIFIED, Entry, ObjectStore
-
-Clock = Callable[[], datetime]
-
 
 TEMPLATE_GENERATION: Final = "deprecated.daemonset.template.generation"
 
