@@ -31,6 +31,7 @@ from executor.effects import RetryLater
 from executor.errors import Interrupted
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
+from kube.flowcontrol import doubled
 from messages import codec, subjects
 from messages.actions import ActionResult
 from runtime import failpoints
@@ -48,7 +49,7 @@ BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions 
 
 def redelivery_delay(delivery: int, initial: float) -> float:
     """The NAK delay after a delivery ended with an unknown outcome: initial, doubling, capped."""
-    return min(MAX_REDELIVERY_DELAY, initial * 2.0 ** (delivery - 1))
+    return doubled(initial, delivery - 1, MAX_REDELIVERY_DELAY)
 
 
 class Results:

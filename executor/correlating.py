@@ -42,7 +42,7 @@ import msgspec
 
 from kube.core import Event
 from kube.meta import ObjectMeta
-from kube.times import format_time
+from kube.times import Clock, format_time
 
 MAX_LRU_CACHE_ENTRIES: Final = 4096  # maxLruCacheEntries
 AGGREGATE_MAX_EVENTS: Final = 10  # defaultAggregateMaxEvents
@@ -52,7 +52,6 @@ SPAM_REFILL_SECONDS: Final = 300.0  # one token per 300 s: defaultSpamQPS = 1/30
 COMBINED_PREFIX: Final = "(combined from similar events): "  # EventAggregatorByReasonMessageFunc
 EPOCH: Final = "1970-01-01T00:00:00Z"  # the lastTimestamp eventObserve diffs the counted event against
 
-Clock = Callable[[], datetime]
 EventKey = tuple[str, ...]
 
 K = TypeVar("K", bound=Hashable)

@@ -36,8 +36,9 @@ from executor.effects import (
 from executor.errors import NAMESPACE_TERMINATING, Interrupted, TransientError, api_status, has_cause
 from executor.events import PodEvent, create_event, record_pod_events
 from executor.resources import POD
+from kube.names import NAME_ATTEMPTS
 from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED, CreatePods, PodToCreate
-from messages.naming import NAME_ATTEMPTS, generated_name
+from messages.naming import generated_name
 
 SLOW_START_INITIAL_BATCH: Final = 1
 

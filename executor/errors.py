@@ -72,11 +72,6 @@ def retry_wait(reply: Reply, status: Status | None = None) -> float | None:
     return retry_after_of(reply, status)
 
 
-def backoff_delay(attempt: int, initial: float, cap: float) -> float:
-    """Seconds before retry number `attempt` (1-based): initial, doubling, capped."""
-    return min(cap, initial * 2.0 ** (attempt - 1))
-
-
 def parse_retry_after(value: str | None) -> float | None:
     """A Retry-After header in seconds (the only form kube-apiserver sends); None when absent or odd."""
     if not value:

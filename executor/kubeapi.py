@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,14 +32,13 @@ from executor.errors import (
     Reply,
     TransientError,
     api_status,
-    backoff_delay,
     outcome_unknown,
     parse_retry_after,
     retry_after_of,
     retry_wait,
 )
 from executor.metrics import ExecutorMetrics
-from executor.ratelimit import TokenBucket
+from kube.flowcontrol import TokenBucket, doubled
 from runtime.kubeconfig import load_kubeconfig
 
 log = logging.getLogger("kubus.executor.api")
@@ -57,7 +57,7 @@ def load_client(kubeconfig: str | None, context: str | None, pool_size: int) -> 
 
 
 class KubeApi:
-    def __init__(self, client: k8s.ApiClient, *, workers: int, limiter: TokenBucket, metrics: ExecutorMetrics,
+    def __init__(self, client: k8s.ApiClient, *, workers: int, limiter: TokenBucket[float], metrics: ExecutorMetrics,
                  stopping: asyncio.Event, request_timeout: float = 30.0, attempts: int = 6,
                  max_retries: int = 10, backoff_initial: float = 0.05, backoff_max: float = 5.0):
         self._client = client
@@ -68,7 +68,8 @@ class KubeApi:
         self._timeout = urllib3.Timeout(total=request_timeout)
         self._attempts = attempts
         self._max_retries = max_retries
-        self._backoff = (backoff_initial, backoff_max)
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -81,7 +82,7 @@ class KubeApi:
         loop = asyncio.get_running_loop()
         unknown = retried = 0
         while True:
-            await self._pause(self._limiter.reserve())
+            await self._pause(self._limiter.reserve(time.monotonic()))
             reply = await loop.run_in_executor(self._pool, self._send, method, path, body, content_type)
             self._metrics.api_request(method, reply.status)
             if reply.ok or (0 < reply.status < 500 and reply.status != 429):
@@ -94,7 +95,7 @@ class KubeApi:
                 if unknown >= self._attempts:
                     raise TransientError(reply.status, reason, message)
                 wait = retry_after_of(reply, status) if status else None
-                delay = wait if wait is not None else backoff_delay(unknown, *self._backoff)
+                delay = wait if wait is not None else doubled(self._backoff_initial, unknown - 1, self._backoff_max)
             else:
                 wait = retry_wait(reply, status)
                 if wait is None or retried >= self._max_retries:

@@ -21,7 +21,7 @@ from executor.config import ExecutorConfig
 from executor.consuming import Executor
 from executor.kubeapi import KubeApi, load_client
 from executor.metrics import ExecutorMetrics
-from executor.ratelimit import TokenBucket
+from kube.flowcontrol import TokenBucket
 from messages import subjects
 from runtime import serving
 from runtime.bus import Bus, connected

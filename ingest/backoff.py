@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kube.flowcontrol import doubled
+
 
 class Backoff:
     def __init__(self, initial: float = 0.2, maximum: float = 30.0):
@@ -12,7 +14,7 @@ class Backoff:
     def next(self) -> float:
         """The delay before the next attempt; each call doubles the one after it, up to the maximum."""
         delay = self._next
-        self._next = min(self._next * 2, self.maximum)
+        self._next = doubled(self._next, 1, self.maximum)
         return delay
 
     def reset(self) -> None:

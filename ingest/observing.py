@@ -26,17 +26,6 @@ class WatchLine(msgspec.Struct):
     object: msgspec.Raw
 
 
-class _Meta(msgspec.Struct, rename="camel"):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-
-
-class _Head(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
 class _ListMeta(msgspec.Struct, rename="camel"):
     resource_version: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -50,7 +39,6 @@ class ListPage(msgspec.Struct):
 
 
 _line = msgspec.json.Decoder(WatchLine)
-_head = msgspec.json.Decoder(_Head)
 _page = msgspec.json.Decoder(ListPage)
 _status = msgspec.json.Decoder(Status)
 
@@ -85,7 +73,7 @@ def parse_status(raw: msgspec.Raw) -> Status:
 
 
 def bookmark_rv(raw: msgspec.Raw) -> str:
-    return _head.decode(raw).metadata.resource_version
+    return codec.decode_head(raw).metadata.resource_version
 
 
 def observe(spec: KindSpec, event_type: str, raw: msgspec.Raw, origin: Origin) -> ObservedEvent:
@@ -99,7 +87,7 @@ def observe(spec: KindSpec, event_type: str, raw: msgspec.Raw, origin: Origin) -
         error = f"{exc} (in a {event_type} event)"
         event_type = QUARANTINED
         try:
-            head = _head.decode(raw).metadata
+            head = codec.decode_head(raw).metadata
         except msgspec.DecodeError:
             raise Unroutable(f"{spec.kind}: unreadable metadata ({exc})") from None
         ns, name, uid, rv = head.namespace, head.name, head.uid, head.resource_version

@@ -7,6 +7,7 @@ back, ``times`` handles timestamps.
 
 Helpers: ``labels`` (+ ``selection``, ``selectorparser``), ``fields``,
 ``validation``, ``nodeaffinity``, ``taints``, ``pods``, ``intstr``,
-``ownership`` (+ ``gojson``), ``features`` (the feature gates decisions depend on).
+``ownership`` (+ ``gojson``), ``features`` (the feature gates decisions depend on),
+``flowcontrol`` (client-go's doubling backoff and token bucket).
 Test builders: ``testing``.
 """

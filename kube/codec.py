@@ -24,9 +24,12 @@ from kube.template import PodTemplateSpec
 
 __all__ = [
     "DecodeError",
+    "Head",
+    "HeadMeta",
     "dec_hook",
     "decode",
     "decode_builtin",
+    "decode_head",
     "decode_watch_event",
     "enc_hook",
     "encode",
@@ -50,14 +53,33 @@ class DecodeError(ValueError):
         super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
 
 
-class _HeadMeta(msgspec.Struct):
+class HeadMeta(msgspec.Struct, rename="camel", gc=False):
+    """The fields of ``metadata`` that name an object and its version: all that routing, results and
+    error messages need."""
+
     name: str = ""
+    generate_name: str = ""
     namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
 
 
-class _Head(msgspec.Struct):
+class Head(msgspec.Struct, gc=False):
+    """An object's kind and :class:`HeadMeta`, read without the rest: msgspec skips spec, status and the
+    other metadata without building them, and they need not fit the model (an object the model refuses
+    can still be named and routed)."""
+
     kind: str = ""
-    metadata: _HeadMeta = msgspec.field(default_factory=_HeadMeta)
+    metadata: HeadMeta = msgspec.field(default_factory=HeadMeta)
+
+
+_head = msgspec.json.Decoder(Head)
+
+
+def decode_head(data: bytes | str) -> Head:
+    """The kind and identity of any object's JSON (absent fields read as ""); raises msgspec.DecodeError
+    when the JSON is not an object or those few fields have the wrong types."""
+    return _head.decode(data)
 
 
 def dec_hook(tp: Any, obj: Any) -> Any:
@@ -98,9 +120,9 @@ def decode(data: bytes | str, type: type[T]) -> T:
         result: T = _decoder(type).decode(data)
     except msgspec.DecodeError as error:
         try:
-            head = msgspec.json.decode(data, type=_Head)
+            head = decode_head(data)
         except msgspec.DecodeError:
-            head = _Head()
+            head = Head()
         raise _wrap(error, head, type) from error
     return result
 
@@ -111,9 +133,9 @@ def decode_builtin(obj: Any, type: type[T]) -> T:
         return msgspec.convert(obj, type, dec_hook=dec_hook)
     except msgspec.ValidationError as error:
         try:
-            head = msgspec.convert(obj, _Head)
+            head = msgspec.convert(obj, Head)
         except msgspec.ValidationError:
-            head = _Head()
+            head = Head()
         raise _wrap(error, head, type) from error
 
 
@@ -135,7 +157,7 @@ def to_builtins(obj: Any) -> Any:
     return msgspec.to_builtins(obj, enc_hook=enc_hook)
 
 
-def _wrap(error: msgspec.DecodeError, head: _Head, target: Any) -> DecodeError:
+def _wrap(error: msgspec.DecodeError, head: Head, target: Any) -> DecodeError:
     text = str(error)
     paths = _AT.findall(text)
     message = _AT.split(text, maxsplit=1)[0] if paths else text

@@ -2,16 +2,30 @@
 
 The object model keeps timestamps as the strings the API sent, so a decode and
 re-encode never reformats them; code that compares times goes through these
-two functions.
+functions: ``parse_time`` reads every timestamp the API or kubus wrote (event
+``observedAt``, result ``finishedAt``, history files), ``parse_typed_time`` only
+what a person typed.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["format_go_duration", "format_micro_time", "format_time", "parse_go_duration", "parse_time"]
+__all__ = [
+    "Clock",
+    "format_go_duration",
+    "format_micro_time",
+    "format_time",
+    "parse_go_duration",
+    "parse_time",
+    "parse_typed_time",
+]
+
+Clock = Callable[[], datetime]
+"""Where code that must know the time asks for it: the shell passes the wall clock, tests a fake one."""
 
 # Go's time.Parse(time.RFC3339, ...) accepts any number of fraction digits and
 # requires an explicit offset; Python's fromisoformat is more lenient, so the
@@ -27,8 +41,8 @@ def parse_time(value: str) -> datetime:
 
     Cached: a controller compares the same few timestamps (pods created and made ready in the same
     second) over and over, and a datetime is immutable."""
-    if len(value) == 20 and value[19] == "Z" and value[10] == "T":
-        try:  # the API's own format, "2006-01-02T15:04:05Z": C-speed, and still strict about its shape
+    if value[-1:] == "Z" and value[10:11] == "T" and (len(value) == 20 or (len(value) == 27 and value[19] == ".")):
+        try:  # metav1.Time's "2006-01-02T15:04:05Z" and MicroTime's ".000000Z": C-speed, strict about the shape
             return datetime.fromisoformat(value)
         except ValueError:
             pass
@@ -39,6 +53,14 @@ def parse_time(value: str) -> datetime:
     tz = match["tz"].upper().replace("Z", "+00:00")
     parsed = datetime.fromisoformat(f"{match['base'].replace('t', 'T')}.{frac}{tz}")
     return parsed.astimezone(UTC)
+
+
+def parse_typed_time(text: str) -> datetime:
+    """A timestamp a person typed on a command line, read leniently: RFC 3339 as :func:`parse_time` reads
+    it, or any ISO 8601 date and time Python reads (``2025-06-01``, ``2025-06-01 10:00``); without an
+    offset it is UTC. Raises ValueError. Never for what the API or kubus itself wrote: that is RFC 3339."""
+    when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def format_time(moment: datetime) -> str:

@@ -17,26 +17,26 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from runtime import flags
+from kube.times import Clock, parse_typed_time
+from runtime import flags, printing
 from store import audit
-from store.audit import Row, Window
+from store.audit import Row, TimeRange
 from store.port import AuditPort
 from store.retention import parse_duration
 from store.urls import DB_FILE
 
 FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
 
-Clock = Callable[[], datetime]
 
 
-class BadInput(Exception):
+class BadQuestion(Exception):
     """The question cannot be asked as given; the message says what to give instead."""
 
 
@@ -116,25 +116,24 @@ def parse_when(text: str, now: datetime) -> datetime:
     except ValueError:
         pass
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_typed_time(text)
     except ValueError:
-        raise BadInput(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
+        raise BadQuestion(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
                        "(2025-06-01T10:00:00Z)") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
-def parse_window(args: argparse.Namespace, now: datetime) -> Window:
+def parse_window(args: argparse.Namespace, now: datetime) -> TimeRange:
     since = parse_when(args.since, now) if args.since else None
     until = parse_when(args.until, now) if args.until else None
     if since is not None and until is not None and since >= until:
-        raise BadInput(f"--since {args.since} is not before --until {args.until}")
-    return Window(since, until)
+        raise BadQuestion(f"--since {args.since} is not before --until {args.until}")
+    return TimeRange(since, until)
 
 
 def split_name(text: str) -> tuple[str, str]:
     namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
-        raise BadInput(f"expected NAMESPACE/NAME, got {text!r}")
+        raise BadQuestion(f"expected NAMESPACE/NAME, got {text!r}")
     return namespace, name
 
 
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace, now: Clock = utcnow) -> int:
     command = f"kubus audit {args.audit_command}"
     try:
         code, text = asyncio.run(_answer(args, now()))
-    except BadInput as exc:
+    except BadQuestion as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return BAD_INPUT
     except Unknown as exc:
@@ -163,22 +162,22 @@ async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
     question = args.audit_command
     subject = split_name(args.pod if question == "pod" else args.controller) if question in ("pod", "controller") \
         else None
-    window = parse_window(args, now) if question != "pod" else Window()
+    window = parse_window(args, now) if question != "pod" else TimeRange()
     _check_database_exists(args.db_url, args.data_dir)
     try:
         store = await open_store(args.db_url, args.data_dir)
     except DatabaseUnavailable as exc:
-        raise BadInput(str(exc)) from None
+        raise BadQuestion(str(exc)) from None
     try:
         return await _ask(store, args, question, subject, window)
     except sa.exc.DBAPIError as exc:
-        raise BadInput(f"querying {store.label} failed: {exc.orig}") from None
+        raise BadQuestion(f"querying {store.label} failed: {exc.orig}") from None
     finally:
         await store.close()
 
 
 async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subject: tuple[str, str] | None,
-               window: Window) -> tuple[int, str]:
+               window: TimeRange) -> tuple[int, str]:
     if question == "pod":
         assert subject is not None
         pod = await trail.pod_history(*subject)
@@ -217,7 +216,7 @@ def _check_database_exists(url: str | None, data_dir: str) -> None:
             return
         path = Path(parsed.database)
     if not path.exists():
-        raise BadInput(f"no kubus database at {path.absolute()}; check --data-dir / KUBUS_DATA_DIR, "
+        raise BadQuestion(f"no kubus database at {path.absolute()}; check --data-dir / KUBUS_DATA_DIR, "
                        "or set --db-url / KUBUS_DB_URL")
 
 
@@ -256,11 +255,7 @@ def _cell(value: Any) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns aligned with two spaces between them; '-' for an empty cell."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printing.columns([list(headers), *([_cell(v) for v in row] for row in rows)])) + "\n"
 
 
 def _confirmed(a: Row) -> str:
@@ -285,7 +280,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _range(window: Window) -> str:
+def _range(window: TimeRange) -> str:
     if window.since and window.until:
         return f" between {when(window.since)} and {when(window.until)}"
     if window.since:
@@ -352,7 +347,7 @@ def pod_json(pod: audit.PodHistory) -> dict[str, Any]:
             "decisions": pod.decisions, "events": pod.events}
 
 
-def render_controller(ctl: audit.ControllerHistory, window: Window) -> str:
+def render_controller(ctl: audit.ControllerHistory, window: TimeRange) -> str:
     out = [f"{' or '.join(ctl.kinds)} {ctl.namespace}/{ctl.name}: {_count(len(ctl.syncs), 'sync')}, "
            f"{_count(len(ctl.actions), 'action')}{_range(window)}"]
     if ctl.truncated:
@@ -372,7 +367,7 @@ def controller_json(ctl: audit.ControllerHistory) -> dict[str, Any]:
             "latest_decision_at": ctl.latest, "syncs": ctl.syncs, "actions": ctl.actions}
 
 
-def render_failures(rows: list[Row], window: Window) -> str:
+def render_failures(rows: list[Row], window: TimeRange) -> str:
     if not rows:
         return f"no failed actions{_range(window)}\n"
     return table(("FINISHED", "CONTROLLER", "ACTION", "TARGET", "KEY", "CODE", "REASON", "MESSAGE"),
@@ -380,7 +375,7 @@ def render_failures(rows: list[Row], window: Window) -> str:
                    r["idempotency_key"], r["code"], r["reason"], r["message"]] for r in rows])
 
 
-def render_slowest(rows: list[Row], window: Window) -> str:
+def render_slowest(rows: list[Row], window: TimeRange) -> str:
     if not rows:
         return f"no syncs{_range(window)}\n"
     return table(("MS", "DECIDED", "DECISION", "CONTROLLER", "TRIGGER", "REASON", "ACTIONS"),
@@ -388,7 +383,7 @@ def render_slowest(rows: list[Row], window: Window) -> str:
                    r["actions"]] for r in rows])
 
 
-def render_per_minute(rows: list[Row], window: Window) -> str:
+def render_per_minute(rows: list[Row], window: TimeRange) -> str:
     if not rows:
         return f"no pods created{_range(window)}\n"
     return table(("MINUTE (UTC)", "PODS"), [[r["minute"], r["pods"]] for r in rows])

@@ -120,7 +120,7 @@ def _fail(command: str, message: str) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     from replay.engine import ReplayError
     from replay.fileformat import FormatError
-    from replay.report import Options, Replay
+    from replay.report import Replay, ReplayOptions
     from replay.source import SourceError
     from replay.whatif import WhatIf, WhatIfError, load_spec, parse_add_node, parse_set, parse_target
 
@@ -137,7 +137,7 @@ def run_replay(args: argparse.Namespace) -> int:
         what_if.add_nodes.extend(parse_add_node(t) for t in args.add_node)
     except (WhatIfError, Refused) as exc:
         return _fail("replay", str(exc))
-    replay = Replay(Options(controller=controller, explain=args.explain, diff=args.diff, decisions=args.decisions,
+    replay = Replay(ReplayOptions(controller=controller, explain=args.explain, diff=args.diff, decisions=args.decisions,
                             window=window, what_if=what_if if what_if else None, format=args.format), sys.stdout)
     from replay.engine import tuned_gc
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from messages import subjects
-from runtime import flags
+from runtime import flags, printing
 
 CLUSTER_PARTITION = -1  # how the cluster partition is numbered in consumer_positions
 DEFAULT_CONSUMER = "reconciler"  # the reconciler's name in consumer_positions
@@ -87,7 +87,7 @@ class NatsStatus:
 
 
 @dataclass
-class Status:
+class PipelineStatus:
     store: str
     at: str
     partition_count: int
@@ -117,7 +117,7 @@ class NatsSnapshot:
 
 
 def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatus, *, now: datetime,
-          ttl: float, partitions: int, prefix: str) -> Status:
+          ttl: float, partitions: int, prefix: str) -> PipelineStatus:
     """The report from what was read: pure, so it is tested without a database or NATS."""
     count = (nats.partitions if nats is not None and nats.partitions else None) or partitions
     numbers = sorted({*range(count), *(lease.partition for lease in snap.leases),
@@ -160,7 +160,7 @@ def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatu
     if nats is not None:
         nats_status.events_last_seq = nats.last_seq
         nats_status.executors = nats.executors
-    return Status(store=snap.label, at=now.isoformat(), partition_count=count, lease_ttl_s=ttl, members=members,
+    return PipelineStatus(store=snap.label, at=now.isoformat(), partition_count=count, lease_ttl_s=ttl, members=members,
                   partitions=rows, outbox_pending=sum(b.pending for b in snap.backlog.values()),
                   outbox_oldest_age_s=_age(now, oldest_all), nats=nats_status)
 
@@ -230,7 +230,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
 
 
 async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, prefix: str, partitions: int,
-                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER) -> Status:
+                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER) -> PipelineStatus:
     """Everything `kubus status` shows. Raises DatabaseUnavailable; NATS problems end up in `nats`."""
     from store.engine import open_store
 
@@ -271,11 +271,11 @@ def _nats_error(exc: BaseException) -> str:
 
 # --- printing --------------------------------------------------------------------------------------
 
-def to_json(status: Status) -> str:
+def to_json(status: PipelineStatus) -> str:
     return json.dumps(asdict(status), indent=2, sort_keys=False)
 
 
-def render(status: Status) -> str:
+def render(status: PipelineStatus) -> str:
     lines = [f"store: {status.store}"]
     nats = status.nats
     if nats.reachable and nats.error is None:
@@ -285,19 +285,22 @@ def render(status: Status) -> str:
     lines.append("")
     live = sum(1 for m in status.members if m.live)
     lines.append(f"MEMBERS ({live} live, lease ttl {status.lease_ttl_s:g}s)")
-    lines += _table(["INSTANCE", "STATE", "HEARTBEAT", "PARTITIONS (epoch)"], [
-        [m.instance, "live" if m.live else "gone", "-" if m.heartbeat_age_s < 0 else f"{m.heartbeat_age_s:g}s ago",
-         " ".join(f"{p}({e})" for p, e in sorted(m.partitions.items(), key=lambda x: int(x[0]))) or "-"]
-        for m in status.members] or [["(none)", "", "", ""]])
+    members = [[m.instance, "live" if m.live else "gone",
+                "-" if m.heartbeat_age_s < 0 else f"{m.heartbeat_age_s:g}s ago",
+                " ".join(f"{p}({e})" for p, e in sorted(m.partitions.items(), key=lambda x: int(x[0]))) or "-"]
+               for m in status.members]
+    lines += printing.columns([["INSTANCE", "STATE", "HEARTBEAT", "PARTITIONS (epoch)"],
+                               *(members or [["(none)", "", "", ""]])])
     lines.append("")
     lines.append(f"PARTITIONS ({status.partition_count})")
-    lines += _table(["PARTITION", "OWNER", "EPOCH", "EXPIRES", "POSITION", "LAG", "OUTBOX", "OLDEST"], [
-        [p.partition, p.owner or ("(every member)" if p.partition == subjects.CLUSTER else "-"),
-         _dash(p.epoch), "-" if p.expires_in_s is None else
-         (f"{p.expires_in_s:g}s" if p.expires_in_s > 0 else f"expired {-p.expires_in_s:g}s ago"),
-         _dash(p.position), _dash(p.lag), str(p.outbox_pending),
-         "-" if p.outbox_oldest_age_s is None else f"{p.outbox_oldest_age_s:g}s"]
-        for p in status.partitions])
+    partitions = [[p.partition, p.owner or ("(every member)" if p.partition == subjects.CLUSTER else "-"),
+                   _dash(p.epoch), "-" if p.expires_in_s is None else
+                   (f"{p.expires_in_s:g}s" if p.expires_in_s > 0 else f"expired {-p.expires_in_s:g}s ago"),
+                   _dash(p.position), _dash(p.lag), str(p.outbox_pending),
+                   "-" if p.outbox_oldest_age_s is None else f"{p.outbox_oldest_age_s:g}s"]
+                  for p in status.partitions]
+    lines += printing.columns([["PARTITION", "OWNER", "EPOCH", "EXPIRES", "POSITION", "LAG", "OUTBOX", "OLDEST"],
+                               *partitions])
     lines.append("")
     oldest = "" if status.outbox_oldest_age_s is None else f", oldest {status.outbox_oldest_age_s:g}s"
     lines.append(f"OUTBOX: {status.outbox_pending} pending{oldest}")
@@ -312,11 +315,6 @@ def render(status: Status) -> str:
 
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,15 +11,14 @@ and finds the pod an earlier attempt made.
 from __future__ import annotations
 
 import hashlib
-from typing import Final
 
-ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # utilrand's alphabet (no vowels, no 0/1/3)
-MAX_GENERATED_NAME_LENGTH: Final = 63 - 5  # names.maxGeneratedNameLength
-NAME_ATTEMPTS: Final = 8  # kube-apiserver's maxNameGenerationCreateAttempts
+from kube.names import ALPHABET, MAX_GENERATED_NAME_LENGTH, NAME_ATTEMPTS, RANDOM_LENGTH
+
+__all__ = ["NAME_ATTEMPTS", "generated_name"]  # NAME_ATTEMPTS: the executor walks as many of a key's names
 
 
 def generated_name(prefix: str, key: str, attempt: int = 0) -> str:
     """names.SimpleNameGenerator.GenerateName, with the random part taken from `key` (and `attempt`)."""
     seed = key if attempt == 0 else f"{key}#{attempt}"
     digest = hashlib.sha256(seed.encode()).digest()
-    return prefix[:MAX_GENERATED_NAME_LENGTH] + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:5])
+    return prefix[:MAX_GENERATED_NAME_LENGTH] + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:RANDOM_LENGTH])

@@ -45,7 +45,7 @@ from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, serving
 from runtime.bus import Bus
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 log = logging.getLogger("kubus.reconciler")
 

@@ -15,17 +15,17 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from kube.times import Clock
 from store import leases as lease_rows
 from store.engine import Store
 
 log = logging.getLogger("kubus.leases")
 
-Clock = Callable[[], datetime]
 
 DEFAULT_TTL = 10.0  # seconds a lease and a membership heartbeat last
 HANDOVER_POLL = 0.5  # seconds between ticks while a partition is waited for from a live member

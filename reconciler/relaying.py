@@ -29,7 +29,7 @@ from reconciler.consuming import Stopped
 from runtime import failpoints, serving
 from runtime.bus import Bus, publish_async, stored
 from store.port import RelayPort
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 log = logging.getLogger("kubus.relay")
 

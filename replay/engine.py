@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from kube.times import parse_time
 from messages import codec, subjects
 from reconciler.core import batch, stepping
 from reconciler.core.batch import Stored
@@ -36,7 +37,6 @@ from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import BATCH, START
 from replay.bundles import Bundle
 from replay.diff import Divergence, compare_decisions, compare_state
-from replay.fileformat import parse_time
 from replay.whatif import WhatIf
 from store.memory import MemoryStore
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 import msgspec
 import sqlalchemy as sa
 
+from kube.times import parse_time
 from messages import codec, subjects
 from replay import fileformat
 from replay.bundles import Bundle
@@ -137,18 +138,18 @@ def _targets(payload: bytes) -> tuple[Any, ...]:
         return ()
 
 
-def _result_row(r: Any) -> result_rows.ActionResult:
-    return result_rows.ActionResult(
+def _result_row(r: Any) -> result_rows.ResultRow:
+    return result_rows.ResultRow(
         key=r.key, action_key=r.action_key, decision_id=r.decision_id or None, action=r.action, outcome=r.outcome,
         code=r.code or None, reason=r.reason, message=r.message, object_uid=r.object_uid or None,
-        executor=r.executor, attempts=r.attempts, finished_at=fileformat.parse_time(r.finished_at),
+        executor=r.executor, attempts=r.attempts, finished_at=parse_time(r.finished_at),
         subject=r.subject or None, resource_version=r.resource_version or None)
 
 
 def _event_row(seq: int, e: Any) -> event_rows.ObservedEvent:
     return event_rows.ObservedEvent(
         stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type, namespace=e.namespace, name=e.name,
-        uid=e.uid, resource_version=e.resource_version, observed_at=fileformat.parse_time(e.observed_at))
+        uid=e.uid, resource_version=e.resource_version, observed_at=parse_time(e.observed_at))
 
 
 async def _fix_sequences(store: Store) -> None:

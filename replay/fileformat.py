@@ -31,7 +31,7 @@ from typing import IO, Any, Final
 
 import msgspec
 
-from kube.times import format_micro_time
+from kube.times import format_micro_time, parse_time
 from messages.actions import ActionResult
 from messages.observed import SCHEMA_VERSION, ObservedEvent
 from reconciler.core.stepping import Message
@@ -150,10 +150,6 @@ class _Kind(msgspec.Struct):
 
 
 _kind = msgspec.json.Decoder(_Kind)
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def format_at(moment: datetime) -> str:

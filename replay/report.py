@@ -11,19 +11,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from kube.times import format_micro_time
+from kube.times import format_micro_time, parse_typed_time
 from reconciler.core.controllers import Decided
 from replay import explain as explaining
 from replay.bundles import Bundle
 from replay.diff import normalized
 from replay.engine import Engine, TickOutcome
 from replay.source import Window, WindowTracker
-from replay.whatif import Target, WhatIf
+from replay.whatif import NamedObject, WhatIf
+from runtime import printing
 
 
 @dataclass
-class Options:
-    controller: Target | None = None
+class ReplayOptions:
+    controller: NamedObject | None = None
     explain: bool = False
     diff: bool = False
     decisions: bool = False  # print every decision (the controller's are printed anyway)
@@ -32,14 +33,14 @@ class Options:
     format: str = "text"
 
 
-def controller_keys(target: Target) -> set[str]:
+def controller_keys(target: NamedObject) -> set[str]:
     return {f"{kind}/{target.namespace}/{target.name}" for kind in target.kinds}
 
 
 class Replay:
     """The engine, the window, the filter and the printing, for one run of `kubus replay`."""
 
-    def __init__(self, options: Options, out: TextIO):
+    def __init__(self, options: ReplayOptions, out: TextIO):
         self.options = options
         self.out = out
         self.keys = controller_keys(options.controller) if options.controller is not None else None
@@ -190,7 +191,7 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
                              for p in n["pods"]) or "-"
             rows.append((n["node"], _yes(n["should_run"]), _yes(n["should_continue_running"]), pods,
                          n["action"] or "-", n["why"]))
-        lines.extend(_table(rows))
+        lines.extend(printing.columns(rows))
         for key in ("rollout", "nodes_needing_pods", "deferred_nodes", "deferred_deletes", "create_error",
                     "revisions_created", "revisions_deleted", "warnings"):
             if key in details:
@@ -214,23 +215,16 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
                 ranked.append((str(r["position"]), r["pod"], "DELETE" if r["deleted"] else "keep", r["node"] or "-",
                                r["phase"], _yes(r["ready"]), str(r["deletion_cost"]), str(r["rank"]),
                                r["ready_since"] or "-", str(r["restarts"]), r["created"] or "-", r["uid"][:8]))
-            lines.extend(_table(ranked))
+            lines.extend(printing.columns(ranked))
             lines.append("(the columns in the order the rules apply; pods equal in all of them go by UID)")
         return lines
     lines.append(f"reason: {details.get('reason')}")
     return lines
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
 def parse_when(text: str) -> datetime:
-    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z."""
-    from replay.fileformat import parse_time
-
+    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z, as a person types it (without an offset it is UTC)."""
     try:
-        return parse_time(text)
+        return parse_typed_time(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a time like 2026-11-23T05:12:03Z") from None

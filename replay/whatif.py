@@ -36,7 +36,10 @@ class WhatIfError(ValueError):
 
 
 @dataclass(frozen=True)
-class Target:
+class NamedObject:
+    """An object named on the command line (``--controller``, a ``--set`` target): its kind, or the kinds
+    it may be when the name leaves that open, its namespace and its name."""
+
     kinds: tuple[str, ...]
     namespace: str
     name: str
@@ -49,15 +52,15 @@ class Target:
         return f"{kind}/{self.namespace + '/' if self.namespace else ''}{self.name}"
 
 
-def parse_target(text: str) -> Target:
+def parse_target(text: str) -> NamedObject:
     """``KIND/NAMESPACE/NAME``, ``Node/NAME`` or ``NAMESPACE/NAME`` (a DaemonSet or a ReplicaSet)."""
     parts = text.split("/")
     if len(parts) == 2 and parts[0] == "Node":
-        return Target(("Node",), "", parts[1])
+        return NamedObject(("Node",), "", parts[1])
     if len(parts) == 2 and all(parts):
-        return Target(CONTROLLER_KINDS, parts[0], parts[1])
+        return NamedObject(CONTROLLER_KINDS, parts[0], parts[1])
     if len(parts) == 3 and all(parts):
-        return Target((parts[0],), parts[1], parts[2])
+        return NamedObject((parts[0],), parts[1], parts[2])
     raise WhatIfError(f"{text!r}: expected NAMESPACE/NAME, KIND/NAMESPACE/NAME or Node/NAME")
 
 
@@ -77,12 +80,12 @@ def parse_path(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class SetValue:
-    target: Target
+    target: NamedObject
     path: list[str]
     value: Any
 
 
-def parse_set(text: str, controller: Target | None) -> SetValue:
+def parse_set(text: str, controller: NamedObject | None) -> SetValue:
     """``[TARGET:]PATH=VALUE``; without a target, the --controller object."""
     assignment, _, _ = text.partition("=")
     if "=" not in text or not assignment:
@@ -138,8 +141,8 @@ def _index(key: str, items: list[Any], where: str) -> int:
 @dataclass
 class WhatIf:
     sets: list[SetValue] = field(default_factory=list)
-    specs: dict[Target, dict[str, Any]] = field(default_factory=dict)  # the object's spec replaced
-    drops: list[Target] = field(default_factory=list)  # objects whose events never happened
+    specs: dict[NamedObject, dict[str, Any]] = field(default_factory=dict)  # the object's spec replaced
+    drops: list[NamedObject] = field(default_factory=list)  # objects whose events never happened
     add_nodes: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (name, labels)
     changed: int = 0  # events changed so far
 
@@ -224,7 +227,7 @@ def parse_add_node(text: str) -> tuple[str, dict[str, str]]:
     return name, labels
 
 
-def load_spec(path: str, target: Target | None) -> tuple[Target, dict[str, Any]]:
+def load_spec(path: str, target: NamedObject | None) -> tuple[NamedObject, dict[str, Any]]:
     """`--spec FILE`: a YAML object (a whole DaemonSet/ReplicaSet manifest, or its spec alone)."""
     if target is None:
         raise WhatIfError("--spec needs --controller: whose spec does it replace?")
@@ -240,7 +243,7 @@ def load_spec(path: str, target: Target | None) -> tuple[Target, dict[str, Any]]
         raise WhatIfError(f"--spec {path}: no spec object in it")
     kind = loaded.get("kind")
     if isinstance(kind, str) and kind in CONTROLLER_KINDS and len(target.kinds) > 1:
-        target = Target((kind,), target.namespace, target.name)
+        target = NamedObject((kind,), target.namespace, target.name)
     return target, spec
 
 

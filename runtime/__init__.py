@@ -8,4 +8,5 @@
     flags.py        the flags the commands share, each declared once and read from the environment too
     logs.py         log setup: plain text or JSON lines
     failpoints.py   crash at a named point, for the crash-recovery tests
+    printing.py     plain-text tables, the one way the CLI lines up columns
 """

@@ -19,7 +19,7 @@ from sim import resources as R
 from sim import status as errors
 from sim.faults import AppliedThenTimeout, FaultInjector
 from sim.registry import PATCH_APPLY, Decoding, Registry, format_time
-from sim.resources import Resource
+from sim.resources import ApiResource
 from sim.selection import build_filter
 from sim.store import Entry
 
@@ -53,7 +53,7 @@ class Route:
 
     __slots__ = ("name", "namespace", "resource", "subresource")
 
-    def __init__(self, resource: Resource, namespace: str | None, name: str | None, subresource: str | None):
+    def __init__(self, resource: ApiResource, namespace: str | None, name: str | None, subresource: str | None):
         self.resource, self.namespace, self.name, self.subresource = resource, namespace, name, subresource
 
     @property
@@ -216,7 +216,7 @@ class ApiServer:
             return _json(self._table(request, route.resource, [entry.obj], None), status)
         return _json(entry.raw, status)
 
-    def _table(self, request: web.Request, resource: Resource, objs: list[dict[str, Any]],
+    def _table(self, request: web.Request, resource: ApiResource, objs: list[dict[str, Any]],
                list_meta: dict[str, Any] | None, columns: bool = True) -> dict[str, Any]:
         return tables.table(resource, objs, self.registry.clock(),
                             include_object=request.query.get("includeObject", "Metadata"),
@@ -312,7 +312,7 @@ class ApiServer:
             framer = self._table_framer(request, route.resource)
         return await watching.serve_watch(request, self.store, req, framer, self.stopping)
 
-    def _table_framer(self, request: web.Request, resource: Resource) -> watching.Framer:
+    def _table_framer(self, request: web.Request, resource: ApiResource) -> watching.Framer:
         sent_columns = False
 
         def frame(event_type: str, obj: dict[str, Any], raw: bytes) -> bytes:

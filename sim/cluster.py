@@ -27,10 +27,10 @@ from sim.apiserver import ApiServer
 from sim.faults import FaultInjector, FaultRule
 from sim.gc import GarbageCollector
 from sim.kubelet import Kubelets
-from sim.nodes import NodeSpec, node_object
+from sim.nodes import InitialNode, node_object
 from sim.registry import Decoding, Registry, format_time, system_clock
 from sim.scheduler import Scheduler
-from sim.store import Store
+from sim.store import ObjectStore
 from sim.unvalidated import PATH as UNVALIDATED_PATH
 from sim.unvalidated import create_unvalidated
 
@@ -41,7 +41,7 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 @dataclass
 class SimConfig:
-    nodes: list[NodeSpec] = field(default_factory=list)
+    nodes: list[InitialNode] = field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 0
     kubeconfig: str | None = None
@@ -59,7 +59,7 @@ class SimConfig:
 class SimCluster:
     def __init__(self, config: SimConfig):
         self.config = config
-        self.store = Store(config.history_size)
+        self.store = ObjectStore(config.history_size)
         self.registry = Registry(self.store, system_clock, config.seed)
         self.faults = FaultInjector([FaultRule.parse(r) for r in config.faults], config.seed,
                                     config.fault_timeout)

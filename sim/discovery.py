@@ -12,7 +12,7 @@ import platform
 from typing import Any
 
 from sim import resources as R
-from sim.resources import Resource
+from sim.resources import ApiResource
 
 SIM_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubus-sim",
                "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
@@ -44,7 +44,7 @@ def api_group(group: str) -> dict[str, Any]:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(group)}
 
 
-def _resource_entry(r: Resource) -> dict[str, Any]:
+def _resource_entry(r: ApiResource) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
                              "kind": r.kind, "verbs": list(r.verbs)}
     if r.short_names:
@@ -54,7 +54,7 @@ def _resource_entry(r: Resource) -> dict[str, Any]:
     return entry
 
 
-def _subresource_entries(r: Resource) -> list[dict[str, Any]]:
+def _subresource_entries(r: ApiResource) -> list[dict[str, Any]]:
     out = []
     for sub in r.subresources:
         if sub == "scale":

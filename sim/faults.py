@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim import status as errors
-from sim.resources import Resource
+from sim.resources import ApiResource
 from sim.validation import FieldError
 
 FAULTS = ("429", "500", "409", "403", "422", "timeout", "timeout-applied")
@@ -91,7 +91,7 @@ class FaultInjector:
                 return rule
         return None
 
-    async def intercept(self, resource: Resource, verb: str, subresource: str | None,
+    async def intercept(self, resource: ApiResource, verb: str, subresource: str | None,
                         name: Callable[[], Awaitable[str]]) -> None:
         """Raises the fault chosen for this request, if any; `timeout-applied` is left to the caller.
 

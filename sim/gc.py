@@ -18,12 +18,12 @@ from typing import Any
 from sim import resources as R
 from sim import status as errors
 from sim.registry import FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Registry
-from sim.resources import Resource
-from sim.store import DELETED, Event, owner_uids
+from sim.resources import ApiResource
+from sim.store import DELETED, HistoryEvent, owner_uids
 
 log = logging.getLogger("kubus.sim.gc")
 
-Key = tuple[Resource, str, str]
+Key = tuple[ApiResource, str, str]
 
 
 class GarbageCollector:
@@ -34,7 +34,7 @@ class GarbageCollector:
         self._wakeup = asyncio.Event()
         self.store.add_listener(self._observe)
 
-    def _observe(self, event: Event) -> None:
+    def _observe(self, event: HistoryEvent) -> None:
         obj = event.entry.obj
         meta = obj["metadata"]
         if event.type == DELETED:

@@ -25,7 +25,7 @@ from typing import Any
 from sim import resources as R
 from sim import status as errors
 from sim.registry import Registry, format_time
-from sim.store import DELETED, Event
+from sim.store import DELETED, HistoryEvent
 
 log = logging.getLogger("kubus.sim.kubelet")
 
@@ -70,7 +70,7 @@ class Kubelets:
         return (node.obj["metadata"].get("labels") or {}).get(LABEL_KUBELET) != "off"
 
     # --- reacting to pod changes ---------------------------------------------------------------
-    def _observe(self, event: Event) -> None:
+    def _observe(self, event: HistoryEvent) -> None:
         if event.resource is not R.PODS or self._loop is None:
             return
         key = (event.namespace, event.name)

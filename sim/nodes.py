@@ -12,7 +12,9 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 @dataclass
-class NodeSpec:
+class InitialNode:
+    """One node the simulated cluster starts with, as flags or a nodes file describe it."""
+
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
@@ -50,13 +52,13 @@ def parse_capacity(text: str) -> dict[str, str]:
 
 
 def generate(count: int, prefix: str = "node-", labels: dict[str, str] | None = None,
-             taints: list[dict[str, str]] | None = None, capacity: dict[str, str] | None = None) -> list[NodeSpec]:
+             taints: list[dict[str, str]] | None = None, capacity: dict[str, str] | None = None) -> list[InitialNode]:
     width = max(len(str(count - 1)), 1) if count else 1
-    return [NodeSpec(f"{prefix}{i:0{width}d}", dict(labels or {}), list(taints or []),
+    return [InitialNode(f"{prefix}{i:0{width}d}", dict(labels or {}), list(taints or []),
                      dict(capacity or DEFAULT_CAPACITY)) for i in range(count)]
 
 
-def load_file(path: str) -> list[NodeSpec]:
+def load_file(path: str) -> list[InitialNode]:
     """A YAML list of nodes: `- {name: n1, labels: {...}, taints: ["k=v:NoSchedule"], capacity: {...}}`."""
     with open(path) as handle:
         data = yaml.safe_load(handle) or []
@@ -69,12 +71,12 @@ def load_file(path: str) -> list[NodeSpec]:
         taints = [parse_taint(t) if isinstance(t, str) else dict(t) for t in item.get("taints") or []]
         capacity = dict(DEFAULT_CAPACITY)
         capacity.update({k: str(v) for k, v in (item.get("capacity") or {}).items()})
-        specs.append(NodeSpec(str(item["name"]), {k: str(v) for k, v in (item.get("labels") or {}).items()},
+        specs.append(InitialNode(str(item["name"]), {k: str(v) for k, v in (item.get("labels") or {}).items()},
                               taints, capacity, bool(item.get("unschedulable", False))))
     return specs
 
 
-def node_object(spec: NodeSpec, index: int, now: str) -> dict[str, Any]:
+def node_object(spec: InitialNode, index: int, now: str) -> dict[str, Any]:
     """A Node as a kubelet registers it: standard labels, Ready, addresses, capacity."""
     labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from kube import names
+from kube.times import Clock
 from sim import defaulting, patching, schema, validating
 from sim import resources as R
 from sim import status as errors
-from sim.resources import Resource
-from sim.store import ADDED, MODIFIED, Entry, Store
-
-Clock = Callable[[], datetime]
-
+from sim.resources import ApiResource
+from sim.store import ADDED, MODIFIED, Entry, ObjectStore
 
 TEMPLATE_GENERATION: Final = "deprecated.daemonset.template.generation"
 
@@ -46,14 +44,10 @@ class Decoding:
     mode: str = "Warn"
     warnings: list[str] = field(default_factory=list)
 
-# apimachinery's SimpleNameGenerator alphabet: no vowels (no words), no confusable characters
-_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_GENERATE_SUFFIX = 5
-_MAX_GENERATE_NAME_PREFIX = 63 - _GENERATE_SUFFIX
 
 _STATUS_KINDS = {R.PODS, R.NODES, R.NAMESPACES, R.DAEMONSETS, R.REPLICASETS}
 _GENERATION_KINDS = {R.DAEMONSETS, R.REPLICASETS}
-_EMPTY_STATUS: dict[Resource, dict[str, Any]] = {
+_EMPTY_STATUS: dict[ApiResource, dict[str, Any]] = {
     R.DAEMONSETS: {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
                    "numberReady": 0},
     R.REPLICASETS: {"replicas": 0},
@@ -77,7 +71,7 @@ def system_clock() -> datetime:
 
 
 class Registry:
-    def __init__(self, store: Store, clock: Clock = system_clock, seed: int | None = None):
+    def __init__(self, store: ObjectStore, clock: Clock = system_clock, seed: int | None = None):
         self.store = store
         self.clock = clock
         self._rng = random.Random(seed)
@@ -89,13 +83,13 @@ class Registry:
     def new_uid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
-    def get(self, resource: Resource, namespace: str, name: str) -> Entry:
+    def get(self, resource: ApiResource, namespace: str, name: str) -> Entry:
         entry = self.store.get(resource, namespace, name)
         if entry is None:
             raise errors.not_found(resource, name)
         return entry
 
-    def _check_namespace(self, resource: Resource, namespace: str, name: str) -> None:
+    def _check_namespace(self, resource: ApiResource, namespace: str, name: str) -> None:
         if not resource.namespaced:
             return
         ns = self.store.get(R.NAMESPACES, "", namespace)
@@ -104,14 +98,14 @@ class Registry:
         if ns.obj["metadata"].get("deletionTimestamp"):
             raise errors.namespace_terminating(resource, name, namespace)
 
-    def _validate(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _validate(self, resource: ApiResource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         problems = validating.validate(resource.kind, obj, old)
         if problems:
             name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
             raise errors.invalid(resource, name, problems)
 
     @staticmethod
-    def _decode(resource: Resource, obj: dict[str, Any], decoding: Decoding | None) -> None:
+    def _decode(resource: ApiResource, obj: dict[str, Any], decoding: Decoding | None) -> None:
         """What decoding into Go structs does: unknown fields and empty omitempty fields vanish."""
         unknown = schema.prune(resource.kind, obj)
         if not unknown or decoding is None:
@@ -124,7 +118,7 @@ class Registry:
             decoding.warnings.extend(messages)
 
     # --- create ---------------------------------------------------------------------------------
-    def create(self, resource: Resource, namespace: str, obj: dict[str, Any],
+    def create(self, resource: ApiResource, namespace: str, obj: dict[str, Any],
                decoding: Decoding | None = None, *, validate: bool = True) -> Entry:
         """A create as kube-apiserver's registry does it. ``validate=False`` skips only the kind's
         validation (sim.unvalidated: an object written before validation tightened)."""
@@ -166,7 +160,7 @@ class Registry:
             meta.pop(key, None)
         return self.store.put(resource, _ordered(obj), ADDED)
 
-    def name_for_create(self, resource: Resource, namespace: str, obj: Any) -> str:
+    def name_for_create(self, resource: ApiResource, namespace: str, obj: Any) -> str:
         """The name a create of ``obj`` would get: its own, or one made from its generateName.
 
         What admission sees: validating admission runs after the registry generated the name.
@@ -181,16 +175,16 @@ class Registry:
             return self._generated_name(resource, namespace, prefix)
         return ""
 
-    def _generated_name(self, resource: Resource, namespace: str, prefix: str) -> str:
-        prefix = prefix[:_MAX_GENERATE_NAME_PREFIX]
+    def _generated_name(self, resource: ApiResource, namespace: str, prefix: str) -> str:
+        prefix = prefix[:names.MAX_GENERATED_NAME_LENGTH]
         ns = namespace if resource.namespaced else ""
-        for _ in range(8):
-            name = prefix + "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(_GENERATE_SUFFIX))
+        for _ in range(names.NAME_ATTEMPTS):
+            name = prefix + "".join(self._rng.choice(names.ALPHABET) for _ in range(names.RANDOM_LENGTH))
             if self.store.get(resource, ns, name) is None:
                 return name
         return name  # a genuine collision: create answers AlreadyExists, as kube-apiserver would
 
-    def _prepare_for_create(self, resource: Resource, obj: dict[str, Any]) -> None:
+    def _prepare_for_create(self, resource: ApiResource, obj: dict[str, Any]) -> None:
         if resource in _GENERATION_KINDS:
             obj["metadata"]["generation"] = 1
             obj["status"] = dict(_EMPTY_STATUS[resource])
@@ -205,7 +199,7 @@ class Registry:
             obj["status"] = {"phase": "Active"}
 
     # --- update ---------------------------------------------------------------------------------
-    def update(self, resource: Resource, namespace: str, name: str, obj: dict[str, Any],
+    def update(self, resource: ApiResource, namespace: str, name: str, obj: dict[str, Any],
                subresource: str | None = None, decoding: Decoding | None = None) -> Entry:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise errors.bad_request("the body of the request must be an object with metadata")
@@ -227,7 +221,7 @@ class Registry:
             raise _precondition_failed(resource, namespace, name, "UID", uid, current.obj["metadata"]["uid"])
         return self._write_update(resource, current, obj, subresource)
 
-    def _write_update(self, resource: Resource, current: Entry, obj: dict[str, Any],
+    def _write_update(self, resource: ApiResource, current: Entry, obj: dict[str, Any],
                       subresource: str | None) -> Entry:
         old = current.obj
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
@@ -305,7 +299,7 @@ class Registry:
         return self.store.put(resource, obj, MODIFIED, old)
 
     # --- patch ----------------------------------------------------------------------------------
-    def patch(self, resource: Resource, namespace: str, name: str, patch_type: str, body: Any,
+    def patch(self, resource: ApiResource, namespace: str, name: str, patch_type: str, body: Any,
               subresource: str | None = None, decoding: Decoding | None = None) -> Entry:
         current = self.get(resource, namespace, name)
         target = current.clone()
@@ -340,7 +334,7 @@ class Registry:
         return self._write_update(resource, current, patched, subresource)
 
     # --- delete ---------------------------------------------------------------------------------
-    def delete(self, resource: Resource, namespace: str, name: str,
+    def delete(self, resource: ApiResource, namespace: str, name: str,
                options: dict[str, Any] | None = None) -> Entry:
         options = options or {}
         current = self.get(resource, namespace, name)
@@ -374,7 +368,7 @@ class Registry:
             return removed
         return self._mark_deleting(resource, current, grace, finalizers)
 
-    def _grace_period(self, resource: Resource, obj: dict[str, Any], requested: Any) -> int:
+    def _grace_period(self, resource: ApiResource, obj: dict[str, Any], requested: Any) -> int:
         if resource is not R.PODS:
             return 0
         spec, status = obj.get("spec", {}), obj.get("status", {})
@@ -386,7 +380,7 @@ class Registry:
             grace = min(grace, current)  # a second delete may only shorten the grace period
         return max(int(grace), 0)
 
-    def _mark_deleting(self, resource: Resource, current: Entry, grace: int,
+    def _mark_deleting(self, resource: ApiResource, current: Entry, grace: int,
                        finalizers: list[str]) -> Entry:
         obj = current.clone()
         meta = obj["metadata"]
@@ -402,7 +396,7 @@ class Registry:
         return self.store.put(resource, _ordered(obj), MODIFIED, current.obj)
 
 
-def _precondition_failed(resource: Resource, namespace: str, name: str, field: str, want: str,
+def _precondition_failed(resource: ApiResource, namespace: str, name: str, field: str, want: str,
                          got: str) -> errors.ApiError:
     """A failed uid or resourceVersion precondition: etcd3's InvalidObjError wrapped in a Conflict.
 
@@ -416,7 +410,7 @@ def _precondition_failed(resource: Resource, namespace: str, name: str, field: s
     return errors.conflict(resource, name, why)
 
 
-def _check_type(resource: Resource, obj: dict[str, Any]) -> None:
+def _check_type(resource: ApiResource, obj: dict[str, Any]) -> None:
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if kind and kind != resource.kind:
         raise errors.bad_request(f"the kind of the object ({kind}) does not match the kind of the "

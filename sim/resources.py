@@ -8,7 +8,7 @@ STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch"
 
 
 @dataclass(frozen=True)
-class Resource:
+class ApiResource:
     plural: str
     singular: str
     kind: str
@@ -35,27 +35,27 @@ class Resource:
         return f"{self.kind}.{self.group}" if self.group else self.kind
 
 
-NAMESPACES = Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",),
+NAMESPACES = ApiResource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",),
                       subresources=("status", "finalize"))
-NODES = Resource("nodes", "node", "Node", "", "v1", False, ("no",), subresources=("status",))
-PODS = Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("all",),
+NODES = ApiResource("nodes", "node", "Node", "", "v1", False, ("no",), subresources=("status",))
+PODS = ApiResource("pods", "pod", "Pod", "", "v1", True, ("po",), ("all",),
                 subresources=("status", "binding", "eviction"))
-EVENTS = Resource("events", "event", "Event", "", "v1", True, ("ev",))
-DAEMONSETS = Resource("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("all",),
+EVENTS = ApiResource("events", "event", "Event", "", "v1", True, ("ev",))
+DAEMONSETS = ApiResource("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("all",),
                       subresources=("status",))
-REPLICASETS = Resource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("all",),
+REPLICASETS = ApiResource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("all",),
                        subresources=("status", "scale"))
-CONTROLLERREVISIONS = Resource("controllerrevisions", "controllerrevision", "ControllerRevision",
+CONTROLLERREVISIONS = ApiResource("controllerrevisions", "controllerrevision", "ControllerRevision",
                                "apps", "v1", True)
 
-ALL: tuple[Resource, ...] = (NAMESPACES, NODES, PODS, EVENTS, DAEMONSETS, REPLICASETS, CONTROLLERREVISIONS)
-BY_GROUP_VERSION_PLURAL: dict[tuple[str, str, str], Resource] = {
+ALL: tuple[ApiResource, ...] = (NAMESPACES, NODES, PODS, EVENTS, DAEMONSETS, REPLICASETS, CONTROLLERREVISIONS)
+BY_GROUP_VERSION_PLURAL: dict[tuple[str, str, str], ApiResource] = {
     (r.group, r.version, r.plural): r for r in ALL
 }
-BY_KIND: dict[str, Resource] = {r.kind: r for r in ALL}
+BY_KIND: dict[str, ApiResource] = {r.kind: r for r in ALL}
 
 GROUP_VERSIONS: dict[str, str] = {"": "v1", "apps": "v1"}
 
 
-def lookup(group: str, version: str, plural: str) -> Resource | None:
+def lookup(group: str, version: str, plural: str) -> ApiResource | None:
     return BY_GROUP_VERSION_PLURAL.get((group, version, plural))

@@ -24,7 +24,7 @@ from sim import resources as R
 from sim import status as errors
 from sim.apiserver import bind_pod
 from sim.registry import Registry, format_time
-from sim.store import DELETED, Event
+from sim.store import DELETED, HistoryEvent
 
 log = logging.getLogger("kubus.sim.scheduler")
 _encode = msgspec.json.encode
@@ -53,7 +53,7 @@ class Scheduler:
         self.store.add_listener(self._observe)
 
     # --- bookkeeping from store events -------------------------------------------------------
-    def _observe(self, event: Event) -> None:
+    def _observe(self, event: HistoryEvent) -> None:
         if event.resource is R.PODS:
             self._observe_pod(event)
         elif event.resource is R.NODES:
@@ -67,7 +67,7 @@ class Scheduler:
                 self._unschedulable.clear()
                 self._wakeup.set()
 
-    def _observe_pod(self, event: Event) -> None:
+    def _observe_pod(self, event: HistoryEvent) -> None:
         new = event.entry.obj
         old = event.old if event.type != "ADDED" else None
         old_node = old.get("spec", {}).get("nodeName") if old and not _is_terminal(old) else None

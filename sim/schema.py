@@ -18,7 +18,7 @@ import kubernetes.client as models
 # A node of the schema: a dict of json field -> child node for objects, ("list", node) and
 # ("map", node) for containers, and None for a value kept as written (scalars, IntOrString,
 # RawExtension, quantities, times).
-Node = dict[str, Any] | tuple[str, Any] | None
+SchemaNode = dict[str, Any] | tuple[str, Any] | None
 
 _ROOT_MODELS = {
     "Pod": "V1Pod", "Node": "V1Node", "Namespace": "V1Namespace", "Event": "CoreV1Event",
@@ -29,7 +29,7 @@ _MAP = re.compile(r"^Dict\[str, (.+)\]$|^dict\(str, (.+)\)$")
 
 
 @cache
-def _model(name: str) -> Node:
+def _model(name: str) -> SchemaNode:
     cls = getattr(models, name, None)
     if cls is None or not hasattr(cls, "openapi_types"):
         return None
@@ -44,7 +44,7 @@ def _model(name: str) -> Node:
 _building: dict[str, dict[str, Any]] = {}
 
 
-def _type(type_name: str) -> Node:
+def _type(type_name: str) -> SchemaNode:
     match = _LIST.match(type_name)
     if match:
         return ("list", _type(match.group(1) or match.group(2)))
@@ -58,7 +58,7 @@ def _type(type_name: str) -> Node:
     return None
 
 
-def root(kind: str) -> Node:
+def root(kind: str) -> SchemaNode:
     name = _ROOT_MODELS.get(kind)
     return _model(name) if name else None
 
@@ -77,7 +77,7 @@ def prune(kind: str, obj: dict[str, Any]) -> list[str]:
     return unknown
 
 
-def _prune(value: Any, schema: Node, path: str, unknown: list[str]) -> None:
+def _prune(value: Any, schema: SchemaNode, path: str, unknown: list[str]) -> None:
     if schema is None:
         return
     if isinstance(schema, tuple):

@@ -15,7 +15,7 @@ from kube.labels import parse_selector
 from kube.selection import SelectorError
 from sim import resources as R
 from sim import status as errors
-from sim.resources import Resource
+from sim.resources import ApiResource
 
 FieldGetter = Callable[[dict[str, Any]], str]
 
@@ -38,7 +38,7 @@ _COMMON: dict[str, FieldGetter] = {
     "metadata.name": _path("metadata", "name"),
     "metadata.namespace": _path("metadata", "namespace"),
 }
-_FIELDS: dict[Resource, dict[str, FieldGetter]] = {
+_FIELDS: dict[ApiResource, dict[str, FieldGetter]] = {
     R.PODS: {
         "spec.nodeName": _path("spec", "nodeName"),
         "spec.restartPolicy": _path("spec", "restartPolicy"),
@@ -87,7 +87,7 @@ class Filter:
         return self.labels is None and self.fields is None
 
 
-def build_filter(resource: Resource, namespace: str | None, label_selector: str | None,
+def build_filter(resource: ApiResource, namespace: str | None, label_selector: str | None,
                  field_selector: str | None) -> Filter:
     labels = None
     if label_selector:

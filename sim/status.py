@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sim.resources import Resource
+from sim.resources import ApiResource
 from sim.validation import FieldError, format_invalid_message
 
 
@@ -38,7 +38,7 @@ class ApiError(Exception):
         return body
 
 
-def _details(resource: Resource, name: str, **extra: Any) -> dict[str, Any]:
+def _details(resource: ApiResource, name: str, **extra: Any) -> dict[str, Any]:
     details: dict[str, Any] = {"name": name, "kind": resource.plural}
     if resource.group:
         details["group"] = resource.group
@@ -46,17 +46,17 @@ def _details(resource: Resource, name: str, **extra: Any) -> dict[str, Any]:
     return details
 
 
-def not_found(resource: Resource, name: str) -> ApiError:
+def not_found(resource: ApiResource, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{resource.group_resource} "{name}" not found',
                     _details(resource, name))
 
 
-def already_exists(resource: Resource, name: str) -> ApiError:
+def already_exists(resource: ApiResource, name: str) -> ApiError:
     return ApiError(409, "AlreadyExists", f'{resource.group_resource} "{name}" already exists',
                     _details(resource, name))
 
 
-def conflict(resource: Resource, name: str, why: str) -> ApiError:
+def conflict(resource: ApiResource, name: str, why: str) -> ApiError:
     return ApiError(
         409, "Conflict",
         f'Operation cannot be fulfilled on {resource.group_resource} "{name}": {why}',
@@ -64,7 +64,7 @@ def conflict(resource: Resource, name: str, why: str) -> ApiError:
     )
 
 
-def stale_object(resource: Resource, name: str) -> ApiError:
+def stale_object(resource: ApiResource, name: str) -> ApiError:
     return conflict(resource, name, "the object has been modified; please apply your changes "
                                     "to the latest version and try again")
 
@@ -103,12 +103,12 @@ def timeout(message: str) -> ApiError:
 
 
 
-def quota_resource_name(resource: Resource) -> str:
+def quota_resource_name(resource: ApiResource) -> str:
     """The quota's name for a count of this resource: `pods`, or `count/replicasets.apps`."""
     return "pods" if resource.plural == "pods" and not resource.group else f"count/{resource.group_resource}"
 
 
-def forbidden(resource: Resource, name: str, why: str) -> ApiError:
+def forbidden(resource: ApiResource, name: str, why: str) -> ApiError:
     """errors.NewForbidden: a refusal by admission (quota, policy), before anything is stored."""
     head = f'{resource.group_resource} "{name}"' if name else resource.group_resource
     details: dict[str, Any] = {"name": name, "kind": resource.plural}
@@ -118,14 +118,14 @@ def forbidden(resource: Resource, name: str, why: str) -> ApiError:
                     {k: v for k, v in details.items() if v})
 
 
-def quota_exceeded(resource: Resource, name: str, quota: str = "compute-resources", used: int = 10) -> ApiError:
+def quota_exceeded(resource: ApiResource, name: str, quota: str = "compute-resources", used: int = 10) -> ApiError:
     """What the ResourceQuota admission plugin answers when one more object would pass the hard limit."""
     counted = quota_resource_name(resource)
     return forbidden(resource, name, f"exceeded quota: {quota}, requested: {counted}=1, used: {counted}={used}, "
                                      f"limited: {counted}={used}")
 
 
-def invalid(resource: Resource, name: str, problems: Sequence[FieldError]) -> ApiError:
+def invalid(resource: ApiResource, name: str, problems: Sequence[FieldError]) -> ApiError:
     """errors.NewInvalid: the details name the kind (kubectl: `The Pod "x" is invalid`), where the
     other constructors name the resource (`pods`); the message names the qualified kind."""
     details: dict[str, Any] = {"name": name, "kind": resource.kind, "causes": [p.cause() for p in problems]}
@@ -134,7 +134,7 @@ def invalid(resource: Resource, name: str, problems: Sequence[FieldError]) -> Ap
     return ApiError(422, "Invalid", format_invalid_message(resource.qualified_kind, name, problems), details)
 
 
-def namespace_terminating(resource: Resource, name: str, namespace: str) -> ApiError:
+def namespace_terminating(resource: ApiResource, name: str, namespace: str) -> ApiError:
     return ApiError(
         403, "Forbidden",
         f'{resource.group_resource} "{name}" is forbidden: unable to create new content in namespace '

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from sim.resources import Resource
+from sim.resources import ApiResource
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -38,10 +38,10 @@ class Entry:
 
 
 @dataclass(slots=True)
-class Event:
+class HistoryEvent:
     rv: int
     type: str
-    resource: Resource
+    resource: ApiResource
     namespace: str
     name: str
     entry: Entry
@@ -57,31 +57,31 @@ def owner_uids(obj: dict[str, Any]) -> list[str]:
     return [r["uid"] for r in refs if isinstance(r, dict) and "uid" in r]
 
 
-class Store:
+class ObjectStore:
     def __init__(self, history_size: int = 20_000):
         self.rv = 1  # resourceVersion "1" is the empty cluster
-        self._tables: dict[Resource, dict[str, dict[str, Entry]]] = {}
-        self._history: list[Event] = []
+        self._tables: dict[ApiResource, dict[str, dict[str, Entry]]] = {}
+        self._history: list[HistoryEvent] = []
         self._history_base = 2  # the rv of _history[0]
         self._history_size = history_size
         self._wakeup = asyncio.Event()
         # ownerReference uid -> keys of dependents, for the garbage collector
-        self._dependents: dict[str, set[tuple[Resource, str, str]]] = {}
-        self._uids: dict[str, tuple[Resource, str, str]] = {}
+        self._dependents: dict[str, set[tuple[ApiResource, str, str]]] = {}
+        self._uids: dict[str, tuple[ApiResource, str, str]] = {}
         self._listeners: list[Any] = []
         self._dry_run = False
 
     # --- reads -------------------------------------------------------------------------------
-    def get(self, resource: Resource, namespace: str, name: str) -> Entry | None:
+    def get(self, resource: ApiResource, namespace: str, name: str) -> Entry | None:
         return self._tables.get(resource, {}).get(namespace, {}).get(name)
 
-    def by_uid(self, uid: str) -> tuple[Resource, str, str] | None:
+    def by_uid(self, uid: str) -> tuple[ApiResource, str, str] | None:
         return self._uids.get(uid)
 
-    def dependents_of(self, uid: str) -> set[tuple[Resource, str, str]]:
+    def dependents_of(self, uid: str) -> set[tuple[ApiResource, str, str]]:
         return set(self._dependents.get(uid, ()))
 
-    def iter(self, resource: Resource, namespace: str | None = None) -> Iterator[Entry]:
+    def iter(self, resource: ApiResource, namespace: str | None = None) -> Iterator[Entry]:
         """Entries in (namespace, name) order: the order kube-apiserver lists in."""
         table = self._tables.get(resource, {})
         spaces = [namespace] if namespace is not None else sorted(table)
@@ -92,7 +92,7 @@ class Store:
             for name in sorted(names):
                 yield names[name]
 
-    def count(self, resource: Resource) -> int:
+    def count(self, resource: ApiResource) -> int:
         return sum(len(t) for t in self._tables.get(resource, {}).values())
 
     # --- writes ------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ class Store:
         finally:
             self._dry_run = False
 
-    def put(self, resource: Resource, obj: dict[str, Any], event_type: str,
+    def put(self, resource: ApiResource, obj: dict[str, Any], event_type: str,
             old: dict[str, Any] | None = None) -> Entry:
         """Stores `obj` (ADDED or MODIFIED) under a new resourceVersion, which it writes into obj."""
         if self._dry_run:  # kube-apiserver answers a dry run without a new resourceVersion
@@ -125,10 +125,10 @@ class Store:
         if previous is not None:
             self._unindex(key, previous.obj)
         self._index(key, obj)
-        self._append(Event(self.rv, event_type, resource, ns, name, entry, old))
+        self._append(HistoryEvent(self.rv, event_type, resource, ns, name, entry, old))
         return entry
 
-    def remove(self, resource: Resource, namespace: str, name: str) -> Entry | None:
+    def remove(self, resource: ApiResource, namespace: str, name: str) -> Entry | None:
         """Deletes the object; the DELETED event carries it with the deletion's resourceVersion."""
         names = self._tables.get(resource, {}).get(namespace)
         if not names or name not in names:
@@ -143,17 +143,17 @@ class Store:
         obj = previous.clone()
         obj["metadata"]["resourceVersion"] = str(self.rv)
         entry = Entry(obj, _encode(obj), self.rv)
-        self._append(Event(self.rv, DELETED, resource, namespace, name, entry, previous.obj))
+        self._append(HistoryEvent(self.rv, DELETED, resource, namespace, name, entry, previous.obj))
         return entry
 
-    def _index(self, key: tuple[Resource, str, str], obj: dict[str, Any]) -> None:
+    def _index(self, key: tuple[ApiResource, str, str], obj: dict[str, Any]) -> None:
         uid = obj["metadata"].get("uid")
         if uid:
             self._uids[uid] = key
         for owner in owner_uids(obj):
             self._dependents.setdefault(owner, set()).add(key)
 
-    def _unindex(self, key: tuple[Resource, str, str], obj: dict[str, Any]) -> None:
+    def _unindex(self, key: tuple[ApiResource, str, str], obj: dict[str, Any]) -> None:
         uid = obj["metadata"].get("uid")
         if uid and self._uids.get(uid) == key:
             del self._uids[uid]
@@ -165,7 +165,7 @@ class Store:
                     del self._dependents[owner]
 
     # --- history and notification --------------------------------------------------------------
-    def _append(self, event: Event) -> None:
+    def _append(self, event: HistoryEvent) -> None:
         self._history.append(event)
         if len(self._history) > self._history_size * 2:
             # trim in bulk so appends stay amortised O(1)
@@ -185,7 +185,7 @@ class Store:
         """The oldest resourceVersion a watch may still start from (events after it are kept)."""
         return self._history_base - 1
 
-    def events_since(self, rv: int) -> list[Event]:
+    def events_since(self, rv: int) -> list[HistoryEvent]:
         """Events with resourceVersion > rv. Raises Expired when they are no longer all kept."""
         if rv < self._history_base - 1:
             raise Expired(rv)

@@ -7,13 +7,14 @@ kinds the sim serves, so `kubectl get` output looks as on a real cluster.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kube.times import parse_time
 from sim import resources as R
-from sim.resources import Resource
+from sim.resources import ApiResource
 
-Row = list[Any]
+Cells = list[Any]
 Column = dict[str, Any]
 
 
@@ -31,11 +32,9 @@ def age(timestamp: str | None, now: datetime) -> str:
     if not timestamp:
         return "<unknown>"
     try:  # a metav1.Time, or a MicroTime (an event's eventTime) with fractional seconds
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        then = parse_time(timestamp)
     except ValueError:
         return "<unknown>"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
     return human_duration((now - then).total_seconds())
 
 
@@ -101,7 +100,7 @@ def _pod_status(pod: dict[str, Any]) -> tuple[str, int, str]:
     return reason, restarts, f"{ready}/{total}"
 
 
-def _pod(pod: dict[str, Any], now: datetime) -> Row:
+def _pod(pod: dict[str, Any], now: datetime) -> Cells:
     reason, restarts, ready = _pod_status(pod)
     status = pod.get("status") or {}
     return [pod["metadata"]["name"], ready, reason, restarts, age(pod["metadata"].get("creationTimestamp"), now),
@@ -109,7 +108,7 @@ def _pod(pod: dict[str, Any], now: datetime) -> Row:
             status.get("nominatedNodeName") or "<none>", "<none>"]
 
 
-def _node(node: dict[str, Any], now: datetime) -> Row:
+def _node(node: dict[str, Any], now: datetime) -> Cells:
     conditions = (node.get("status") or {}).get("conditions") or []
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
     state = "Unknown" if ready is None else ("Ready" if ready.get("status") == "True" else "NotReady")
@@ -132,7 +131,7 @@ def _containers(template: dict[str, Any]) -> tuple[str, str]:
             ",".join(c.get("image", "") for c in containers))
 
 
-def _daemonset(ds: dict[str, Any], now: datetime) -> Row:
+def _daemonset(ds: dict[str, Any], now: datetime) -> Cells:
     st, spec = ds.get("status") or {}, ds.get("spec") or {}
     node_selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
     names, images = _containers(spec.get("template") or {})
@@ -143,7 +142,7 @@ def _daemonset(ds: dict[str, Any], now: datetime) -> Row:
             selector_string(spec.get("selector"))]
 
 
-def _replicaset(rs: dict[str, Any], now: datetime) -> Row:
+def _replicaset(rs: dict[str, Any], now: datetime) -> Cells:
     st, spec = rs.get("status") or {}, rs.get("spec") or {}
     names, images = _containers(spec.get("template") or {})
     return [rs["metadata"]["name"], spec.get("replicas", 0), st.get("replicas", 0), st.get("readyReplicas", 0),
@@ -151,7 +150,7 @@ def _replicaset(rs: dict[str, Any], now: datetime) -> Row:
             selector_string(spec.get("selector"))]
 
 
-def _revision(cr: dict[str, Any], now: datetime) -> Row:
+def _revision(cr: dict[str, Any], now: datetime) -> Cells:
     owner = next((o for o in cr["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     controller = "<none>"
     if owner:
@@ -162,7 +161,7 @@ def _revision(cr: dict[str, Any], now: datetime) -> Row:
             age(cr["metadata"].get("creationTimestamp"), now)]
 
 
-def _event(ev: dict[str, Any], now: datetime) -> Row:
+def _event(ev: dict[str, Any], now: datetime) -> Cells:
     # printEvent: the legacy timestamps, else the new API's eventTime (and series)
     inv = ev.get("involvedObject") or {}
     last = ev.get("lastTimestamp") or ev.get("eventTime")
@@ -180,12 +179,12 @@ def _event(ev: dict[str, Any], now: datetime) -> Row:
             inv.get("fieldPath", ""), age(first, now), count, ev["metadata"]["name"]]
 
 
-def _namespace(ns: dict[str, Any], now: datetime) -> Row:
+def _namespace(ns: dict[str, Any], now: datetime) -> Cells:
     return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
             age(ns["metadata"].get("creationTimestamp"), now)]
 
 
-_PRINTERS: dict[Resource, tuple[list[Column], Callable[[dict[str, Any], datetime], Row]]] = {
+_PRINTERS: dict[ApiResource, tuple[list[Column], Callable[[dict[str, Any], datetime], Cells]]] = {
     R.PODS: ([NAME, _col("Ready"), _col("Status"), _col("Restarts", "string"), AGE,
               _col("IP", priority=1), _col("Node", priority=1), _col("Nominated Node", priority=1),
               _col("Readiness Gates", priority=1)], _pod),
@@ -211,7 +210,7 @@ def _partial(obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
-def table(resource: Resource, objects: list[dict[str, Any]], now: datetime, *, include_object: str,
+def table(resource: ApiResource, objects: list[dict[str, Any]], now: datetime, *, include_object: str,
           list_meta: dict[str, Any] | None = None, columns: bool = True) -> dict[str, Any]:
     column_defs, printer = _PRINTERS[resource]
     rows = []

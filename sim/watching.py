@@ -18,9 +18,9 @@ import msgspec
 from aiohttp import web
 
 from sim import status as errors
-from sim.resources import Resource
+from sim.resources import ApiResource
 from sim.selection import Filter
-from sim.store import ADDED, DELETED, MODIFIED, Expired, Store
+from sim.store import ADDED, DELETED, MODIFIED, Expired, ObjectStore
 
 _encode = msgspec.json.encode
 
@@ -35,7 +35,7 @@ def error_frame(error: errors.ApiError) -> bytes:
     return _encode({"type": "ERROR", "object": error.status()}) + b"\n"
 
 
-def bookmark_frame(resource: Resource, rv: int, initial_events_end: bool = False) -> bytes:
+def bookmark_frame(resource: ApiResource, rv: int, initial_events_end: bool = False) -> bytes:
     meta: dict[str, Any] = {"resourceVersion": str(rv)}
     if initial_events_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
@@ -44,7 +44,7 @@ def bookmark_frame(resource: Resource, rv: int, initial_events_end: bool = False
 
 
 class WatchRequest:
-    def __init__(self, resource: Resource, flt: Filter, resource_version: str | None,
+    def __init__(self, resource: ApiResource, flt: Filter, resource_version: str | None,
                  timeout: float | None, bookmarks: bool, send_initial_events: bool | None,
                  bookmark_interval: float):
         self.resource = resource
@@ -56,7 +56,7 @@ class WatchRequest:
         self.bookmark_interval = bookmark_interval
 
 
-def _initial(store: Store, req: WatchRequest) -> tuple[list[tuple[str, dict[str, Any], bytes]], int] | None:
+def _initial(store: ObjectStore, req: WatchRequest) -> tuple[list[tuple[str, dict[str, Any], bytes]], int] | None:
     """The synthetic ADDED events a watch starts with, and the rv they represent; None to resume."""
     rv = req.resource_version
     wants_initial = req.send_initial_events if req.send_initial_events is not None else rv in (None, "", "0")
@@ -85,7 +85,7 @@ def translate(event_type: str, new: dict[str, Any], old: dict[str, Any] | None, 
     return None
 
 
-async def serve_watch(request: web.Request, store: Store, req: WatchRequest, framer: Framer,
+async def serve_watch(request: web.Request, store: ObjectStore, req: WatchRequest, framer: Framer,
                       stopping: asyncio.Event) -> web.StreamResponse:
     if req.resource_version not in (None, "", "0"):
         try:
@@ -146,7 +146,7 @@ async def serve_watch(request: web.Request, store: Store, req: WatchRequest, fra
     return response
 
 
-async def _wait(store: Store, cursor: int, stopping: asyncio.Event, timeout: float | None) -> None:
+async def _wait(store: ObjectStore, cursor: int, stopping: asyncio.Event, timeout: float | None) -> None:
     waiter = asyncio.ensure_future(store.wait_past(cursor))
     stop = asyncio.ensure_future(stopping.wait())
     try:

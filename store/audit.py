@@ -27,7 +27,7 @@ DELETIONS = ("DELETED", "DELETED_FINAL_STATE_UNKNOWN")
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class TimeRange:
     """A time range, either end open."""
 
     since: datetime | None = None
@@ -42,7 +42,7 @@ class Window:
         return clauses
 
 
-ALL_TIME = Window()  # both ends open
+ALL_TIME = TimeRange()  # both ends open
 
 
 @dataclass(slots=True)
@@ -100,7 +100,7 @@ def controller_keys(namespace: str, name: str, kind: str | None = None) -> list[
 
 
 async def controller_history(conn: AsyncConnection, namespace: str, name: str, kind: str | None = None,
-                             window: Window = Window(), limit: int = 500) -> ControllerHistory | None:
+                             window: TimeRange = TimeRange(), limit: int = 500) -> ControllerHistory | None:
     """The controller's decisions in the window (the newest `limit`) and every action they took;
     None when no decision of it and no watch event of it was ever recorded."""
     keys = controller_keys(namespace, name, kind)
@@ -133,7 +133,7 @@ def _chunks(items: Sequence[int], size: int) -> list[Sequence[int]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-async def failures(conn: AsyncConnection, window: Window = Window(), limit: int = 100,
+async def failures(conn: AsyncConnection, window: TimeRange = TimeRange(), limit: int = 100,
                    controller_key: str | None = None) -> list[Row]:
     """Failed actions (by the time the executor finished them), oldest first, with the API's error."""
     stmt = sa.select(actions).where(actions.c.outcome == "failed", *window.where(actions.c.finished_at))
@@ -144,14 +144,14 @@ async def failures(conn: AsyncConnection, window: Window = Window(), limit: int 
     return list(reversed(newest))
 
 
-async def slowest(conn: AsyncConnection, window: Window = Window(), limit: int = 10) -> list[Row]:
+async def slowest(conn: AsyncConnection, window: TimeRange = TimeRange(), limit: int = 10) -> list[Row]:
     """The syncs that took longest, longest first."""
     return _rows(await conn.execute(
         sa.select(syncs).where(*window.where(syncs.c.decided_at))
         .order_by(syncs.c.duration_ms.desc(), syncs.c.decision_id).limit(limit)))
 
 
-async def created_per_minute(conn: AsyncConnection, window: Window = Window()) -> list[Row]:
+async def created_per_minute(conn: AsyncConnection, window: TimeRange = TimeRange()) -> list[Row]:
     """Pods the executors created, per minute (UTC) of their creation, oldest minute first."""
     pods = sa.func.count().label("pods")
     return _rows(await conn.execute(

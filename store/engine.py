@@ -22,13 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from reconciler.core.batch import Stored
 from store import audit, backoff, checkpoints, decisions, expectations, migrating, outbox, positions, results, retention
-from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, Window
+from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
 from store.outbox import OutboxRow
-from store.results import ActionResult
+from store.results import ResultRow
 from store.transaction import Transaction
-from store.urls import Target, resolve
+from store.urls import Database, resolve
 
 __all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_store", "upgrade"]
 
@@ -44,7 +44,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def create_engine(target: Target) -> AsyncEngine:
+def create_engine(target: Database) -> AsyncEngine:
     if target.backend == "sqlite":
         engine = create_async_engine(target.url)
         _configure_sqlite(engine)
@@ -116,7 +116,7 @@ async def _engine(url: str | None, data_dir: str) -> AsyncIterator[AsyncEngine]:
         await engine.dispose()
 
 
-async def _check_connection(engine: AsyncEngine, target: Target) -> None:
+async def _check_connection(engine: AsyncEngine, target: Database) -> None:
     try:
         if target.backend == "sqlite" and target.url.database not in (None, "", ":memory:"):
             # Probe with the stdlib first: aiosqlite's worker thread, after a failed connect,
@@ -132,7 +132,7 @@ def _probe_sqlite(path: str) -> None:
     sqlite3.connect(path).close()
 
 
-async def _check_schema(engine: AsyncEngine, target: Target) -> None:
+async def _check_schema(engine: AsyncEngine, target: Database) -> None:
     have, need = await migrating.current(engine), migrating.head()
     if have == need:
         return
@@ -146,7 +146,7 @@ class Store:
     """The database behind kubus: units of work for reconcilers, and the relay, executor-result
     and ingest sides, each a short transaction of its own. The SQL adapter of store/port.py's `Port`."""
 
-    def __init__(self, engine: AsyncEngine, target: Target, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow) -> None:
         self.engine = engine
         self.backend = target.backend
         self.label = target.label
@@ -187,7 +187,7 @@ class Store:
             return await outbox.mark_sent(conn, keys, at=self._clock())
 
     # executor results
-    async def record_results(self, rows: Sequence[ActionResult]) -> list[str]:
+    async def record_results(self, rows: Sequence[ResultRow]) -> list[str]:
         """Record results idempotently (by key); the keys that were new."""
         async with self._writing() as conn:
             return await results.record(conn, rows, at=self._clock())
@@ -214,7 +214,7 @@ class Store:
         async with self.engine.connect() as conn:
             return await outbox.by_decision(conn, decision_id)
 
-    async def results_for(self, decision_id: int) -> list[ActionResult]:
+    async def results_for(self, decision_id: int) -> list[ResultRow]:
         async with self.engine.connect() as conn:
             return await results.for_decision(conn, decision_id)
 
@@ -224,20 +224,20 @@ class Store:
             return await audit.pod_history(conn, namespace, name)
 
     async def controller_history(self, namespace: str, name: str, kind: str | None = None,
-                                 window: Window = ALL_TIME, limit: int = 500) -> ControllerHistory | None:
+                                 window: TimeRange = ALL_TIME, limit: int = 500) -> ControllerHistory | None:
         async with self.engine.connect() as conn:
             return await audit.controller_history(conn, namespace, name, kind, window, limit)
 
-    async def failures(self, window: Window = ALL_TIME, limit: int = 100,
+    async def failures(self, window: TimeRange = ALL_TIME, limit: int = 100,
                        controller_key: str | None = None) -> list[Row]:
         async with self.engine.connect() as conn:
             return await audit.failures(conn, window, limit, controller_key)
 
-    async def slowest(self, window: Window = ALL_TIME, limit: int = 10) -> list[Row]:
+    async def slowest(self, window: TimeRange = ALL_TIME, limit: int = 10) -> list[Row]:
         async with self.engine.connect() as conn:
             return await audit.slowest(conn, window, limit)
 
-    async def created_per_minute(self, window: Window = ALL_TIME) -> list[Row]:
+    async def created_per_minute(self, window: TimeRange = ALL_TIME) -> list[Row]:
         async with self.engine.connect() as conn:
             return await audit.created_per_minute(conn, window)
 

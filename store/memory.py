@@ -29,7 +29,7 @@ from store.decisions import Decision
 from store.events import ObservedEvent
 from store.outbox import OutboxRow
 from store.port import UNFENCED, Fence, ReconcilerPort, RelayPort, TrailPort
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 
 def utcnow() -> datetime:

@@ -23,7 +23,7 @@ from store import sql
 from store.tables import action_targets
 from store.tables import outbox as t
 
-State = Literal["pending", "sent"]
+OutboxState = Literal["pending", "sent"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,7 +33,7 @@ class OutboxRow:
     subject: str
     payload: bytes
     created_at: datetime
-    state: State = "pending"
+    state: OutboxState = "pending"
     attempts: int = 0
     sent_at: datetime | None = None
     targets: tuple[Target, ...] = ()  # written with the row; not read back by pending() and by_decision()

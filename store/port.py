@@ -24,10 +24,10 @@ from datetime import datetime
 from typing import Protocol
 
 from reconciler.core.batch import Commit, Stored
-from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, Window
+from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.outbox import OutboxRow
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +99,14 @@ class AuditPort(Protocol):
     async def pod_history(self, namespace: str, name: str) -> PodHistory | None: ...
 
     async def controller_history(self, namespace: str, name: str, kind: str | None = None,
-                                 window: Window = ALL_TIME, limit: int = 500) -> ControllerHistory | None: ...
+                                 window: TimeRange = ALL_TIME, limit: int = 500) -> ControllerHistory | None: ...
 
-    async def failures(self, window: Window = ALL_TIME, limit: int = 100,
+    async def failures(self, window: TimeRange = ALL_TIME, limit: int = 100,
                        controller_key: str | None = None) -> list[Row]: ...
 
-    async def slowest(self, window: Window = ALL_TIME, limit: int = 10) -> list[Row]: ...
+    async def slowest(self, window: TimeRange = ALL_TIME, limit: int = 10) -> list[Row]: ...
 
-    async def created_per_minute(self, window: Window = ALL_TIME) -> list[Row]: ...
+    async def created_per_minute(self, window: TimeRange = ALL_TIME) -> list[Row]: ...
 
 
 class Port(ReconcilerPort, RelayPort, TrailPort, AuditPort, Protocol):

@@ -14,7 +14,7 @@ from store.tables import action_results as t
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActionResult:
+class ResultRow:
     key: str  # the result's own idempotency key (its Nats-Msg-Id)
     action_key: str  # the outbox key of the action it answers
     decision_id: int | None
@@ -32,12 +32,12 @@ class ActionResult:
     resource_version: str | None = None  # the object's resourceVersion in the API's answer
 
 
-async def record(conn: AsyncConnection, rows: Iterable[ActionResult], *, at: datetime) -> list[str]:
+async def record(conn: AsyncConnection, rows: Iterable[ResultRow], *, at: datetime) -> list[str]:
     """Record the results not recorded yet; the keys of those that were new."""
     values = [{**sql.values_of(r), "recorded_at": at} for r in rows]
     return [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
 
 
-async def for_decision(conn: AsyncConnection, decision_id: int) -> list[ActionResult]:
+async def for_decision(conn: AsyncConnection, decision_id: int) -> list[ResultRow]:
     stmt = sa.select(t).where(t.c.decision_id == decision_id).order_by(t.c.finished_at, t.c.key)
-    return [ActionResult(**r._asdict()) for r in await conn.execute(stmt)]
+    return [ResultRow(**r._asdict()) for r in await conn.execute(stmt)]

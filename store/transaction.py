@@ -18,7 +18,7 @@ from store.events import ObservedEvent
 from store.expectations import Expectations
 from store.outbox import OutboxRow
 from store.port import Fence
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 
 
 class Transaction:

@@ -26,7 +26,7 @@ _DRIVERS: dict[str, tuple[Backend, str]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class Database:
     """A database to open: its async URL and how to name it to a user."""
 
     url: sa.URL
@@ -35,7 +35,7 @@ class Target:
     hint: str  # how to point kubus at another one
 
 
-def resolve(url: str | None, data_dir: str) -> Target:
+def resolve(url: str | None, data_dir: str) -> Database:
     """The database for `url`, or the default SQLite file in `data_dir` (created if missing)."""
     if url is None:
         directory = Path(data_dir).expanduser().absolute()
@@ -45,7 +45,7 @@ def resolve(url: str | None, data_dir: str) -> Target:
             raise DatabaseUnavailable(f"cannot create the data directory {directory} ({exc.strerror}); "
                                       "check --data-dir / KUBUS_DATA_DIR") from exc
         path = directory / DB_FILE
-        return Target(sa.URL.create("sqlite+aiosqlite", database=str(path)), "sqlite", f"SQLite at {path}",
+        return Database(sa.URL.create("sqlite+aiosqlite", database=str(path)), "sqlite", f"SQLite at {path}",
                       "check --data-dir / KUBUS_DATA_DIR, or set --db-url / KUBUS_DB_URL")
     try:
         parsed = sa.make_url(url)
@@ -59,4 +59,4 @@ def resolve(url: str | None, data_dir: str) -> Target:
         label = f"SQLite at {parsed.database or ':memory:'}"
     else:
         label = f"PostgreSQL at {parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
-    return Target(parsed, backend, label, URL_HINT)
+    return Database(parsed, backend, label, URL_HINT)

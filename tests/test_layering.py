@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "ingest": {"kube", "messages", "runtime", "store"},
     "reconciler": {"kube", "messages", "runtime", "store", "reconciler.core"},
     "executor": {"kube", "messages", "runtime", "store"},
-    "replay": {"kube", "messages", "store", "reconciler.core"},
+    "replay": {"kube", "messages", "runtime", "store", "reconciler.core"},
     "sim": {"kube", "messages", "runtime"},
     "kubus": set(PACKAGES) | {"reconciler.core"},
 }

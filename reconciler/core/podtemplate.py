@@ -15,10 +15,9 @@ from kube.meta import OwnerReference
 from kube.template import PodTemplateSpec
 from kube.validation import validate_dns1123_subdomain
 from messages.actions import IDEMPOTENCY_ANNOTATION
-from messages.naming import ALPHABET, MAX_GENERATED_NAME_LENGTH, generated_name
+from messages.naming import generated_name
 
-__all__ = ["ALPHABET", "MAX_GENERATED_NAME_LENGTH", "NO_LABELS_ERROR", "PodFactory", "generated_name",
-           "pod_from_template", "pods_prefix"]
+__all__ = ["NO_LABELS_ERROR", "PodFactory", "pod_from_template", "pods_prefix"]
 
 NO_LABELS_ERROR: Final = "unable to create pods, no labels"
 

@@ -22,28 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
+from kube.flowcontrol import TokenBucket, doubled
+
 BASE_DELAY: Final = timedelta(milliseconds=5)
 MAX_DELAY: Final = timedelta(seconds=1000)
 BUCKET_QPS: Final = 10.0
 BUCKET_BURST: Final = 100
-
-
-@dataclass
-class TokenBucket:
-    """rate.Limiter's Reserve().Delay(): tokens may go negative, the debt is waited for."""
-
-    qps: float = BUCKET_QPS
-    burst: int = BUCKET_BURST
-    tokens: float = float(BUCKET_BURST)
-    last: datetime | None = None
-
-    def reserve(self, now: datetime) -> timedelta:
-        if self.last is not None:
-            elapsed = max(0.0, (now - self.last).total_seconds())
-            self.tokens = min(float(self.burst), self.tokens + elapsed * self.qps)
-        self.last = now
-        self.tokens -= 1
-        return timedelta(seconds=-self.tokens / self.qps) if self.tokens < 0 else timedelta(0)
 
 
 @dataclass
@@ -52,7 +36,7 @@ class WorkQueue:
     _delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     _waiting_until: dict[str, datetime] = field(default_factory=dict)
     _failures: dict[str, int] = field(default_factory=dict)
-    _bucket: TokenBucket = field(default_factory=TokenBucket)
+    _bucket: TokenBucket[datetime] = field(default_factory=lambda: TokenBucket(BUCKET_QPS, BUCKET_BURST))
     _counter: int = 0
 
     def __len__(self) -> int:
@@ -77,8 +61,7 @@ class WorkQueue:
         """The rate limiter's delay for one more failure of `key` (and the failure is counted)."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        backoff = MAX_DELAY if failures >= 40 else min(MAX_DELAY, BASE_DELAY * (2 ** failures))
-        return max(backoff, self._bucket.reserve(now))
+        return max(doubled(BASE_DELAY, failures, MAX_DELAY), timedelta(seconds=self._bucket.reserve(now)))
 
     def add_rate_limited(self, key: str, now: datetime) -> None:
         self.add_after(key, self.when(key, now), now)

@@ -32,7 +32,7 @@ from store.decisions import Decision
 from store.engine import Store
 from store.events import ObservedEvent
 from store.outbox import OutboxRow
-from store.results import ActionResult
+from store.results import ResultRow
 from tests.store.builders import FakeClock
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
@@ -108,7 +108,7 @@ async def build(store: Store, clock: FakeClock) -> Scenario:
         correlation = s.correlation[number]
         action_key = f"{correlation}/{key.split('/')[0]}" if action == "create_pods" else f"{correlation}/{key}"
         clock.now = at(when + 0.2)
-        await store.record_results([ActionResult(
+        await store.record_results([ResultRow(
             key=f"{correlation}/{key}", action_key=action_key, decision_id=s.decision_ids[number], action=action,
             outcome=outcome, code=code, reason=reason, message=message, object_uid=uid, executor="executor-0",
             attempts=1, finished_at=at(when), subject=subject, resource_version=rv)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from store import audit
-from store.audit import Window
+from store.audit import TimeRange
 from store.engine import Store
 from tests.audit.scenario import DS, RS, Scenario, at
 
@@ -65,11 +65,11 @@ async def test_unknown_pod_and_controller_are_none(store: Store, history: Scenar
 
 
 async def test_a_controllers_syncs_and_actions_in_a_range(store: Store, history: Scenario) -> None:
-    window = Window(datetime(2025, 6, 1, 10, 0, tzinfo=UTC), datetime(2025, 6, 1, 11, 0, tzinfo=UTC))
+    window = TimeRange(datetime(2025, 6, 1, 10, 0, tzinfo=UTC), datetime(2025, 6, 1, 11, 0, tzinfo=UTC))
     async with store.engine.connect() as conn:
         agent = await audit.controller_history(conn, "default", "agent", window=window)
         web = await audit.controller_history(conn, "default", "web", kind="ReplicaSet")
-        later = await audit.controller_history(conn, "default", "agent", window=Window(since=at(3600 * 5)))
+        later = await audit.controller_history(conn, "default", "agent", window=TimeRange(since=at(3600 * 5)))
     assert agent is not None and web is not None and later is not None
     assert agent.kinds == ["DaemonSet"]
     assert pick(agent.syncs, "decision_id", "controller_key") == [(history.decision_ids[1], DS)]
@@ -94,12 +94,12 @@ async def test_a_controller_limit_keeps_the_newest(store: Store, history: Scenar
 async def test_failures_slowest_and_creations_per_minute(store: Store, history: Scenario) -> None:
     async with store.engine.connect() as conn:
         failed = await audit.failures(conn)
-        none_later = await audit.failures(conn, Window(since=at(10)))
+        none_later = await audit.failures(conn, TimeRange(since=at(10)))
         only_web = await audit.failures(conn, controller_key=RS)
         slow = await audit.slowest(conn, limit=2)
-        slow_after_ten_past = await audit.slowest(conn, Window(since=at(600)))
+        slow_after_ten_past = await audit.slowest(conn, TimeRange(since=at(600)))
         per_minute = await audit.created_per_minute(conn)
-        first_hour = await audit.created_per_minute(conn, Window(until=at(3600)))
+        first_hour = await audit.created_per_minute(conn, TimeRange(until=at(3600)))
     assert pick(failed, "target_name", "code", "reason", "finished_at") == [("agent-bbbbb", 403, "Forbidden", at(2))]
     assert none_later == [] and only_web == []
     assert pick(slow, "duration_ms", "controller_key", "trigger_name") == [(75.0, RS, "web"), (40.0, RS, "web")]

@@ -15,7 +15,7 @@ import pytest_asyncio
 from executor.errors import Interrupted, Reply, TransientError
 from executor.kubeapi import KubeApi
 from executor.metrics import ExecutorMetrics
-from executor.ratelimit import TokenBucket
+from kube.flowcontrol import TokenBucket
 
 NO_ANSWER = Reply(0, b"ConnectionResetError: [Errno 104] Connection reset by peer")
 

@@ -11,15 +11,14 @@ from executor.errors import (
     NAMESPACE_TERMINATING,
     Reply,
     api_status,
-    backoff_delay,
     has_cause,
     outcome_unknown,
     parse_retry_after,
     retry_after_of,
     retry_wait,
 )
-from executor.ratelimit import TokenBucket
 from executor.resources import KINDS
+from kube.flowcontrol import TokenBucket, doubled
 
 
 @pytest.mark.parametrize(("count", "sizes"), [
@@ -34,14 +33,6 @@ def test_slow_start_batch_sizes_double_from_one(count: int, sizes: list[int]) ->
     assert batch_sizes(count) == sizes
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize(("qps", "burst", "calls_at", "waits"), [
     pytest.param(10, 2, [0, 0, 0, 0], [0, 0, 0.1, 0.2], id="burst-then-queue-in-arrival-order"),
     pytest.param(10, 2, [0, 0, 1, 1, 1], [0, 0, 0, 0, 0.1], id="refills-up-to-burst-only"),
@@ -52,18 +43,13 @@ class FakeClock:
 def test_token_bucket_tells_each_caller_how_long_to_wait(qps: float, burst: int, calls_at: list[float],
                                                           waits: list[float]) -> None:
     """Reservations drain the bucket, then queue behind each other at 1/QPS."""
-    clock = FakeClock()
-    bucket = TokenBucket(qps, burst, clock)
-    got = []
-    for at in calls_at:
-        clock.now = at
-        got.append(round(bucket.reserve(), 6))
-    assert got == waits
+    bucket: TokenBucket[float] = TokenBucket(qps, burst)
+    assert [round(bucket.reserve(at), 6) for at in calls_at] == waits
 
 
 @pytest.mark.parametrize(("attempt", "delay"), [(1, 0.05), (2, 0.1), (5, 0.8), (7, 3.2), (8, 5.0), (20, 5.0)])
 def test_backoff_doubles_from_50ms_to_a_5s_cap(attempt: int, delay: float) -> None:
-    assert backoff_delay(attempt, 0.05, 5.0) == pytest.approx(delay)
+    assert doubled(0.05, attempt - 1, 5.0) == pytest.approx(delay)
 
 
 @pytest.mark.parametrize(("delivery", "delay"), [(1, 1.0), (2, 2.0), (5, 16.0), (6, 30.0), (10, 30.0)])

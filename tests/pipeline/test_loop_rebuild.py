@@ -29,7 +29,7 @@ from reconciler.consuming import Reconciler, Stopped
 from reconciler.relaying import RESULTS_CONSUMER, record_results
 from runtime.bus import Bus
 from runtime.natsserver import EmbeddedNats
-from store.results import ActionResult as ResultRow
+from store.results import ResultRow
 from tests.leases.test_split_reconcilers import until
 from tests.reconciler.builders import observed
 

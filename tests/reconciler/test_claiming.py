@@ -11,19 +11,15 @@ from kube.apps import ReplicaSet
 from kube.core import Pod
 from kube.labels import Selector, selector_from_set
 from kube.meta import ObjectMeta, OwnerReference
+from kube.names import ALPHABET, MAX_GENERATED_NAME_LENGTH
 from kube.ownership import new_controller_ref
 from kube.template import PodTemplateSpec
 from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
+from messages.naming import generated_name
 from reconciler.core.claiming import Claim, claim_pods
-from reconciler.core.podtemplate import (
-    ALPHABET,
-    MAX_GENERATED_NAME_LENGTH,
-    generated_name,
-    pod_from_template,
-    pods_prefix,
-)
+from reconciler.core.podtemplate import pod_from_template, pods_prefix
 from tests.reconciler.builders import NOW, names
 
 PRODUCTION = {"type": "production"}

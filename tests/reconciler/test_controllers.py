@@ -15,6 +15,7 @@ import pytest
 from kube.apps import ReplicaSet
 from kube.core import POD_PENDING, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
+from kube.names import ALPHABET
 from kube.ownership import adopt_patch, release_patch
 from kube.testing import daemonset, node, pod, replicaset
 from kube.times import format_micro_time, format_time
@@ -40,7 +41,6 @@ from reconciler.core.controllers import REVISION_WRITE_WAIT, Controllers, Decide
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
 from reconciler.core.expectations import Expectations, expect
-from reconciler.core.podtemplate import ALPHABET
 from reconciler.core.replicaset.handlers import controller_key
 from reconciler.core.replicaset.sync import ManageError
 from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod

@@ -15,6 +15,7 @@ import pytest
 
 from kube.apps import DaemonSet
 from kube.core import Pod, Toleration
+from kube.names import ALPHABET
 from kube.template import PodTemplateSpec
 from kube.testing import daemonset, pod
 from messages.actions import IDEMPOTENCY_ANNOTATION
@@ -33,7 +34,6 @@ from reconciler.core.daemonset.pods import (
     template_generation,
 )
 from reconciler.core.expectations import expect
-from reconciler.core.podtemplate import ALPHABET
 from tests.reconciler.builders import NOW, names
 
 HASH = "7b9c6d5f4"

@@ -13,11 +13,12 @@ from kube.apps import ReplicaSet
 from kube.core import CONDITION_TRUE, POD_FAILED, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Pod
 from kube.labels import SelectorError, selector_from_label_selector
 from kube.meta import LabelSelector, LabelSelectorRequirement, OwnerReference
+from kube.names import ALPHABET
 from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
 from reconciler.core.expectations import EXPECTATIONS_TIMEOUT, Expectations, expect
-from reconciler.core.podtemplate import ALPHABET, NO_LABELS_ERROR
+from reconciler.core.podtemplate import NO_LABELS_ERROR
 from reconciler.core.ranking import get_pods_to_delete
 from reconciler.core.replicaset.status import FAILED_CREATE, FAILED_DELETE, REPLICA_FAILURE
 from reconciler.core.replicaset.sync import (

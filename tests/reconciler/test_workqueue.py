@@ -5,11 +5,12 @@ Upstream steps a fake clock; here every call takes the time, so the cases read a
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from reconciler.core.workqueue import BASE_DELAY, BUCKET_BURST, MAX_DELAY, TokenBucket, WorkQueue
+from kube.flowcontrol import TokenBucket
+from reconciler.core.workqueue import BASE_DELAY, BUCKET_BURST, BUCKET_QPS, MAX_DELAY, WorkQueue
 from tests.reconciler.builders import NOW
 
 MS = timedelta(milliseconds=1)
@@ -18,7 +19,7 @@ MS = timedelta(milliseconds=1)
 def test_defaults_are_client_gos() -> None:
     """DefaultControllerRateLimiter: 5 ms doubling to 1000 s, and a 10 qps bucket of 100."""
     assert (5 * MS, timedelta(seconds=1000), 100) == (BASE_DELAY, MAX_DELAY, BUCKET_BURST)
-    assert TokenBucket().qps == 10.0
+    assert BUCKET_QPS == 10.0
 
 
 def test_exponential_backoff_doubles_per_item_up_to_the_cap() -> None:
@@ -80,12 +81,12 @@ def test_bucket_refills_at_ten_per_second() -> None:
 )
 def test_token_bucket_reserve(reservations: list[float], expected: list[timedelta]) -> None:
     """rate.Limiter.Reserve().Delay(): tokens may go negative and the debt is waited for."""
-    bucket = TokenBucket()
-    assert [bucket.reserve(NOW + timedelta(seconds=s)) for s in reservations] == expected
+    bucket: TokenBucket[datetime] = TokenBucket(BUCKET_QPS, BUCKET_BURST)
+    assert [timedelta(seconds=bucket.reserve(NOW + timedelta(seconds=s))) for s in reservations] == expected
 
 
 def test_token_bucket_refill_is_capped_at_burst() -> None:
-    bucket = TokenBucket()
+    bucket: TokenBucket[datetime] = TokenBucket(BUCKET_QPS, BUCKET_BURST)
     for _ in range(100):
         bucket.reserve(NOW)
     bucket.reserve(NOW + timedelta(hours=1))

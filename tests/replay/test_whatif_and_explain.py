@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 
 from replay.bundles import Bundle
-from replay.report import Options, Replay
+from replay.report import Replay, ReplayOptions
 from replay.source import Window
-from replay.whatif import Target, WhatIf, WhatIfError, parse_add_node, parse_path, parse_set, parse_target
+from replay.whatif import NamedObject, WhatIf, WhatIfError, parse_add_node, parse_path, parse_set, parse_target
 from tests.replay.conftest import NAMESPACE
 
-AGENT = Target(("DaemonSet", "ReplicaSet"), NAMESPACE, "agent")
-WEB = Target(("DaemonSet", "ReplicaSet"), NAMESPACE, "web")
+AGENT = NamedObject(("DaemonSet", "ReplicaSet"), NAMESPACE, "agent")
+WEB = NamedObject(("DaemonSet", "ReplicaSet"), NAMESPACE, "web")
 
 
 def replay(bundles: list[Bundle], **options: Any) -> tuple[Replay, list[dict[str, Any]]]:
     out = io.StringIO()
-    run = Replay(Options(format="json", **options), out)
+    run = Replay(ReplayOptions(format="json", **options), out)
     for bundle in bundles:
         if not run.feed(bundle):
             break
@@ -41,13 +41,13 @@ def test_paths_targets_and_values() -> None:
     assert parse_path("metadata.labels[kubernetes.io/os]") == ["metadata", "labels", "kubernetes.io/os"]
     assert parse_path("spec.template.spec.containers.0.image") == ["spec", "template", "spec", "containers", "0",
                                                                    "image"]
-    assert parse_target("Node/node-1") == Target(("Node",), "", "node-1")
-    assert parse_target("DaemonSet/ns/x") == Target(("DaemonSet",), "ns", "x")
+    assert parse_target("Node/node-1") == NamedObject(("Node",), "", "node-1")
+    assert parse_target("DaemonSet/ns/x") == NamedObject(("DaemonSet",), "ns", "x")
     change = parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable=3", AGENT)
     assert (change.target, change.value) == (AGENT, 3)
     assert parse_set("maxUnavailable='25%'", AGENT).value == "25%"
     node = parse_set("Node/node-2:spec.taints=[{key: x, effect: NoSchedule}]", None)
-    assert node.target == Target(("Node",), "", "node-2") and node.value == [{"key": "x", "effect": "NoSchedule"}]
+    assert node.target == NamedObject(("Node",), "", "node-2") and node.value == [{"key": "x", "effect": "NoSchedule"}]
     assert parse_add_node("node-9:zone=b,disk=ssd") == ("node-9", {"zone": "b", "disk": "ssd"})
     with pytest.raises(WhatIfError, match="which object"):
         parse_set("spec.replicas=3", None)
@@ -88,7 +88,7 @@ def test_what_if_the_spec_were_another(bundles: list[Bundle], tmp_path: Path) ->
                          "  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n"
                          "    spec: {containers: [{name: main, image: 'nginx:1'}]}\n")
     target, spec = load_spec(str(spec_file), WEB)
-    assert target == Target(("ReplicaSet",), NAMESPACE, "web")
+    assert target == NamedObject(("ReplicaSet",), NAMESPACE, "web")
     _, printed = replay(bundles, controller=WEB, what_if=WhatIf(specs={target: spec}))
     assert decisions(printed)[0]["summary"]["reason"] == "too few replicas: creating 1"
 
@@ -126,7 +126,7 @@ def test_explain_a_scale_down_with_its_ranking(bundles: list[Bundle]) -> None:
 
 def test_text_explain(bundles: list[Bundle]) -> None:
     out = io.StringIO()
-    run = Replay(Options(controller=WEB, explain=True), out)
+    run = Replay(ReplayOptions(controller=WEB, explain=True), out)
     for bundle in bundles:
         run.feed(bundle)
     run.finish("test")

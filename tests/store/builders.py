@@ -10,7 +10,7 @@ from store.decisions import Decision
 from store.events import ObservedEvent
 from store.expectations import Expectations
 from store.outbox import OutboxRow
-from store.results import ActionResult
+from store.results import ResultRow as ActionResult
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

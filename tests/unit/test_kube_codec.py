@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from kube import codec
@@ -501,3 +502,25 @@ def test_to_builtins_uses_api_field_names() -> None:
     plain = codec.to_builtins(ds)
     assert plain["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "25%", "maxSurge": 0}
     assert plain["spec"]["template"] == TEMPLATE
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    pytest.param(NODE, ("Node", "", "worker-1", "", "0b6f7d4e-8b3a-4a1e-9c55-1d2f3e4a5b6c", "48213"), id="node"),
+    pytest.param({"metadata": {"generateName": "web-", "namespace": "default"}},
+                 ("", "default", "", "web-", "", ""), id="a-pod-to-create-named-by-generateName"),
+    pytest.param({"kind": "Pod", "metadata": {"name": "p", "labels": "not-a-map"}, "spec": 3},
+                 ("Pod", "", "p", "", "", ""), id="readable-where-the-model-is-not"),
+    pytest.param({}, ("", "", "", "", "", ""), id="nothing-set"),
+])
+def test_decode_head_reads_kind_and_identity_only(body: dict[str, Any], expected: tuple[str, ...]) -> None:
+    """decode_head reads kind, name, generateName, namespace, uid and resourceVersion and skips the rest."""
+    head = codec.decode_head(as_bytes(body))
+    meta = head.metadata
+    assert (head.kind, meta.namespace, meta.name, meta.generate_name, meta.uid, meta.resource_version) == expected
+
+
+def test_decode_head_of_something_not_an_object_raises() -> None:
+    """A JSON array (or a wrongly typed name) is not an object's head: msgspec.DecodeError."""
+    for data in (b"[1, 2]", b'{"metadata": {"name": 5}}'):
+        with pytest.raises(msgspec.DecodeError):
+            codec.decode_head(data)

@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from kube.times import format_go_duration, format_micro_time, format_time, parse_go_duration, parse_time
+from kube.times import (
+    format_go_duration,
+    format_micro_time,
+    format_time,
+    parse_go_duration,
+    parse_time,
+    parse_typed_time,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,6 +44,32 @@ def test_parse_time_rejects_non_rfc3339(text: str) -> None:
     """Missing offsets, dates alone and junk are errors, as in Go's time.Parse(RFC3339)."""
     with pytest.raises(ValueError, match="RFC 3339"):
         parse_time(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("2025-06-01T10:00:00Z", datetime(2025, 6, 1, 10, tzinfo=UTC), id="rfc3339"),
+        pytest.param(" 2025-06-01T10:00:00z ", datetime(2025, 6, 1, 10, tzinfo=UTC), id="padded-lowercase"),
+        pytest.param("2025-06-01T12:00:00+02:00", datetime(2025, 6, 1, 10, tzinfo=UTC), id="offset"),
+        pytest.param("2025-06-01T10:00:00", datetime(2025, 6, 1, 10, tzinfo=UTC), id="no-offset-is-utc"),
+        pytest.param("2025-06-01 10:00", datetime(2025, 6, 1, 10, tzinfo=UTC), id="space-and-no-seconds"),
+        pytest.param("2025-06-01", datetime(2025, 6, 1, tzinfo=UTC), id="a-date-is-its-midnight"),
+    ],
+)
+def test_parse_typed_time_is_lenient_and_utc(text: str, expected: datetime) -> None:
+    """A typed timestamp may leave out the offset (UTC), the seconds or the time; the result is aware UTC."""
+    parsed = parse_typed_time(text)
+    assert parsed == expected
+    assert parsed.tzinfo is UTC
+
+
+def test_parse_typed_time_reads_what_parse_time_reads() -> None:
+    """Every RFC 3339 form parse_time accepts reads the same when typed."""
+    for text in ["2024-01-02t03:04:05z", "2024-01-02T05:04:05+02:00", "2024-01-02T03:04:05.123456789Z"]:
+        assert parse_typed_time(text) == parse_time(text)
+    with pytest.raises(ValueError):
+        parse_typed_time("yesterday")
 
 
 def test_format_time_round_trips() -> None:

@@ -17,7 +17,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from sim import resources as R
-from sim.resources import Resource
+from sim.resources import ApiResource
 from sim.validating import validate
 
 Client = TestClient[Any, Any]
@@ -77,7 +77,7 @@ def daemonset_body(name: str = "agent") -> dict[str, Any]:
             "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template("agent")}}
 
 
-BODIES: dict[Resource, Any] = {
+BODIES: dict[ApiResource, Any] = {
     R.PODS: pod_body,
     R.REPLICASETS: replicaset_body,
     R.DAEMONSETS: daemonset_body,
@@ -91,7 +91,7 @@ BODIES: dict[Resource, Any] = {
 }
 
 
-def collection(resource: Resource) -> str:
+def collection(resource: ApiResource) -> str:
     base = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
     return f"{base}/namespaces/default/{resource.plural}" if resource.namespaced else f"{base}/{resource.plural}"
 
@@ -156,7 +156,7 @@ VALID = [
 KINDS = {"pod": R.PODS, "replicaset": R.REPLICASETS}
 
 
-def expected_status(resource: Resource, name: str, causes: Causes) -> dict[str, Any]:
+def expected_status(resource: ApiResource, name: str, causes: Causes) -> dict[str, Any]:
     messages = list(dict.fromkeys(f"{field}: {message}" for field, message in causes))
     text = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
     details: dict[str, Any] = {"name": name, "kind": resource.kind,
@@ -171,32 +171,32 @@ def expected_status(resource: Resource, name: str, causes: Causes) -> dict[str, 
 
 # --- one way to write each: create, PUT and the three patch types -----------------------------------
 
-Write = Callable[[Client, Resource, Refs], Awaitable[tuple[int, Any]]]
+Write = Callable[[Client, ApiResource, Refs], Awaitable[tuple[int, Any]]]
 
 
-async def create(client: Client, resource: Resource, refs: Refs) -> tuple[int, Any]:
+async def create(client: Client, resource: ApiResource, refs: Refs) -> tuple[int, Any]:
     return await call(client, "POST", collection(resource), with_refs(BODIES[resource](), refs))
 
 
-async def put(client: Client, resource: Resource, refs: Refs) -> tuple[int, Any]:
+async def put(client: Client, resource: ApiResource, refs: Refs) -> tuple[int, Any]:
     stored = await stored_object(client, resource)
     return await call(client, "PUT", item(resource, stored), with_refs(stored, refs))
 
 
-async def merge_patch(client: Client, resource: Resource, refs: Refs) -> tuple[int, Any]:
+async def merge_patch(client: Client, resource: ApiResource, refs: Refs) -> tuple[int, Any]:
     stored = await stored_object(client, resource)
     return await call(client, "PATCH", item(resource, stored), {"metadata": {"ownerReferences": refs}},
                       "application/merge-patch+json")
 
 
-async def json_patch(client: Client, resource: Resource, refs: Refs) -> tuple[int, Any]:
+async def json_patch(client: Client, resource: ApiResource, refs: Refs) -> tuple[int, Any]:
     stored = await stored_object(client, resource)
     return await call(client, "PATCH", item(resource, stored),
                       [{"op": "add", "path": "/metadata/ownerReferences", "value": refs}],
                       "application/json-patch+json")
 
 
-async def strategic_merge_patch(client: Client, resource: Resource, refs: Refs) -> tuple[int, Any]:
+async def strategic_merge_patch(client: Client, resource: ApiResource, refs: Refs) -> tuple[int, Any]:
     stored = await stored_object(client, resource)
     return await call(client, "PATCH", item(resource, stored), {"metadata": {"ownerReferences": refs}},
                       "application/strategic-merge-patch+json")
@@ -206,11 +206,11 @@ WRITES: dict[str, Write] = {"create": create, "put": put, "merge-patch": merge_p
                             "strategic-merge-patch": strategic_merge_patch}
 
 
-def item(resource: Resource, obj: dict[str, Any]) -> str:
+def item(resource: ApiResource, obj: dict[str, Any]) -> str:
     return f"{collection(resource)}/{obj['metadata']['name']}"
 
 
-async def stored_object(client: Client, resource: Resource) -> dict[str, Any]:
+async def stored_object(client: Client, resource: ApiResource) -> dict[str, Any]:
     """The object the update paths write to, created once without owners."""
     name = BODIES[resource]()["metadata"]["name"]
     code, obj = await call(client, "GET", f"{collection(resource)}/{name}")
@@ -229,7 +229,7 @@ def refusals() -> list[Any]:
 
 @pytest.mark.parametrize(("write", "resource", "refs", "causes"), refusals())
 async def test_a_bad_owner_reference_is_refused_with_kube_apiservers_status(
-        client: Client, write: Write, resource: Resource, refs: Refs, causes: Causes) -> None:
+        client: Client, write: Write, resource: ApiResource, refs: Refs, causes: Causes) -> None:
     """Each rule answers 422 with kube-apiserver's message and causes; an update leaves the object as it was."""
     before = None if write is create else await stored_object(client, resource)
 
@@ -247,7 +247,7 @@ async def test_a_bad_owner_reference_is_refused_with_kube_apiservers_status(
 @pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
 @pytest.mark.parametrize("resource", KINDS.values(), ids=KINDS.keys())
 @pytest.mark.parametrize("refs", VALID)
-async def test_good_owner_references_are_stored(client: Client, write: Write, resource: Resource,
+async def test_good_owner_references_are_stored(client: Client, write: Write, resource: ApiResource,
                                                 refs: Refs) -> None:
     """References kube-apiserver accepts are stored as sent, whichever way they are written."""
     code, stored = await write(client, resource, refs)
@@ -288,7 +288,7 @@ async def test_a_strategic_merge_by_uid_that_keeps_one_controller_is_stored(clie
 
 
 @pytest.mark.parametrize("resource", [pytest.param(r, id=r.plural) for r in R.ALL])
-async def test_every_kind_refuses_two_controllers_on_create_and_update(client: Client, resource: Resource) -> None:
+async def test_every_kind_refuses_two_controllers_on_create_and_update(client: Client, resource: ApiResource) -> None:
     """Every kind the sim serves runs the ownerReferences rules, on create and on a merge patch."""
     code, status = await create(client, resource, TWO)
     name = BODIES[resource]()["metadata"]["name"]
@@ -303,7 +303,7 @@ async def test_every_kind_refuses_two_controllers_on_create_and_update(client: C
 
 
 @pytest.mark.parametrize("resource", [pytest.param(r, id=r.plural) for r in R.ALL])
-async def test_every_kind_refuses_an_event_as_owner(client: Client, resource: Resource) -> None:
+async def test_every_kind_refuses_an_event_as_owner(client: Client, resource: ApiResource) -> None:
     """The banned-owners rule holds for every kind, Events included."""
     code, status = await create(client, resource, [EVENT])
     name = BODIES[resource]()["metadata"]["name"]

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from kube.apps import DaemonSet
+from kube.flowcontrol import doubled
 
 __all__ = [
     "BACKOFF_GC_INTERVAL",
@@ -101,7 +102,7 @@ def next(entries: Mapping[str, FailedPodBackoff], key: str, now: datetime,
     if entry is None or has_expired(now, entry.last_update, max_delay):
         delay = initial
     else:
-        delay = min(entry.delay * 2, max_delay)
+        delay = doubled(entry.delay, 1, max_delay)
     result = dict(entries)
     result[key] = FailedPodBackoff(key=key, delay_seconds=delay.total_seconds(), last_update=now)
     return result

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import msgspec
 
+from kube import names
 from kube.apps import ControllerRevision, DaemonSet
 from kube.core import Pod
 from kube.gojson import marshal
@@ -87,7 +88,6 @@ KIND: Final = "DaemonSet"
 
 _FNV32_OFFSET: Final = 0x811C9DC5
 _FNV32_PRIME: Final = 0x01000193
-_SAFE_ALPHANUMS: Final = "bcdfghjklmnpqrstvwxz2456789"  # rand.alphanums: no vowels, no 0, 1 or 3
 
 
 # --- data -------------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def fnv32a(data: bytes) -> int:
 
 def safe_encode_string(text: str) -> str:
     """rand.SafeEncodeString: every character mapped into the vowel-free alphabet by code point."""
-    return "".join(_SAFE_ALPHANUMS[ord(char) % len(_SAFE_ALPHANUMS)] for char in text)
+    return "".join(names.ALPHABET[ord(char) % len(names.ALPHABET)] for char in text)
 
 
 def revision_hash(data: bytes, collision_count: int | None) -> str:
