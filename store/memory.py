@@ -26,7 +26,7 @@ from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import Tick
 from store import decisions, events, outbox
 from store.decisions import Decision
-from store.events import ObservedEvent
+from store.events import ObservedEventRow
 from store.outbox import OutboxRow
 from store.port import UNFENCED, Fence, ReconcilerPort, RelayPort, TrailPort
 from store.results import ResultRow
@@ -47,7 +47,7 @@ class MemoryStore:
         self.backoff: dict[str, FailedPodBackoff] = {}
         self.results: dict[str, ResultRow] = {}
         # the audit trail
-        self.events: dict[int, ObservedEvent] = {}
+        self.events: dict[int, ObservedEventRow] = {}
         self.decisions: dict[int, Decision] = {}
         self.outbox: dict[str, OutboxRow] = {}  # without targets, as the SQL store reads rows back
         self.targets: dict[str, tuple[str, Target]] = {}  # effect key -> (the outbox row's key, its target)
