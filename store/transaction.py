@@ -5,11 +5,12 @@ repositories below them are what they, the lease keeper, the history import and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kube.times import Clock
 from reconciler.core.batch import Commit
 from store import backoff, checkpoints, decisions, events, expectations, leases, outbox, positions, results, ticks
 from store.backoff import BackoffRow
@@ -28,7 +29,7 @@ class Transaction:
     back everything (decisions, outbox rows, position) if the block raises.
     """
 
-    def __init__(self, conn: AsyncConnection, clock: Callable[[], datetime]) -> None:
+    def __init__(self, conn: AsyncConnection, clock: Clock) -> None:
         self.conn = conn
         self._now = clock
 
