@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kube.times import parse_time
 from messages.observed import ObservedEvent
 from store import sql
 from store.tables import observed_events as t
@@ -37,4 +38,4 @@ def row_of(event: ObservedEvent, seq: int) -> ObservedEventRow:
     return ObservedEventRow(stream_seq=seq, msg_id=event.msg_id, kind=event.kind, event_type=event.type,
                             namespace=event.namespace, name=event.name, uid=event.uid,
                             resource_version=event.resource_version,
-                            observed_at=datetime.fromisoformat(event.observed_at.replace("Z", "+00:00")))
+                            observed_at=parse_time(event.observed_at))
