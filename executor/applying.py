@@ -29,6 +29,7 @@ from executor.effects import (
     RetryLater,
     failed,
     gave_up,
+    head_of,
     metadata_of,
     object_subject,
     succeeded_with,
@@ -93,7 +94,7 @@ async def apply(delivery: Delivery) -> None:
 def subject_of(action: Action) -> str:
     """The object a single-effect action is on, as ActionResult.subject names it."""
     if isinstance(action, CreateControllerRevision):
-        return object_subject(action.namespace, metadata_of(bytes(action.revision)).name)
+        return object_subject(action.namespace, head_of(action.revision).name)
     if isinstance(action, RecordEvent):
         try:
             involved = codec.decode(bytes(action.involved), ObjectReference)
@@ -211,7 +212,7 @@ async def _create_revision(d: Delivery, a: CreateControllerRevision) -> Effect:
         return succeeded_with(SUCCEEDED, reply.status, reply.data)
     status = api_status(reply)
     if reply.status == 409 and status.reason == "AlreadyExists":
-        name = metadata_of(body).name
+        name = head_of(body).name
         got = await d.api.call("GET", CONTROLLER_REVISION.path(a.namespace, name))
         if got.ok:
             return succeeded_with(FAILED, 409, got.data, "AlreadyExists", status.message)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import nats.errors
@@ -32,6 +30,7 @@ from executor.errors import Interrupted
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from kube.flowcontrol import doubled
+from kube.times import Clock, utcnow
 from messages import codec, subjects
 from messages.actions import ActionResult
 from runtime import failpoints
@@ -74,7 +73,7 @@ class Results:
 
 class Executor:
     def __init__(self, bus: Bus, api: KubeApi, config: ExecutorConfig, metrics: m.ExecutorMetrics,
-                 stopping: asyncio.Event, now: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 stopping: asyncio.Event, now: Clock = utcnow):
         self._bus = bus
         self._api = api
         self._config = config

@@ -29,6 +29,7 @@ from executor.effects import (
     RetryLater,
     failed,
     gave_up,
+    head_of,
     metadata_of,
     object_subject,
     succeeded_with,
@@ -56,7 +57,7 @@ def batch_sizes(count: int, initial: int = SLOW_START_INITIAL_BATCH) -> list[int
 
 async def create_pods(delivery: Delivery, action: CreatePods) -> None:
     """Runs the batches, reporting each pod's result (and recording its event) as its batch completes."""
-    names = [metadata_of(bytes(p.pod)).name for p in action.pods]
+    names = [head_of(p.pod).name for p in action.pods]
     done = 0
     for size in batch_sizes(len(action.pods)):
         batch = action.pods[done:done + size]
@@ -109,7 +110,7 @@ async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Ef
     for attempt in range(NAME_ATTEMPTS if mine.generate_name else 1):
         if attempt:  # the name was someone else's: the key's next name
             body = _renamed(body, generated_name(mine.generate_name, pod.key, attempt))
-        name = metadata_of(body).name
+        name = head_of(body).name
         reply = await api.call("POST", POD.path(namespace), body=body)
         if reply.ok:
             return succeeded_with(SUCCEEDED, reply.status, reply.data)

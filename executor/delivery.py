@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 
 from executor.effects import Effect
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
-from kube.times import format_micro_time
+from kube.times import Clock, format_micro_time
 from messages.actions import Action, ActionResult
 
 Report = Callable[[ActionResult], Awaitable[None]]
@@ -30,7 +29,7 @@ class Delivery:
     final: bool  # the last delivery: an unknown outcome is reported as failed, not redelivered
     executor: str
     report: Report
-    now: Callable[[], datetime]
+    now: Clock
     events: EventRecorder  # the process's one recorder: its spam filter is shared by every delivery
 
     @property

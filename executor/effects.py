@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import msgspec
 
 from executor.errors import TransientError
+from kube import codec
+from kube.codec import HeadMeta
 from kube.meta import ObjectMeta, Status
 from messages.actions import FAILED
 
@@ -56,19 +58,20 @@ def gave_up(error: TransientError) -> Effect:
                   api_message=error.message)
 
 
-class _Object(msgspec.Struct):
-    """The metadata of any object; msgspec skips spec and status without building them."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-
-
-_object = msgspec.json.Decoder(_Object)
+def head_of(data: bytes) -> HeadMeta:
+    """An object's name, generateName, namespace, uid and resourceVersion from its JSON; all empty when the JSON is
+    not an object."""
+    try:
+        return codec.decode_head(data).metadata
+    except msgspec.DecodeError:
+        return HeadMeta()
 
 
 def metadata_of(data: bytes) -> ObjectMeta:
-    """An object's metadata from its JSON; empty metadata when the JSON is not an object."""
+    """All of an object's metadata from its JSON (for its annotations or deletion timestamp: the rest is in
+    `head_of`); empty metadata when the JSON is not an object."""
     try:
-        return _object.decode(data).metadata
+        return codec.decode_metadata(data)
     except msgspec.DecodeError:
         return ObjectMeta()
 
@@ -79,5 +82,5 @@ def object_subject(namespace: str, name: str) -> str:
 
 
 def succeeded_with(outcome: str, code: int, data: bytes, reason: str = "", message: str = "") -> Effect:
-    meta = metadata_of(data)
+    meta = head_of(data)
     return Effect(outcome, code, reason, message, meta.uid, meta.resource_version, object_name=meta.name)

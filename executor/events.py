@@ -26,8 +26,8 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Awaitable, Hashable
+from datetime import datetime
 from typing import Any, Final
 
 import msgspec
@@ -41,7 +41,7 @@ from executor.resources import EVENT, PATCH_TYPES
 from kube import codec
 from kube.core import Event, EventSource
 from kube.meta import ObjectMeta, ObjectReference
-from kube.times import format_time
+from kube.times import Clock, format_time, utcnow
 from messages.actions import FAILED, SKIPPED, SUCCEEDED, OptionalRaw
 
 log = logging.getLogger("kubus.executor.events")
@@ -88,7 +88,7 @@ class EventRecorder:
     """Writes events through the process's EventCorrelator, counting what became of each."""
 
     def __init__(self, metrics: m.ExecutorMetrics | None = None, spam_filter: SpamFilter | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 clock: Clock = utcnow):
         self.metrics = metrics if metrics is not None else m.ExecutorMetrics()
         self.correlator = EventCorrelator(clock, spam_filter=spam_filter)
         self._background: set[asyncio.Task[Any]] = set()
@@ -248,7 +248,7 @@ def delete_event(effect: Effect, pod_name: str) -> PodEvent | None:
     return None
 
 
-async def record_pod_events(recorder: EventRecorder, api: KubeApi, clock: Callable[[], datetime],
+async def record_pod_events(recorder: EventRecorder, api: KubeApi, clock: Clock,
                             owner: OptionalRaw, component: str, namespace: str,
                             events: list[tuple[str, PodEvent | None]]) -> None:
     """Records with `recorder`, concurrently, best-effort and in the background, each (result key, event)

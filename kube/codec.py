@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from kube.meta import Status, WatchEvent
+from kube.meta import ObjectMeta, Status, WatchEvent
 from kube.template import PodTemplateSpec
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "decode",
     "decode_builtin",
     "decode_head",
+    "decode_metadata",
     "decode_watch_event",
     "enc_hook",
     "encode",
@@ -73,13 +74,25 @@ class Head(msgspec.Struct, gc=False):
     metadata: HeadMeta = msgspec.field(default_factory=HeadMeta)
 
 
+class _Metadata(msgspec.Struct, gc=False):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
 _head = msgspec.json.Decoder(Head)
+_metadata = msgspec.json.Decoder(_Metadata)
 
 
 def decode_head(data: bytes | str) -> Head:
     """The kind and identity of any object's JSON (absent fields read as ""); raises msgspec.DecodeError
     when the JSON is not an object or those few fields have the wrong types."""
     return _head.decode(data)
+
+
+def decode_metadata(data: bytes | str) -> ObjectMeta:
+    """All of any object's ``metadata`` (labels, annotations, owners, deletion timestamp, ...) without its spec
+    and status, for what :func:`decode_head` does not read; raises msgspec.DecodeError when the JSON is not an
+    object or its metadata does not fit the model (where decode_head, which reads less, may still succeed)."""
+    return _metadata.decode(data).metadata
 
 
 def dec_hook(tp: Any, obj: Any) -> Any:

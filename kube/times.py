@@ -22,10 +22,17 @@ __all__ = [
     "parse_go_duration",
     "parse_time",
     "parse_typed_time",
+    "utcnow",
 ]
 
 Clock = Callable[[], datetime]
 """Where code that must know the time asks for it: the shell passes the wall clock, tests a fake one."""
+
+
+def utcnow() -> datetime:
+    """The wall clock, as an aware UTC datetime: the :data:`Clock` a service runs on when no test gives another.
+    Only the shell calls it; the reconciler's core is handed ``now``."""
+    return datetime.now(UTC)
 
 # Go's time.Parse(time.RFC3339, ...) accepts any number of fraction digits and
 # requires an explicit offset; Python's fromisoformat is more lenient, so the

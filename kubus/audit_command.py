@@ -24,7 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kube.times import Clock, parse_typed_time
+from kube.times import Clock, parse_typed_time, utcnow
 from runtime import flags, printing
 from store import audit
 from store.audit import Row, TimeRange
@@ -38,10 +38,6 @@ FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
 
 class BadQuestion(Exception):
     """The question cannot be asked as given; the message says what to give instead."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def add_parser(sub: Any) -> None:

@@ -27,13 +27,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from kube.times import Clock, utcnow
 from messages import subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
@@ -63,7 +64,7 @@ class Stopped(Exception):
 
 
 class Reconciler:
-    def __init__(self, bus: Bus, store: ReconcilerPort, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    def __init__(self, bus: Bus, store: ReconcilerPort, clock: Clock = utcnow,
                  instance: str = "reconciler", partitions: Mapping[int, int] | None = None,
                  lease_ttl: float | None = None, settings: Settings | None = None):
         self.bus = bus

@@ -17,10 +17,10 @@ import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from kube.times import Clock
+from kube.times import Clock, utcnow
 from store import leases as lease_rows
 from store.engine import Store
 
@@ -29,10 +29,6 @@ log = logging.getLogger("kubus.leases")
 
 DEFAULT_TTL = 10.0  # seconds a lease and a membership heartbeat last
 HANDOVER_POLL = 0.5  # seconds between ticks while a partition is waited for from a live member
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # --- the assignment ------------------------------------------------------------------------------
@@ -134,7 +130,7 @@ class LeaseKeeper:
     """
 
     def __init__(self, store: Store, instance: str, partitions: int, *, ttl: float = DEFAULT_TTL,
-                 interval: float | None = None, clock: Clock = _utcnow, listener: LeaseListener | None = None,
+                 interval: float | None = None, clock: Clock = utcnow, listener: LeaseListener | None = None,
                  info: Mapping[str, Any] | None = None, revoke_timeout: float | None = None) -> None:
         if partitions < 1:
             raise ValueError("partitions must be at least 1")

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
 
+from kube.times import Clock, utcnow
 from messages import subjects
 from reconciler.consuming import Reconciler
 from reconciler.core.controllers import Settings
@@ -39,7 +39,7 @@ class PartitionedReconciler:
     """The consuming loop for whatever the keeper holds; the keeper's `LeaseListener`."""
 
     def __init__(self, bus: Bus, store: ReconcilerPort, keeper: LeaseKeeper, instance: str,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), settings: Settings | None = None) -> None:
+                 clock: Clock = utcnow, settings: Settings | None = None) -> None:
         self.bus = bus
         self.store = store
         self.keeper = keeper

@@ -17,12 +17,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection
-from datetime import datetime
 from typing import Any, Protocol
 
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
+from kube.times import parse_time
 from messages import codec, subjects
 from messages.actions import ActionResult
 from reconciler.consuming import Stopped
@@ -184,8 +184,7 @@ async def _record_until(bus: Bus, recorder: Recorder, sub: Any, subject: str, st
                 key=result.key, action_key=result.action_key, decision_id=result.decision_id or None,
                 action=result.action, outcome=result.outcome, code=result.code or None, reason=result.reason,
                 message=result.message, object_uid=result.object_uid or None, executor=result.executor,
-                attempts=result.attempts,
-                finished_at=datetime.fromisoformat(result.finished_at.replace("Z", "+00:00")),
+                attempts=result.attempts, finished_at=parse_time(result.finished_at),
                 subject=result.subject or None, resource_version=result.resource_version or None))
         if rows:
             try:

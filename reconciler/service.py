@@ -7,10 +7,10 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from kube.features import FeatureGates
+from kube.times import Clock, utcnow
 from reconciler.consuming import Reconciler
 from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
@@ -97,7 +97,7 @@ def settings_of(feature_gates: FeatureGates | None, min_resync_period: timedelta
 
 
 async def enforce_retention(store: Store, retention: timedelta, interval: float = RETENTION_INTERVAL,
-                            clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                            clock: Clock = utcnow,
                             stop: asyncio.Event | None = None) -> None:
     """Deletes the audit trail's rows older than `retention` (store/retention.py), now and then every
     `interval` seconds. A failed prune (the database away) is retried at the next round. Ends between two

@@ -146,8 +146,8 @@ def _result_row(r: Any) -> result_rows.ResultRow:
         subject=r.subject or None, resource_version=r.resource_version or None)
 
 
-def _event_row(seq: int, e: Any) -> event_rows.ObservedEvent:
-    return event_rows.ObservedEvent(
+def _event_row(seq: int, e: Any) -> event_rows.ObservedEventRow:
+    return event_rows.ObservedEventRow(
         stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type, namespace=e.namespace, name=e.name,
         uid=e.uid, resource_version=e.resource_version, observed_at=parse_time(e.observed_at))
 

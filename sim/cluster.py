@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kube.times import utcnow
 from sim import resources as R
 from sim import status as errors
 from sim.apiserver import ApiServer
@@ -28,7 +29,7 @@ from sim.faults import FaultInjector, FaultRule
 from sim.gc import GarbageCollector
 from sim.kubelet import Kubelets
 from sim.nodes import InitialNode, node_object
-from sim.registry import Decoding, Registry, format_time, system_clock
+from sim.registry import Decoding, Registry, format_time
 from sim.scheduler import Scheduler
 from sim.store import ObjectStore
 from sim.unvalidated import PATH as UNVALIDATED_PATH
@@ -60,7 +61,7 @@ class SimCluster:
     def __init__(self, config: SimConfig):
         self.config = config
         self.store = ObjectStore(config.history_size)
-        self.registry = Registry(self.store, system_clock, config.seed)
+        self.registry = Registry(self.store, utcnow, config.seed)
         self.faults = FaultInjector([FaultRule.parse(r) for r in config.faults], config.seed,
                                     config.fault_timeout)
         self.api = ApiServer(self.registry, self.faults, bookmark_interval=config.bookmark_interval)

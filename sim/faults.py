@@ -31,7 +31,7 @@ from typing import Any
 
 from sim import status as errors
 from sim.resources import ApiResource
-from sim.validation import FieldError
+from sim.validation import ApiFieldError
 
 FAULTS = ("429", "500", "409", "403", "422", "timeout", "timeout-applied")
 
@@ -113,7 +113,7 @@ class FaultInjector:
             raise errors.quota_exceeded(resource, await name())
         if rule.fault == "422":
             shown = await name()
-            raise errors.invalid(resource, shown, [FieldError.invalid("metadata.name", shown, "injected fault")])
+            raise errors.invalid(resource, shown, [ApiFieldError.invalid("metadata.name", shown, "injected fault")])
         if rule.fault == "timeout":
             await asyncio.sleep(self.timeout_seconds)
             raise errors.timeout("Timeout: request did not complete within requested timeout - context "

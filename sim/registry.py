@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kube import names
-from kube.times import Clock
+from kube.times import Clock, utcnow
 from sim import defaulting, patching, schema, validating
 from sim import resources as R
 from sim import status as errors
@@ -66,12 +66,8 @@ def format_time(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
 class Registry:
-    def __init__(self, store: ObjectStore, clock: Clock = system_clock, seed: int | None = None):
+    def __init__(self, store: ObjectStore, clock: Clock = utcnow, seed: int | None = None):
         self.store = store
         self.clock = clock
         self._rng = random.Random(seed)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.resources import ApiResource
-from sim.validation import FieldError, format_invalid_message
+from sim.validation import ApiFieldError, format_invalid_message
 
 
 class ApiError(Exception):
@@ -125,7 +125,7 @@ def quota_exceeded(resource: ApiResource, name: str, quota: str = "compute-resou
                                      f"limited: {counted}={used}")
 
 
-def invalid(resource: ApiResource, name: str, problems: Sequence[FieldError]) -> ApiError:
+def invalid(resource: ApiResource, name: str, problems: Sequence[ApiFieldError]) -> ApiError:
     """errors.NewInvalid: the details name the kind (kubectl: `The Pod "x" is invalid`), where the
     other constructors name the resource (`pods`); the message names the qualified kind."""
     details: dict[str, Any] = {"name": name, "kind": resource.kind, "causes": [p.cause() for p in problems]}

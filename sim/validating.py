@@ -10,8 +10,8 @@ from typing import Any
 
 from sim import validation_apps
 from sim.validation import (
+    ApiFieldError,
     Errors,
-    FieldError,
     GoValue,
     legacy_event,
     path_segment_name,
@@ -25,10 +25,10 @@ from sim.validation import (
 __all__ = ["validate", "validate_status_update"]
 
 
-def validate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
-    """Every FieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it)."""
+def validate(kind: str, obj: Any, old: Any = None) -> list[ApiFieldError]:
+    """Every ApiFieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it)."""
     if not isinstance(obj, dict):
-        return [FieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
+        return [ApiFieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
     errs: Errors = []
     validators: dict[str, Callable[[dict[str, Any], Errors], None]] = {
         "Pod": validation_apps.validate_pod,
@@ -61,11 +61,11 @@ def validate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
     return errs
 
 
-def validate_status_update(kind: str, obj: Any, old: dict[str, Any]) -> list[FieldError]:
+def validate_status_update(kind: str, obj: Any, old: dict[str, Any]) -> list[ApiFieldError]:
     """A status write of a ReplicaSet or DaemonSet: rest.BeforeUpdate's common ObjectMeta checks, then the
     status strategy's ValidateUpdate (ValidateObjectMetaUpdate and the status rules; never the spec's)."""
     if not isinstance(obj, dict):
-        return [FieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
+        return [ApiFieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
     errs: Errors = []
     validate_object_meta(obj, True, path_segment_name, errs)
     validate_object_meta_update(obj, old, errs)

@@ -2,7 +2,7 @@
 
 ``validate(kind, obj, old)`` returns apimachinery ``field.Error``s; the
 registry turns them into a Status with ``format_invalid_message`` and
-``FieldError.cause``. Messages, field paths and the Go formatting of bad
+``ApiFieldError.cause``. Messages, field paths and the Go formatting of bad
 values (``%q`` strings, ``map[string]string{...}``, ``Stringer`` output)
 follow upstream because kubectl prints them verbatim. The errors, metadata,
 selectors and the small core kinds live here, pods and the apps group in
@@ -30,7 +30,7 @@ from kube.validation import (
 
 __all__ = [
     "DUPLICATE", "FORBIDDEN", "INVALID", "NOT_FOUND", "NOT_SUPPORTED", "REQUIRED", "TOO_LONG",
-    "FieldError", "GoValue", "format_invalid_message", "go_quote", "go_value", "legacy_event", "selector_matches",
+    "ApiFieldError", "GoValue", "format_invalid_message", "go_quote", "go_value", "legacy_event", "selector_matches",
     "validate_event", "validate_label_selector", "validate_namespace", "validate_node", "validate_object_meta",
     "validate_owner_references",
 ]
@@ -103,8 +103,14 @@ def go_string_map(labels: dict[str, Any] | None) -> str:
 
 
 @dataclass(frozen=True)
-class FieldError:
-    """apimachinery field.Error; ``type`` is the ErrorType (``FieldValueInvalid``), also the cause reason."""
+class ApiFieldError:
+    """apimachinery field.Error as kube-apiserver answers it; ``type`` is the ErrorType (``FieldValueInvalid``),
+    also the cause reason.
+
+    Not ``kube.validation.FieldError`` (the controllers' and selectors' errors): this one prints bad values exactly
+    as Go does for kubectl (``strconv.Quote``, ``%#v`` of maps, :class:`GoValue`), has the sim's extra kinds
+    (duplicate, not found, too long) and gives the Status's causes. The two print control characters, maps and
+    whole floats differently, so the sim keeps its own."""
 
     field: str
     type: str
@@ -112,32 +118,32 @@ class FieldError:
     value: Any = None
 
     @classmethod
-    def required(cls, field: str, detail: str = "") -> FieldError:
+    def required(cls, field: str, detail: str = "") -> ApiFieldError:
         return cls(field, REQUIRED, detail)
 
     @classmethod
-    def invalid(cls, field: str, value: Any, detail: str) -> FieldError:
+    def invalid(cls, field: str, value: Any, detail: str) -> ApiFieldError:
         return cls(field, INVALID, detail, value)
 
     @classmethod
-    def forbidden(cls, field: str, detail: str) -> FieldError:
+    def forbidden(cls, field: str, detail: str) -> ApiFieldError:
         return cls(field, FORBIDDEN, detail)
 
     @classmethod
-    def duplicate(cls, field: str, value: Any) -> FieldError:
+    def duplicate(cls, field: str, value: Any) -> ApiFieldError:
         return cls(field, DUPLICATE, "", value)
 
     @classmethod
-    def not_found(cls, field: str, value: Any) -> FieldError:
+    def not_found(cls, field: str, value: Any) -> ApiFieldError:
         return cls(field, NOT_FOUND, "", value)
 
     @classmethod
-    def not_supported(cls, field: str, value: Any, valid: Sequence[str]) -> FieldError:
+    def not_supported(cls, field: str, value: Any, valid: Sequence[str]) -> ApiFieldError:
         detail = "supported values: " + ", ".join(go_quote(v) for v in valid) if valid else ""
         return cls(field, NOT_SUPPORTED, detail, value)
 
     @classmethod
-    def too_long(cls, field: str, max_length: int) -> FieldError:
+    def too_long(cls, field: str, max_length: int) -> ApiFieldError:
         unit = "byte" if max_length == 1 else "bytes"
         return cls(field, TOO_LONG, f"may not be more than {max_length} {unit}")
 
@@ -157,7 +163,7 @@ class FieldError:
         return {"reason": self.type, "message": self.body(), "field": self.field}
 
 
-def format_invalid_message(qualified_kind: str, name: str, errors: Sequence[FieldError]) -> str:
+def format_invalid_message(qualified_kind: str, name: str, errors: Sequence[ApiFieldError]) -> str:
     """errors.NewInvalid's message: ``DaemonSet.apps "x" is invalid: [a, b]``, duplicates dropped."""
     head = f"{qualified_kind} {go_quote(name)} is invalid"
     return f"{head}: {aggregate_message(errors)}" if errors else head
@@ -165,7 +171,7 @@ def format_invalid_message(qualified_kind: str, name: str, errors: Sequence[Fiel
 
 # --- typed access to JSON ------------------------------------------------------------------------
 
-Errors = list[FieldError]
+Errors = list[ApiFieldError]
 _JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "integer", bool: "boolean"}
 
 
@@ -174,7 +180,7 @@ def get(obj: Any, key: str, want: type, path: str, errs: Errors) -> Any:
     value = obj.get(key) if isinstance(obj, dict) else None
     if value is None or (isinstance(value, want) and not (want is int and isinstance(value, bool))):
         return value
-    errs.append(FieldError.invalid(path, value, f"must be of type {_JSON_TYPES[want]}"))
+    errs.append(ApiFieldError.invalid(path, value, f"must be of type {_JSON_TYPES[want]}"))
     return None
 
 
@@ -189,19 +195,19 @@ def string_map(obj: Any, key: str, path: str, errs: Errors) -> dict[str, str] | 
         return None
     for k, v in mapping.items():
         if not isinstance(v, str):
-            errs.append(FieldError.invalid(f"{path}[{k}]", v, "must be of type string"))
+            errs.append(ApiFieldError.invalid(f"{path}[{k}]", v, "must be of type string"))
     return {k: v for k, v in mapping.items() if isinstance(v, str)}
 
 
 def nonnegative(obj: Any, key: str, path: str, errs: Errors) -> None:
     value = get(obj, key, int, path, errs)
     if value is not None and value < 0:
-        errs.append(FieldError.invalid(path, value, "must be greater than or equal to 0"))
+        errs.append(ApiFieldError.invalid(path, value, "must be greater than or equal to 0"))
 
 
 def immutable(new: Any, old: Any, path: str, errs: Errors, shown: Any = None) -> None:
     if new != old:
-        errs.append(FieldError.invalid(path, new if shown is None else shown, "field is immutable"))
+        errs.append(ApiFieldError.invalid(path, new if shown is None else shown, "field is immutable"))
 
 
 # --- metadata ------------------------------------------------------------------------------------
@@ -230,26 +236,26 @@ def path_segment_name(name: str, prefix: bool) -> list[str]:
 
 def validate_labels(labels: dict[str, str] | None, path: str, errs: Errors) -> None:
     for key in sorted(labels or {}):
-        errs.extend(FieldError.invalid(path, key, msg) for msg in validate_label_key(key))
-        errs.extend(FieldError.invalid(path, labels[key], msg) for msg in validate_label_value(labels[key]))
+        errs.extend(ApiFieldError.invalid(path, key, msg) for msg in validate_label_key(key))
+        errs.extend(ApiFieldError.invalid(path, labels[key], msg) for msg in validate_label_value(labels[key]))
 
 
 def validate_annotations(annotations: dict[str, str] | None, path: str, errs: Errors) -> None:
     annotations = annotations or {}
     for key in sorted(annotations):
-        errs.extend(FieldError.invalid(path, key, msg) for msg in validate_label_key(key.lower()))
+        errs.extend(ApiFieldError.invalid(path, key, msg) for msg in validate_label_key(key.lower()))
     if sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:
-        errs.append(FieldError.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
+        errs.append(ApiFieldError.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
 
 
 def validate_finalizer(name: Any, path: str, errs: Errors) -> None:
     if not isinstance(name, str):
-        errs.append(FieldError.invalid(path, name, "must be of type string"))
+        errs.append(ApiFieldError.invalid(path, name, "must be of type string"))
         return
-    errs.extend(FieldError.invalid(path, name, msg) for msg in validate_label_key(name))
+    errs.extend(ApiFieldError.invalid(path, name, msg) for msg in validate_label_key(name))
     if "/" not in name and name not in ("kubernetes", "orphan", "foregroundDeletion"):
-        errs.append(FieldError.invalid(path, name, "name is neither a standard finalizer name nor is it "
-                                                   "fully qualified"))
+        errs.append(ApiFieldError.invalid(path, name, "name is neither a standard finalizer name nor is it "
+                                                      "fully qualified"))
 
 
 def validate_object_meta(obj: dict[str, Any], namespaced: bool, name_fn: NameFn, errs: Errors) -> None:
@@ -257,20 +263,20 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool, name_fn: NameFn,
     meta = get(obj, "metadata", dict, "metadata", errs) or {}
     generate = get(meta, "generateName", str, "metadata.generateName", errs)
     if generate:
-        errs.extend(FieldError.invalid("metadata.generateName", generate, m) for m in name_fn(generate, True))
+        errs.extend(ApiFieldError.invalid("metadata.generateName", generate, m) for m in name_fn(generate, True))
     name = get(meta, "name", str, "metadata.name", errs)
     if not name:
-        errs.append(FieldError.required("metadata.name", "name or generateName is required"))
+        errs.append(ApiFieldError.required("metadata.name", "name or generateName is required"))
     else:
-        errs.extend(FieldError.invalid("metadata.name", name, msg) for msg in name_fn(name, False))
+        errs.extend(ApiFieldError.invalid("metadata.name", name, msg) for msg in name_fn(name, False))
     namespace = get(meta, "namespace", str, "metadata.namespace", errs)
     if namespaced and not namespace:
-        errs.append(FieldError.required("metadata.namespace"))
+        errs.append(ApiFieldError.required("metadata.namespace"))
     elif namespaced:
-        errs.extend(FieldError.invalid("metadata.namespace", namespace, m)
+        errs.extend(ApiFieldError.invalid("metadata.namespace", namespace, m)
                     for m in validate_dns1123_label(namespace))
     elif namespace:
-        errs.append(FieldError.forbidden("metadata.namespace", "not allowed on this type"))
+        errs.append(ApiFieldError.forbidden("metadata.namespace", "not allowed on this type"))
     nonnegative(meta, "generation", "metadata.generation", errs)
     validate_labels(string_map(meta, "labels", "metadata.labels", errs), "metadata.labels", errs)
     annotations = string_map(meta, "annotations", "metadata.annotations", errs)
@@ -280,8 +286,8 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool, name_fn: NameFn,
     for finalizer in finalizers:
         validate_finalizer(finalizer, "metadata.finalizers", errs)
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
-        errs.append(FieldError.invalid("metadata.finalizers", finalizers,
-                                       "finalizer orphan and foregroundDeletion cannot be both set"))
+        errs.append(ApiFieldError.invalid("metadata.finalizers", finalizers,
+                                          "finalizer orphan and foregroundDeletion cannot be both set"))
 
 
 # BannedOwners: the GroupVersionKinds that may not be named as an owner.
@@ -323,30 +329,30 @@ def validate_owner_references(meta: dict[str, Any], path: str, errs: Errors) -> 
         if isinstance(ref, dict):
             refs.append(ref)
         else:
-            errs.append(FieldError.invalid(item_path, ref, "must be of type object"))
+            errs.append(ApiFieldError.invalid(item_path, ref, "must be of type object"))
     first_controller = ""
     for ref in refs:
         api_version, kind, name, uid = (get(ref, key, str, f"{path}.{key}", errs) or ""
                                         for key in ("apiVersion", "kind", "name", "uid"))
         group, version = parse_group_version(api_version) or ("", "")  # FromAPIVersionAndKind
         if not version:
-            errs.append(FieldError.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+            errs.append(ApiFieldError.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
         if not kind:
-            errs.append(FieldError.invalid(f"{path}.kind", kind, "kind must not be empty"))
+            errs.append(ApiFieldError.invalid(f"{path}.kind", kind, "kind must not be empty"))
         if not name:
-            errs.append(FieldError.invalid(f"{path}.name", name, "name must not be empty"))
+            errs.append(ApiFieldError.invalid(f"{path}.name", name, "name must not be empty"))
         if not uid:
-            errs.append(FieldError.invalid(f"{path}.uid", uid, "uid must not be empty"))
+            errs.append(ApiFieldError.invalid(f"{path}.uid", uid, "uid must not be empty"))
         if (group, version, kind) in BANNED_OWNERS:  # GroupVersionKind.String(): "/v1, Kind=Event"
-            errs.append(FieldError.invalid(path, GoValue(go_owner_reference(ref)),
-                                           f"{group}/{version}, Kind={kind} is disallowed from being an owner"))
+            errs.append(ApiFieldError.invalid(path, GoValue(go_owner_reference(ref)),
+                                              f"{group}/{version}, Kind={kind} is disallowed from being an owner"))
         if get(ref, "controller", bool, f"{path}.controller", errs):
             current = f"{kind}/{name}"
             if not first_controller:
                 first_controller = current
                 continue
             shown = GoValue("[]v1.OwnerReference{" + ", ".join(go_owner_reference(r) for r in refs) + "}")
-            errs.append(FieldError.invalid(
+            errs.append(ApiFieldError.invalid(
                 path, shown, f'Only one reference can have Controller set to true. Found "true" in references '
                              f"for {first_controller} and {current}"))
 
@@ -368,7 +374,7 @@ def validate_label_selector(selector: Any, path: str, errs: Errors) -> bool:
     if selector is None:
         return True
     if not isinstance(selector, dict):
-        errs.append(FieldError.invalid(path, selector, "must be of type object"))
+        errs.append(ApiFieldError.invalid(path, selector, "must be of type object"))
         return False
     labels = string_map(selector, "matchLabels", f"{path}.matchLabels", errs)
     validate_labels(labels, f"{path}.matchLabels", errs)
@@ -377,19 +383,19 @@ def validate_label_selector(selector: Any, path: str, errs: Errors) -> bool:
         values = get(expression, "values", list, f"{epath}.values", errs) or []
         if operator in ("In", "NotIn"):
             if not values:
-                errs.append(FieldError.required(f"{epath}.values",
-                                                "must be specified when `operator` is 'In' or 'NotIn'"))
+                errs.append(ApiFieldError.required(f"{epath}.values",
+                                                   "must be specified when `operator` is 'In' or 'NotIn'"))
         elif operator in ("Exists", "DoesNotExist"):
             if values:
-                errs.append(FieldError.forbidden(f"{epath}.values", "may not be specified when `operator` is "
-                                                                    "'Exists' or 'DoesNotExist'"))
+                errs.append(ApiFieldError.forbidden(f"{epath}.values", "may not be specified when `operator` is "
+                                                                       "'Exists' or 'DoesNotExist'"))
         else:
-            errs.append(FieldError.invalid(f"{epath}.operator", operator, "not a valid selector operator"))
+            errs.append(ApiFieldError.invalid(f"{epath}.operator", operator, "not a valid selector operator"))
         key = get(expression, "key", str, f"{epath}.key", errs) or ""
-        errs.extend(FieldError.invalid(f"{epath}.key", key, m) for m in validate_label_key(key))
+        errs.extend(ApiFieldError.invalid(f"{epath}.key", key, m) for m in validate_label_key(key))
         for j, value in enumerate(values):
             messages = validate_label_value(value) if isinstance(value, str) else ["must be of type string"]
-            errs.extend(FieldError.invalid(f"{epath}.values[{j}]", value, m) for m in messages)
+            errs.extend(ApiFieldError.invalid(f"{epath}.values[{j}]", value, m) for m in messages)
     return len(errs) == before
 
 
@@ -447,23 +453,23 @@ def validate_node(node: dict[str, Any], errs: Errors) -> None:
     for path, taint in items(spec, "taints", "spec.taints", errs):
         taint = taint if isinstance(taint, dict) else {}
         key, value, effect = (get(taint, k, str, f"{path}.{k}", errs) or "" for k in ("key", "value", "effect"))
-        errs.extend(FieldError.invalid(f"{path}.key", key, msg) for msg in validate_label_key(key))
+        errs.extend(ApiFieldError.invalid(f"{path}.key", key, msg) for msg in validate_label_key(key))
         if messages := validate_label_value(value):
-            errs.append(FieldError.invalid(f"{path}.value", value, ";".join(messages)))
+            errs.append(ApiFieldError.invalid(f"{path}.value", value, ";".join(messages)))
         validate_taint_effect(effect, False, f"{path}.effect", errs)
         if (key, effect) in seen:
             added = "nil" if taint.get("timeAdded") is None else "0xc000000000"  # %#v prints the pointer
             shown = GoValue(f"core.Taint{{Key:{go_quote(key)}, Value:{go_quote(value)}, Effect:{go_quote(effect)}, "
                             f"TimeAdded:(*v1.Time)({added})}}")
-            errs.append(FieldError(path, DUPLICATE, "taints must be unique by key and effect pair", shown))
+            errs.append(ApiFieldError(path, DUPLICATE, "taints must be unique by key and effect pair", shown))
         seen.add((key, effect))
 
 
 def validate_taint_effect(effect: str, allow_empty: bool, path: str, errs: Errors) -> None:
     if not effect and not allow_empty:
-        errs.append(FieldError.required(path))
+        errs.append(ApiFieldError.required(path))
     elif effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-        errs.append(FieldError.not_supported(path, effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"]))
+        errs.append(ApiFieldError.not_supported(path, effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"]))
 
 
 _NAMESPACED_KINDS = {"Pod", "ReplicaSet", "DaemonSet", "Deployment", "StatefulSet", "Job", "Service",
@@ -486,16 +492,16 @@ def legacy_event(event: dict[str, Any], errs: Errors) -> None:
     inv_ns, inv_kind = (get(involved, k, str, f"involvedObject.{k}", errs) or "" for k in ("namespace", "kind"))
     if event.get("eventTime") is None:
         if (inv_ns and namespace != inv_ns) or (not inv_ns and namespace not in ("", "default")):
-            errs.append(FieldError.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace"))
+            errs.append(ApiFieldError.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace"))
     else:
         if not inv_ns and namespace not in ("default", "kube-system"):
-            errs.append(FieldError.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace"))
+            errs.append(ApiFieldError.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace"))
         for key in ("reportingComponent", "reportingInstance", "action"):
             if not event.get(key):
-                errs.append(FieldError.required(key))
+                errs.append(ApiFieldError.required(key))
     if inv_kind in _NAMESPACED_KINDS and not inv_ns:
-        errs.append(FieldError.required("involvedObject.namespace", f"required for kind {inv_kind}"))
+        errs.append(ApiFieldError.required("involvedObject.namespace", f"required for kind {inv_kind}"))
     elif inv_kind in _CLUSTER_KINDS and inv_ns:
-        errs.append(FieldError.invalid("involvedObject.namespace", inv_ns, f"not allowed for kind {inv_kind}"))
+        errs.append(ApiFieldError.invalid("involvedObject.namespace", inv_ns, f"not allowed for kind {inv_kind}"))
     if isinstance(namespace, str):
-        errs.extend(FieldError.invalid("namespace", namespace, m) for m in validate_dns1123_subdomain(namespace))
+        errs.extend(ApiFieldError.invalid("namespace", namespace, m) for m in validate_dns1123_subdomain(namespace))

@@ -16,8 +16,8 @@ from typing import Any
 from kube.intstr import is_percent, parse_int64
 from kube.validation import regex_error, validate_dns1123_label, validate_label_key, validate_label_value
 from sim.validation import (
+    ApiFieldError,
     Errors,
-    FieldError,
     GoValue,
     get,
     go_quote,
@@ -69,9 +69,9 @@ def _string(obj: Any, key: str, path: str, errs: Errors) -> str:
 def _enum(obj: Any, key: str, path: str, valid: list[str], errs: Errors) -> None:
     value = _string(obj, key, path, errs)
     if not value:
-        errs.append(FieldError.required(path))
+        errs.append(ApiFieldError.required(path))
     elif value not in valid:
-        errs.append(FieldError.not_supported(path, value, valid))
+        errs.append(ApiFieldError.not_supported(path, value, valid))
 
 
 # --- pods ----------------------------------------------------------------------------------------
@@ -85,7 +85,8 @@ def validate_pod(pod: dict[str, Any], errs: Errors) -> None:
         for path, container in items(spec, key, f"spec.{key}", []):
             image = _dict(container).get("image")
             if isinstance(image, str) and image != image.strip():
-                errs.append(FieldError.invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
+                errs.append(ApiFieldError.invalid(f"{path}.image", image,
+                                                  "must not have leading or trailing whitespace"))
 
 
 def validate_pod_template(template: dict[str, Any], path: str, errs: Errors) -> None:
@@ -96,15 +97,15 @@ def validate_pod_template(template: dict[str, Any], path: str, errs: Errors) -> 
     spec = get(template, "spec", dict, f"{path}.spec", errs) or {}
     validate_pod_spec(spec, f"{path}.spec", errs)
     if spec.get("ephemeralContainers"):
-        errs.append(FieldError.forbidden(f"{path}.spec.ephemeralContainers",
-                                         "ephemeral containers not allowed in pod template"))
+        errs.append(ApiFieldError.forbidden(f"{path}.spec.ephemeralContainers",
+                                            "ephemeral containers not allowed in pod template"))
 
 
 def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
     volumes = _validate_volumes(spec, f"{path}.volumes", errs)
     containers = items(spec, "containers", f"{path}.containers", errs)
     if not containers:
-        errs.append(FieldError.required(f"{path}.containers"))
+        errs.append(ApiFieldError.required(f"{path}.containers"))
     names: set[str] = set()
     for cpath, container in containers:
         _validate_container(_dict(container), cpath, volumes, names, errs)
@@ -117,14 +118,14 @@ def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
     _validate_node_affinity(spec, f"{path}.affinity.nodeAffinity", errs)
     for key in ("serviceAccountName", "nodeName"):
         if value := _string(spec, key, f"{path}.{key}", errs):
-            errs.extend(FieldError.invalid(f"{path}.{key}", value, m) for m in subdomain_name(value, False))
+            errs.extend(ApiFieldError.invalid(f"{path}.{key}", value, m) for m in subdomain_name(value, False))
     deadline = get(spec, "activeDeadlineSeconds", int, f"{path}.activeDeadlineSeconds", errs)
     if deadline is not None and not 1 <= deadline <= _INT32_MAX:
-        errs.append(FieldError.invalid(f"{path}.activeDeadlineSeconds", deadline,
-                                       f"must be between 1 and {_INT32_MAX}, inclusive"))
+        errs.append(ApiFieldError.invalid(f"{path}.activeDeadlineSeconds", deadline,
+                                          f"must be between 1 and {_INT32_MAX}, inclusive"))
     for key in ("hostname", "subdomain"):
         if value := _string(spec, key, f"{path}.{key}", errs):
-            errs.extend(FieldError.invalid(f"{path}.{key}", value, m) for m in validate_dns1123_label(value))
+            errs.extend(ApiFieldError.invalid(f"{path}.{key}", value, m) for m in validate_dns1123_label(value))
     for tpath, toleration in items(spec, "tolerations", f"{path}.tolerations", errs):
         _validate_toleration(_dict(toleration), tpath, errs)
 
@@ -135,15 +136,15 @@ def _validate_volumes(spec: dict[str, Any], path: str, errs: Errors) -> set[str]
         volume, found = _dict(volume), []
         sources = [key for key, value in volume.items() if key != "name" and value is not None]
         if not sources:
-            found.append(FieldError.required(vpath, "must specify a volume type"))
+            found.append(ApiFieldError.required(vpath, "must specify a volume type"))
         elif len(sources) > 1:
-            found.append(FieldError.forbidden(f"{vpath}.{sources[1]}", "may not specify more than 1 volume type"))
+            found.append(ApiFieldError.forbidden(f"{vpath}.{sources[1]}", "may not specify more than 1 volume type"))
         name = _string(volume, "name", f"{vpath}.name", errs)
         if not name:
-            found.append(FieldError.required(f"{vpath}.name"))
-        found.extend(FieldError.invalid(f"{vpath}.name", name, m) for m in validate_dns1123_label(name) if name)
+            found.append(ApiFieldError.required(f"{vpath}.name"))
+        found.extend(ApiFieldError.invalid(f"{vpath}.name", name, m) for m in validate_dns1123_label(name) if name)
         if name in names:
-            found.append(FieldError.duplicate(f"{vpath}.name", name))
+            found.append(ApiFieldError.duplicate(f"{vpath}.name", name))
         if not found:
             names.add(name)
         errs.extend(found)
@@ -154,35 +155,35 @@ def _validate_container(container: dict[str, Any], path: str, volumes: set[str],
                         errs: Errors) -> None:
     name = _string(container, "name", f"{path}.name", errs)
     if not name:
-        errs.append(FieldError.required(f"{path}.name"))
+        errs.append(ApiFieldError.required(f"{path}.name"))
     else:
-        errs.extend(FieldError.invalid(f"{path}.name", name, m) for m in validate_dns1123_label(name))
+        errs.extend(ApiFieldError.invalid(f"{path}.name", name, m) for m in validate_dns1123_label(name))
     if not _string(container, "image", f"{path}.image", errs):
-        errs.append(FieldError.required(f"{path}.image"))
+        errs.append(ApiFieldError.required(f"{path}.image"))
     _enum(container, "terminationMessagePolicy", f"{path}.terminationMessagePolicy",
           ["File", "FallbackToLogsOnError"], errs)
     for ppath, port in items(container, "ports", f"{path}.ports", errs):
         number = get(port, "containerPort", int, f"{ppath}.containerPort", errs)
         if not number:
-            errs.append(FieldError.required(f"{ppath}.containerPort"))
+            errs.append(ApiFieldError.required(f"{ppath}.containerPort"))
         for key, value in (("containerPort", number), ("hostPort", get(port, "hostPort", int, ppath, errs))):
             if value and not 1 <= value <= 65535:
-                errs.append(FieldError.invalid(f"{ppath}.{key}", value, "must be between 1 and 65535, inclusive"))
+                errs.append(ApiFieldError.invalid(f"{ppath}.{key}", value, "must be between 1 and 65535, inclusive"))
         _enum(port, "protocol", f"{ppath}.protocol", ["SCTP", "TCP", "UDP"], errs)
     for epath, env in items(container, "env", f"{path}.env", errs):
         if not _string(env, "name", f"{epath}.name", errs):
-            errs.append(FieldError.required(f"{epath}.name"))
+            errs.append(ApiFieldError.required(f"{epath}.name"))
     for mpath, mount in items(container, "volumeMounts", f"{path}.volumeMounts", errs):
         volume = _string(mount, "name", f"{mpath}.name", errs)
         if not volume:
-            errs.append(FieldError.required(f"{mpath}.name"))
+            errs.append(ApiFieldError.required(f"{mpath}.name"))
         if volume not in volumes:
-            errs.append(FieldError.not_found(f"{mpath}.name", volume))
+            errs.append(ApiFieldError.not_found(f"{mpath}.name", volume))
         if not _string(mount, "mountPath", f"{mpath}.mountPath", errs):
-            errs.append(FieldError.required(f"{mpath}.mountPath"))
+            errs.append(ApiFieldError.required(f"{mpath}.mountPath"))
     _enum(container, "imagePullPolicy", f"{path}.imagePullPolicy", ["Always", "IfNotPresent", "Never"], errs)
     if name and name in names:
-        errs.append(FieldError.duplicate(f"{path}.name", name))
+        errs.append(ApiFieldError.duplicate(f"{path}.name", name))
     names.add(name)
 
 
@@ -191,25 +192,25 @@ def _validate_toleration(toleration: dict[str, Any], path: str, errs: Errors) ->
                                     for k in ("key", "operator", "value", "effect"))
     seconds = get(toleration, "tolerationSeconds", int, f"{path}.tolerationSeconds", errs)
     if key:
-        errs.extend(FieldError.invalid(f"{path}.key", key, m) for m in validate_label_key(key))
+        errs.extend(ApiFieldError.invalid(f"{path}.key", key, m) for m in validate_label_key(key))
     if not key and operator != "Exists":
-        errs.append(FieldError.invalid(f"{path}.operator", operator, "operator must be Exists when `key` is "
-                                       'empty, which means "match all values and all keys"'))
+        errs.append(ApiFieldError.invalid(f"{path}.operator", operator, "operator must be Exists when `key` is "
+                                          'empty, which means "match all values and all keys"'))
     if seconds is not None and effect != "NoExecute":
-        errs.append(FieldError.invalid(f"{path}.effect", effect,
-                                       "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+        errs.append(ApiFieldError.invalid(f"{path}.effect", effect,
+                                          "effect must be 'NoExecute' when `tolerationSeconds` is set"))
     if operator in ("", "Equal"):
-        errs.extend(FieldError.invalid(f"{path}.operator", value, m) for m in validate_label_value(value))
+        errs.extend(ApiFieldError.invalid(f"{path}.operator", value, m) for m in validate_label_value(value))
     elif operator == "Exists":
         if value:
             # %#v of the internal struct; a set tolerationSeconds prints as a pointer address
             shown = GoValue(f"core.Toleration{{Key:{go_quote(key)}, Operator:{go_quote(operator)}, "
                             f"Value:{go_quote(value)}, Effect:{go_quote(effect)}, TolerationSeconds:(*int64)"
                             f"({'nil' if seconds is None else '0xc000000000'})}}")
-            errs.append(FieldError.invalid(f"{path}.operator", shown,
-                                           "value must be empty when `operator` is 'Exists'"))
+            errs.append(ApiFieldError.invalid(f"{path}.operator", shown,
+                                              "value must be empty when `operator` is 'Exists'"))
     else:
-        errs.append(FieldError.not_supported(f"{path}.operator", operator, ["Equal", "Exists"]))
+        errs.append(ApiFieldError.not_supported(f"{path}.operator", operator, ["Equal", "Exists"]))
     if effect:
         validate_taint_effect(effect, True, f"{path}.effect", errs)
 
@@ -222,8 +223,8 @@ def _validate_node_affinity(spec: dict[str, Any], path: str, errs: Errors) -> No
     if required is not None:
         terms = items(required, "nodeSelectorTerms", f"{required_path}.nodeSelectorTerms", errs)
         if not terms:
-            errs.append(FieldError.required(f"{required_path}.nodeSelectorTerms",
-                                            "must have at least one node selector term"))
+            errs.append(ApiFieldError.required(f"{required_path}.nodeSelectorTerms",
+                                               "must have at least one node selector term"))
         for tpath, term in terms:
             _validate_node_selector_term(_dict(term), tpath, errs)
     preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
@@ -231,7 +232,7 @@ def _validate_node_affinity(spec: dict[str, Any], path: str, errs: Errors) -> No
                                   preferred_path, errs):
         weight = get(preferred, "weight", int, f"{ppath}.weight", errs) or 0
         if not 1 <= weight <= 100:
-            errs.append(FieldError.invalid(f"{ppath}.weight", weight, "must be in the range 1-100"))
+            errs.append(ApiFieldError.invalid(f"{ppath}.weight", weight, "must be in the range 1-100"))
         term = get(preferred, "preference", dict, f"{ppath}.preference", errs) or {}
         _validate_node_selector_term(term, f"{ppath}.preference", errs)
 
@@ -241,33 +242,33 @@ def _validate_node_selector_term(term: dict[str, Any], path: str, errs: Errors) 
         operator = _string(requirement, "operator", f"{epath}.operator", errs)
         values = get(requirement, "values", list, f"{epath}.values", errs) or []
         if operator in ("In", "NotIn") and not values:
-            errs.append(FieldError.required(f"{epath}.values", "must be specified when `operator` is 'In' or "
-                                                               "'NotIn'"))
+            errs.append(ApiFieldError.required(f"{epath}.values", "must be specified when `operator` is 'In' or "
+                                                                  "'NotIn'"))
         elif operator in ("Exists", "DoesNotExist") and values:
-            errs.append(FieldError.forbidden(f"{epath}.values", "may not be specified when `operator` is "
-                                                                "'Exists' or 'DoesNotExist'"))
+            errs.append(ApiFieldError.forbidden(f"{epath}.values", "may not be specified when `operator` is "
+                                                                   "'Exists' or 'DoesNotExist'"))
         elif operator in ("Gt", "Lt") and len(values) != 1:
-            errs.append(FieldError.required(f"{epath}.values", "must be specified single value when "
-                                                               "`operator` is 'Lt' or 'Gt'"))
+            errs.append(ApiFieldError.required(f"{epath}.values", "must be specified single value when "
+                                                                  "`operator` is 'Lt' or 'Gt'"))
         elif operator not in _NODE_OPERATORS:
-            errs.append(FieldError.invalid(f"{epath}.operator", operator, "not a valid selector operator"))
+            errs.append(ApiFieldError.invalid(f"{epath}.operator", operator, "not a valid selector operator"))
         key = _string(requirement, "key", f"{epath}.key", errs)
-        errs.extend(FieldError.invalid(f"{epath}.key", key, m) for m in validate_label_key(key))
+        errs.extend(ApiFieldError.invalid(f"{epath}.key", key, m) for m in validate_label_key(key))
     for fpath, requirement in items(term, "matchFields", f"{path}.matchFields", errs):
         operator = _string(requirement, "operator", f"{fpath}.operator", errs)
         values = get(requirement, "values", list, f"{fpath}.values", errs) or []
         if operator in ("In", "NotIn") and len(values) != 1:
-            errs.append(FieldError.required(f"{fpath}.values", "must be only one value when `operator` is 'In' "
-                                                               "or 'NotIn' for node field selector"))
+            errs.append(ApiFieldError.required(f"{fpath}.values", "must be only one value when `operator` is 'In' "
+                                                                  "or 'NotIn' for node field selector"))
         elif operator not in ("In", "NotIn"):
-            errs.append(FieldError.invalid(f"{fpath}.operator", operator, "not a valid selector operator"))
+            errs.append(ApiFieldError.invalid(f"{fpath}.operator", operator, "not a valid selector operator"))
         key = _string(requirement, "key", f"{fpath}.key", errs)
         if key != "metadata.name":
-            errs.append(FieldError.invalid(f"{fpath}.key", key, "not a valid field selector key"))
+            errs.append(ApiFieldError.invalid(f"{fpath}.key", key, "not a valid field selector key"))
             continue
         for j, value in enumerate(values):
             messages = subdomain_name(value, False) if isinstance(value, str) else ["must be of type string"]
-            errs.extend(FieldError.invalid(f"{fpath}.values[{j}]", value, m) for m in messages)
+            errs.extend(ApiFieldError.invalid(f"{fpath}.values[{j}]", value, m) for m in messages)
 
 
 def validate_pod_update(pod: dict[str, Any], old: dict[str, Any], errs: Errors) -> None:
@@ -278,26 +279,26 @@ def validate_pod_update(pod: dict[str, Any], old: dict[str, Any], errs: Errors) 
     for key in ("containers", "initContainers"):
         new_list, old_list = spec.get(key) or [], old_spec.get(key) or []
         if isinstance(new_list, list) and isinstance(old_list, list) and len(new_list) != len(old_list):
-            errs.append(FieldError.forbidden(f"spec.{key}", "pod updates may not add or remove containers"))
+            errs.append(ApiFieldError.forbidden(f"spec.{key}", "pod updates may not add or remove containers"))
             return
     deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
     if isinstance(deadline, int) and not 0 <= deadline <= _INT32_MAX:
-        errs.append(FieldError.invalid("spec.activeDeadlineSeconds", deadline,
-                                       f"must be between 0 and {_INT32_MAX}, inclusive"))
+        errs.append(ApiFieldError.invalid("spec.activeDeadlineSeconds", deadline,
+                                          f"must be between 0 and {_INT32_MAX}, inclusive"))
         return
     if isinstance(deadline, int) and isinstance(old_deadline, int) and old_deadline < deadline:
-        errs.append(FieldError.invalid("spec.activeDeadlineSeconds", deadline,
-                                       "must be less than or equal to previous value"))
+        errs.append(ApiFieldError.invalid("spec.activeDeadlineSeconds", deadline,
+                                          "must be less than or equal to previous value"))
         return
     if deadline is None and old_deadline is not None:
-        errs.append(FieldError.invalid("spec.activeDeadlineSeconds", None,
-                                       "must not update from a positive integer to nil value"))
+        errs.append(ApiFieldError.invalid("spec.activeDeadlineSeconds", None,
+                                          "must not update from a positive integer to nil value"))
     new_tolerations = [_semantic(t) for t in _dicts(spec.get("tolerations"))]
     for toleration in _dicts(old_spec.get("tolerations")):
         wanted = {k: v for k, v in _semantic(toleration).items() if k != "tolerationSeconds"}
         if not any({k: v for k, v in t.items() if k != "tolerationSeconds"} == wanted for t in new_tolerations):
-            errs.append(FieldError.forbidden("spec.tolerations",
-                                             "existing toleration can not be modified except its tolerationSeconds"))
+            errs.append(ApiFieldError.forbidden("spec.tolerations",
+                                                "existing toleration can not be modified except its tolerationSeconds"))
             break
     munged = json.loads(json.dumps(spec))
     for key in ("containers", "initContainers"):
@@ -309,8 +310,8 @@ def validate_pod_update(pod: dict[str, Any], old: dict[str, Any], errs: Errors) 
     if isinstance(old_grace, int) and old_grace < 0 and grace == 1:
         munged["terminationGracePeriodSeconds"] = old_grace
     if _semantic(munged) != _semantic(old_spec):
-        errs.append(FieldError.forbidden("spec", f"pod updates may not change fields other than "
-                                                 f"{_UPDATABLE_POD_FIELDS}\n{_spec_diff(old_spec, munged)}"))
+        errs.append(ApiFieldError.forbidden("spec", f"pod updates may not change fields other than "
+                                                    f"{_UPDATABLE_POD_FIELDS}\n{_spec_diff(old_spec, munged)}"))
 
 
 def _semantic(value: Any) -> Any:
@@ -355,15 +356,15 @@ def _template_workload_rules(pod_spec: dict[str, Any], kind: str, errs: Errors) 
     restart = pod_spec.get("restartPolicy")
     if restart != "Always":
         shown = restart if isinstance(restart, str) else ""
-        errs.append(FieldError.not_supported("spec.template.spec.restartPolicy", shown, ["Always"]))
+        errs.append(ApiFieldError.not_supported("spec.template.spec.restartPolicy", shown, ["Always"]))
     if pod_spec.get("activeDeadlineSeconds") is not None:
-        errs.append(FieldError.forbidden("spec.template.spec.activeDeadlineSeconds",
-                                         f"activeDeadlineSeconds in {kind} is not Supported"))
+        errs.append(ApiFieldError.forbidden("spec.template.spec.activeDeadlineSeconds",
+                                            f"activeDeadlineSeconds in {kind} is not Supported"))
 
 
-def _mismatch(labels: dict[str, Any] | None) -> FieldError:
-    return FieldError.invalid("spec.template.metadata.labels", GoValue(go_string_map(labels)),
-                              "`selector` does not match template `labels`")
+def _mismatch(labels: dict[str, Any] | None) -> ApiFieldError:
+    return ApiFieldError.invalid("spec.template.metadata.labels", GoValue(go_string_map(labels)),
+                                 "`selector` does not match template `labels`")
 
 
 def validate_daemonset(ds: dict[str, Any], errs: Errors) -> None:
@@ -376,8 +377,8 @@ def validate_daemonset(ds: dict[str, Any], errs: Errors) -> None:
     if valid and not selector_matches(selector, labels or {}):
         errs.append(_mismatch(labels))
     if is_empty_selector(selector):
-        errs.append(FieldError.invalid("spec.selector", selector_text(selector),
-                                       "empty selector is invalid for daemonset"))
+        errs.append(ApiFieldError.invalid("spec.selector", selector_text(selector),
+                                          "empty selector is invalid for daemonset"))
     validate_pod_template(template, "spec.template", errs)
     _template_workload_rules(pod_spec, "DaemonSet", errs)
     nonnegative(spec, "minReadySeconds", "spec.minReadySeconds", errs)
@@ -399,11 +400,11 @@ def _validate_update_strategy(spec: dict[str, Any], errs: Errors) -> None:
         pointer = "nil" if strategy.get("rollingUpdate") is None else "0xc000000000"
         shown = GoValue(f"apps.DaemonSetUpdateStrategy{{Type:{go_quote(kind if isinstance(kind, str) else '')}, "
                         f"RollingUpdate:(*apps.RollingUpdateDaemonSet)({pointer})}}")
-        errs.append(FieldError.not_supported(path, shown, ["RollingUpdate", "OnDelete"]))
+        errs.append(ApiFieldError.not_supported(path, shown, ["RollingUpdate", "OnDelete"]))
         return
     rolling = get(strategy, "rollingUpdate", dict, f"{path}.rollingUpdate", errs)
     if rolling is None:
-        errs.append(FieldError.required(f"{path}.rollingUpdate"))
+        errs.append(ApiFieldError.required(f"{path}.rollingUpdate"))
         return
     path += ".rollingUpdate"
     values = {key: rolling.get(key, 0) for key in ("maxUnavailable", "maxSurge")}
@@ -411,13 +412,13 @@ def _validate_update_strategy(spec: dict[str, Any], errs: Errors) -> None:
         _validate_int_or_percent(value, f"{path}.{key}", errs)
     for key, value in values.items():
         if is_percent(value) and int(value[:-1]) > 100:
-            errs.append(FieldError.invalid(f"{path}.{key}", GoValue(value), "must not be greater than 100%"))
+            errs.append(ApiFieldError.invalid(f"{path}.{key}", GoValue(value), "must not be greater than 100%"))
     has_unavailable, has_surge = (_int_or_percent_value(value) != 0 for value in values.values())
     if has_unavailable and has_surge:
-        errs.append(FieldError.invalid(f"{path}.maxSurge", GoValue(str(values["maxSurge"])),
-                                       "may not be set when maxUnavailable is non-zero"))
+        errs.append(ApiFieldError.invalid(f"{path}.maxSurge", GoValue(str(values["maxSurge"])),
+                                          "may not be set when maxUnavailable is non-zero"))
     elif not has_unavailable and not has_surge:
-        errs.append(FieldError.required(f"{path}.maxUnavailable", "cannot be 0 when maxSurge is 0"))
+        errs.append(ApiFieldError.required(f"{path}.maxUnavailable", "cannot be 0 when maxSurge is 0"))
 
 
 def _validate_int_or_percent(value: Any, path: str, errs: Errors) -> None:
@@ -425,12 +426,12 @@ def _validate_int_or_percent(value: Any, path: str, errs: Errors) -> None:
     if isinstance(value, str):
         if not is_percent(value):
             message = "a valid percent string must be a numeric string followed by an ending '%'"
-            errs.append(FieldError.invalid(path, GoValue(value), regex_error(message, "[0-9]+%", "1%", "93%")))
+            errs.append(ApiFieldError.invalid(path, GoValue(value), regex_error(message, "[0-9]+%", "1%", "93%")))
     elif isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
-            errs.append(FieldError.invalid(path, value, "must be greater than or equal to 0"))
+            errs.append(ApiFieldError.invalid(path, value, "must be greater than or equal to 0"))
     else:
-        errs.append(FieldError.invalid(path, value, "must be an integer or percentage (e.g '5%')"))
+        errs.append(ApiFieldError.invalid(path, value, "must be an integer or percentage (e.g '5%')"))
 
 
 def _int_or_percent_value(value: Any) -> int:
@@ -448,14 +449,14 @@ def validate_replicaset(rs: dict[str, Any], errs: Errors) -> None:
     nonnegative(spec, "minReadySeconds", "spec.minReadySeconds", errs)
     selector = spec.get("selector")
     if selector is None:
-        errs.append(FieldError.required("spec.selector"))
+        errs.append(ApiFieldError.required("spec.selector"))
     valid = validate_label_selector(selector, "spec.selector", errs)
     if is_empty_selector(selector):
-        errs.append(FieldError.invalid("spec.selector", selector_text(selector),
-                                       "empty selector is invalid for deployment"))
+        errs.append(ApiFieldError.invalid("spec.selector", selector_text(selector),
+                                          "empty selector is invalid for deployment"))
     if not valid:
         # upstream stops here: the template is not validated against a selector it cannot parse
-        errs.append(FieldError.invalid("spec.selector", selector_text(selector), "invalid label selector"))
+        errs.append(ApiFieldError.invalid("spec.selector", selector_text(selector), "invalid label selector"))
     else:
         template, labels, pod_spec = _template_parts(spec, errs)
         if not is_empty_selector(selector) and not selector_matches(selector, labels or {}):
@@ -490,10 +491,10 @@ def validate_replicaset_status_update(rs: dict[str, Any], old: dict[str, Any], e
         nonnegative(status, "terminatingReplicas", "status.terminatingReplicas", errs)
     for key in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
         if counts[key] > counts["replicas"]:
-            errs.append(FieldError.invalid(f"status.{key}", counts[key], "cannot be greater than status.replicas"))
+            errs.append(ApiFieldError.invalid(f"status.{key}", counts[key], "cannot be greater than status.replicas"))
     if counts["availableReplicas"] > counts["readyReplicas"]:
-        errs.append(FieldError.invalid("status.availableReplicas", counts["availableReplicas"],
-                                       "cannot be greater than readyReplicas"))
+        errs.append(ApiFieldError.invalid("status.availableReplicas", counts["availableReplicas"],
+                                          "cannot be greater than readyReplicas"))
 
 
 def validate_daemonset_status_update(ds: dict[str, Any], old: dict[str, Any], errs: Errors) -> None:
@@ -504,13 +505,13 @@ def validate_daemonset_status_update(ds: dict[str, Any], old: dict[str, Any], er
                         "collisionCount"), errs)
     new_count, old_count = _status(ds).get("collisionCount"), _status(old).get("collisionCount")
     if old_count is not None and (new_count is None or (isinstance(new_count, int) and new_count < old_count)):
-        errs.append(FieldError.invalid("status.collisionCount", new_count or 0, "cannot be decremented"))
+        errs.append(ApiFieldError.invalid("status.collisionCount", new_count or 0, "cannot be decremented"))
 
 
 def validate_controller_revision(revision: dict[str, Any], errs: Errors) -> None:
     validate_object_meta(revision, True, subdomain_name, errs)
     if revision.get("data") is None:
-        errs.append(FieldError.required("data", "data is mandatory"))
+        errs.append(ApiFieldError.required("data", "data is mandatory"))
     nonnegative(revision, "revision", "revision", errs)
 
 

@@ -16,21 +16,21 @@ from store.tables import pod_backoff as t
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
+class BackoffRow:
     key: str
     delay_seconds: float
     last_update: datetime
 
 
-async def load(conn: AsyncConnection, keys: Iterable[str]) -> dict[str, Backoff]:
+async def load(conn: AsyncConnection, keys: Iterable[str]) -> dict[str, BackoffRow]:
     keys = list(keys)
     if not keys:
         return {}
     rows = await conn.execute(sa.select(t).where(t.c.key.in_(keys)))
-    return {r.key: Backoff(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}
+    return {r.key: BackoffRow(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}
 
 
-async def save(conn: AsyncConnection, entries: Iterable[Backoff]) -> None:
+async def save(conn: AsyncConnection, entries: Iterable[BackoffRow]) -> None:
     rows = [{"key": b.key, "delay_seconds": b.delay_seconds, "last_update": b.last_update} for b in entries]
     await sql.upsert(conn, t, rows, update=["delay_seconds", "last_update"])
 
@@ -47,15 +47,15 @@ async def gc(conn: AsyncConnection, updated_before: datetime) -> int:
     return int(result.rowcount)
 
 
-async def load_all(conn: AsyncConnection) -> dict[str, Backoff]:
+async def load_all(conn: AsyncConnection) -> dict[str, BackoffRow]:
     """Every entry: what a starting reconciler holds in memory."""
     rows = await conn.execute(sa.select(t))
-    return {r.key: Backoff(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}
+    return {r.key: BackoffRow(key=r.key, delay_seconds=r.delay_seconds, last_update=r.last_update) for r in rows}
 
 
-def row_of(entry: FailedPodBackoff) -> Backoff:
-    return Backoff(key=entry.key, delay_seconds=entry.delay_seconds, last_update=entry.last_update)
+def row_of(entry: FailedPodBackoff) -> BackoffRow:
+    return BackoffRow(key=entry.key, delay_seconds=entry.delay_seconds, last_update=entry.last_update)
 
 
-def value_of(row: Backoff) -> FailedPodBackoff:
+def value_of(row: BackoffRow) -> FailedPodBackoff:
     return FailedPodBackoff(key=row.key, delay_seconds=row.delay_seconds, last_update=row.last_update)

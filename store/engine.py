@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from kube.times import Clock, utcnow
 from reconciler.core.batch import Stored
 from store import audit, backoff, checkpoints, decisions, expectations, migrating, outbox, positions, results, retention
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
@@ -32,16 +33,10 @@ from store.urls import Database, resolve
 
 __all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_store", "upgrade"]
 
-Clock = Callable[[], datetime]
-
 # How long a SQLite writer waits for another process's write transaction before failing; the
 # reconciler, relay and executor of `kubus up` share one file.
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 PG_CONNECT_TIMEOUT_S = 10  # asyncpg's default of 60 s is a long time to wait for a typo'd host
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def create_engine(target: Database) -> AsyncEngine:

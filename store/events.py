@@ -8,13 +8,14 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from messages.observed import ObservedEvent as Observed
+from kube.times import parse_time
+from messages.observed import ObservedEvent
 from store import sql
 from store.tables import observed_events as t
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ObservedEvent:
+class ObservedEventRow:
     stream_seq: int
     msg_id: str
     kind: str
@@ -26,15 +27,15 @@ class ObservedEvent:
     observed_at: datetime
 
 
-async def record(conn: AsyncConnection, rows: Iterable[ObservedEvent], *, at: datetime) -> int:
+async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at: datetime) -> int:
     """Record the events not recorded yet (by stream_seq); how many were new."""
     values = [{**sql.values_of(e), "recorded_at": at} for e in rows]
     return len(await sql.insert_or_ignore(conn, t, values, returning=t.c.stream_seq))
 
 
-def row_of(event: Observed, seq: int) -> ObservedEvent:
+def row_of(event: ObservedEvent, seq: int) -> ObservedEventRow:
     """The row of an event the reconciler consumed at `seq`."""
-    return ObservedEvent(stream_seq=seq, msg_id=event.msg_id, kind=event.kind, event_type=event.type,
-                         namespace=event.namespace, name=event.name, uid=event.uid,
-                         resource_version=event.resource_version,
-                         observed_at=datetime.fromisoformat(event.observed_at.replace("Z", "+00:00")))
+    return ObservedEventRow(stream_seq=seq, msg_id=event.msg_id, kind=event.kind, event_type=event.type,
+                            namespace=event.namespace, name=event.name, uid=event.uid,
+                            resource_version=event.resource_version,
+                            observed_at=parse_time(event.observed_at))

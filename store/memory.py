@@ -14,11 +14,12 @@ every fence holds. `load_now` and `write` are the same operations for callers wi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kube.times import Clock, utcnow
 from reconciler.core.audit_targets import Target
 from reconciler.core.batch import CONSUMER, Commit, Stored
 from reconciler.core.daemonset.backoff import FailedPodBackoff
@@ -26,20 +27,16 @@ from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import Tick
 from store import decisions, events, outbox
 from store.decisions import Decision
-from store.events import ObservedEvent
+from store.events import ObservedEventRow
 from store.outbox import OutboxRow
 from store.port import UNFENCED, Fence, ReconcilerPort, RelayPort, TrailPort
 from store.results import ResultRow
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class MemoryStore:
     """The in-memory adapter of store/port.py (everything but the audit's SQL questions)."""
 
-    def __init__(self, *, trail: bool = True, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, *, trail: bool = True, clock: Clock = utcnow) -> None:
         self.trail = trail
         self._clock = clock
         self.positions: dict[str, dict[int, int]] = {}  # consumer -> partition -> last applied sequence
@@ -47,7 +44,7 @@ class MemoryStore:
         self.backoff: dict[str, FailedPodBackoff] = {}
         self.results: dict[str, ResultRow] = {}
         # the audit trail
-        self.events: dict[int, ObservedEvent] = {}
+        self.events: dict[int, ObservedEventRow] = {}
         self.decisions: dict[int, Decision] = {}
         self.outbox: dict[str, OutboxRow] = {}  # without targets, as the SQL store reads rows back
         self.targets: dict[str, tuple[str, Target]] = {}  # effect key -> (the outbox row's key, its target)

@@ -93,17 +93,6 @@ pod_backoff = sa.Table(
     sa.Index(None, "last_update"),  # the garbage collection scans by age
 )
 
-# Read and written by nothing since the DaemonSet controller keeps its revisions as ControllerRevisions in the
-# API; the table stays because the migrations create it (dropping it would be a migration of its own).
-daemonset_revisions = sa.Table(
-    "daemonset_revisions", metadata,
-    sa.Column("ds_uid", sa.Text, primary_key=True),
-    sa.Column("name", sa.Text, primary_key=True),
-    sa.Column("revision", sa.BigInteger, nullable=False),
-    sa.Column("hash", sa.Text, nullable=False),
-    _at("created_at"),
-)
-
 decisions = sa.Table(
     "decisions", metadata,
     sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),

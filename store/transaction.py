@@ -5,17 +5,18 @@ repositories below them are what they, the lease keeper, the history import and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kube.times import Clock
 from reconciler.core.batch import Commit
 from store import backoff, checkpoints, decisions, events, expectations, leases, outbox, positions, results, ticks
-from store.backoff import Backoff
+from store.backoff import BackoffRow
 from store.decisions import Decision
-from store.events import ObservedEvent
-from store.expectations import Expectations
+from store.events import ObservedEventRow
+from store.expectations import ExpectationsRow
 from store.outbox import OutboxRow
 from store.port import Fence
 from store.results import ResultRow
@@ -28,7 +29,7 @@ class Transaction:
     back everything (decisions, outbox rows, position) if the block raises.
     """
 
-    def __init__(self, conn: AsyncConnection, clock: Callable[[], datetime]) -> None:
+    def __init__(self, conn: AsyncConnection, clock: Clock) -> None:
         self.conn = conn
         self._now = clock
 
@@ -71,7 +72,7 @@ class Transaction:
         await positions.advance(self.conn, consumer, partition, seq, at=self._now())
 
     # events and decisions
-    async def record_events(self, rows: Iterable[ObservedEvent]) -> int:
+    async def record_events(self, rows: Iterable[ObservedEventRow]) -> int:
         return await events.record(self.conn, rows, at=self._now())
 
     async def insert_decision(self, decision: Decision) -> int:
@@ -85,26 +86,26 @@ class Transaction:
         return await outbox.enqueue(self.conn, rows)
 
     # expectations
-    async def load_expectations(self, keys: Iterable[str]) -> dict[str, Expectations]:
+    async def load_expectations(self, keys: Iterable[str]) -> dict[str, ExpectationsRow]:
         return await expectations.load(self.conn, keys)
 
-    async def all_expectations(self) -> dict[str, Expectations]:
+    async def all_expectations(self) -> dict[str, ExpectationsRow]:
         return await expectations.load_all(self.conn)
 
-    async def save_expectations(self, rows: Iterable[Expectations]) -> None:
+    async def save_expectations(self, rows: Iterable[ExpectationsRow]) -> None:
         await expectations.save(self.conn, rows)
 
     async def delete_expectations(self, keys: Iterable[str]) -> None:
         await expectations.delete(self.conn, keys)
 
     # failed-pod backoff
-    async def load_backoff(self, keys: Iterable[str]) -> dict[str, Backoff]:
+    async def load_backoff(self, keys: Iterable[str]) -> dict[str, BackoffRow]:
         return await backoff.load(self.conn, keys)
 
-    async def all_backoff(self) -> dict[str, Backoff]:
+    async def all_backoff(self) -> dict[str, BackoffRow]:
         return await backoff.load_all(self.conn)
 
-    async def save_backoff(self, entries: Iterable[Backoff]) -> None:
+    async def save_backoff(self, entries: Iterable[BackoffRow]) -> None:
         await backoff.save(self.conn, entries)
 
     async def delete_backoff(self, keys: Iterable[str]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, assert_never
 
 import msgspec
 
+from kube.codec import decode_head
 from messages.actions import (
     Action,
     BumpCollisionCount,
@@ -45,15 +46,6 @@ class Target:
     uid: str | None = None  # the uid the action is conditioned on; None for creates
 
 
-class _Meta(msgspec.Struct):
-    name: str = ""
-    generateName: str = ""
-
-
-class _Object(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
 class _Reference(msgspec.Struct):
     kind: str = ""
     namespace: str = ""
@@ -61,16 +53,15 @@ class _Reference(msgspec.Struct):
     uid: str = ""
 
 
-_object = msgspec.json.Decoder(_Object)
 _reference = msgspec.json.Decoder(_Reference)
 
 
 def _name(raw: msgspec.Raw) -> str:
     try:
-        meta = _object.decode(bytes(raw)).metadata
+        meta = decode_head(raw).metadata
     except msgspec.DecodeError:
         return ""
-    return meta.name or meta.generateName
+    return meta.name or meta.generate_name
 
 
 def tag(action: Action) -> str:

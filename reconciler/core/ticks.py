@@ -46,7 +46,7 @@ def state_of(positions: Mapping[int, int], expectations: Mapping[str, Any], back
              ) -> dict[str, Any]:
     """A start tick's ``state``: the store's positions, expectations and backoff rows as JSON.
 
-    ``expectations`` values have adds, dels, deletion_keys and set_at (store.expectations.Expectations or
+    ``expectations`` values have adds, dels, deletion_keys and set_at (store.expectations.ExpectationsRow or
     reconciler.core.expectations.Expectations); ``backoff`` values delay_seconds and last_update."""
     return {
         "positions": {str(p): int(s) for p, s in sorted(positions.items())},

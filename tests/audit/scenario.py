@@ -30,7 +30,7 @@ from messages.actions import Action, CreatePods, DeletePod, PodToCreate, UpdateS
 from reconciler.core.audit_targets import targets_of
 from store.decisions import Decision
 from store.engine import Store
-from store.events import ObservedEvent
+from store.events import ObservedEventRow
 from store.outbox import OutboxRow
 from store.results import ResultRow
 from tests.store.builders import FakeClock
@@ -58,27 +58,28 @@ def _pod(name: str, key: str) -> PodToCreate:
 class Scenario:
     decision_ids: dict[int, int] = field(default_factory=dict)  # scenario number -> decisions.id
     correlation: dict[int, str] = field(default_factory=dict)  # scenario number -> correlation id
-    events: dict[int, ObservedEvent] = field(default_factory=dict)  # by stream_seq
+    events: dict[int, ObservedEventRow] = field(default_factory=dict)  # by stream_seq
     keys: dict[str, str] = field(default_factory=dict)  # what -> effect key
 
 
 def _event(seq: int, kind: str, type_: str, name: str, uid: str, rv: int, when: float, namespace: str = NS
-           ) -> ObservedEvent:
-    return ObservedEvent(stream_seq=seq, msg_id=f"{kind}/{uid}/{rv}/{type_}", kind=kind, event_type=type_,
-                         namespace=namespace, name=name, uid=uid, resource_version=str(rv), observed_at=at(when))
+           ) -> ObservedEventRow:
+    return ObservedEventRow(stream_seq=seq, msg_id=f"{kind}/{uid}/{rv}/{type_}", kind=kind, event_type=type_,
+                            namespace=namespace, name=name, uid=uid, resource_version=str(rv),
+                            observed_at=at(when))
 
 
 async def build(store: Store, clock: FakeClock) -> Scenario:
     s = Scenario()
 
-    async def observe(*events: ObservedEvent) -> None:
+    async def observe(*events: ObservedEventRow) -> None:
         clock.now = max(e.observed_at for e in events) + timedelta(seconds=0.05)  # recorded_at
         async with store.transaction() as tx:
             await tx.record_events(events)
         for e in events:
             s.events[e.stream_seq] = e
 
-    async def decide(number: int, key: str, kind: str, seq: int, trigger: ObservedEvent | None, when: float,
+    async def decide(number: int, key: str, kind: str, seq: int, trigger: ObservedEventRow | None, when: float,
                      ms: float, summary: dict[str, Any], actions: list[Action], sent: bool = True) -> None:
         correlation = f"{key}@{seq}~{int(at(when).timestamp() * 1_000_000)}"
         clock.now = at(when)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from store.backoff import Backoff
+from store.backoff import BackoffRow
 from store.decisions import Decision
-from store.events import ObservedEvent
-from store.expectations import Expectations
+from store.events import ObservedEventRow
+from store.expectations import ExpectationsRow
 from store.outbox import OutboxRow
 from store.results import ResultRow as ActionResult
 
@@ -56,18 +56,18 @@ def result(key: str, *, decision_id: int | None = 1, outcome: str = "succeeded",
     return ActionResult(key=key, decision_id=decision_id, outcome=outcome, **fields)
 
 
-def event(seq: int, *, name: str = "pod-1", kind: str = "Pod", namespace: str = "ns") -> ObservedEvent:
-    return ObservedEvent(stream_seq=seq, msg_id=f"{kind}:uid-{name}:{seq}:MODIFIED", kind=kind,
-                         event_type="MODIFIED", namespace=namespace, name=name, uid=f"uid-{name}",
-                         resource_version=str(seq), observed_at=at(seq))
+def event(seq: int, *, name: str = "pod-1", kind: str = "Pod", namespace: str = "ns") -> ObservedEventRow:
+    return ObservedEventRow(stream_seq=seq, msg_id=f"{kind}:uid-{name}:{seq}:MODIFIED", kind=kind,
+                            event_type="MODIFIED", namespace=namespace, name=name, uid=f"uid-{name}",
+                            resource_version=str(seq), observed_at=at(seq))
 
 
 def expectations(key: str = "ns/ds", *, adds: int = 0, dels: int = 0, deleting: frozenset[str] = frozenset(),
-                 set_at: float = 0) -> Expectations:
-    return Expectations(controller_key=key, adds=adds, dels=dels, deletion_keys=deleting, set_at=at(set_at))
+                 set_at: float = 0) -> ExpectationsRow:
+    return ExpectationsRow(controller_key=key, adds=adds, dels=dels, deletion_keys=deleting, set_at=at(set_at))
 
 
-def backoff(key: str, delay: float = 1.0, *, updated: float = 0) -> Backoff:
-    return Backoff(key=key, delay_seconds=delay, last_update=at(updated))
+def backoff(key: str, delay: float = 1.0, *, updated: float = 0) -> BackoffRow:
+    return BackoffRow(key=key, delay_seconds=delay, last_update=at(updated))
 
 

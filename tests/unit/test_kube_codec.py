@@ -524,3 +524,19 @@ def test_decode_head_of_something_not_an_object_raises() -> None:
     for data in (b"[1, 2]", b'{"metadata": {"name": 5}}'):
         with pytest.raises(msgspec.DecodeError):
             codec.decode_head(data)
+
+
+def test_decode_metadata_reads_all_of_metadata_and_skips_the_rest() -> None:
+    """decode_metadata gives the whole ObjectMeta (annotations, deletion timestamp) of any kind, spec unread."""
+    body = {"kind": "Pod", "metadata": {"name": "p", "annotations": {"kubus.io/idempotency-key": "k"},
+                                        "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": 3}
+    meta = codec.decode_metadata(as_bytes(body))
+    assert (meta.name, meta.annotations, meta.deletion_timestamp) == (
+        "p", {"kubus.io/idempotency-key": "k"}, "2026-01-01T00:00:00Z")
+
+
+def test_decode_metadata_of_metadata_the_model_refuses_raises() -> None:
+    """Metadata that does not fit the model (labels not a map) is a msgspec.DecodeError, as is a JSON array."""
+    for data in (b"[1, 2]", b'{"metadata": {"name": "p", "labels": "not-a-map"}}'):
+        with pytest.raises(msgspec.DecodeError):
+            codec.decode_metadata(data)

@@ -9,7 +9,7 @@ import pytest
 
 from sim.defaulting import default_object
 from sim.validating import validate
-from sim.validation import FieldError, format_invalid_message
+from sim.validation import ApiFieldError, format_invalid_message
 
 SUBDOMAIN_REGEX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 SUBDOMAIN_MESSAGE = (
@@ -368,36 +368,36 @@ def test_other_kinds(kind: str, obj: dict[str, Any], old: dict[str, Any] | None,
 
 
 @pytest.mark.parametrize(("errors", "expected"), [
-    pytest.param([FieldError.required("spec.selector")],
+    pytest.param([ApiFieldError.required("spec.selector")],
                  'DaemonSet.apps "foo" is invalid: spec.selector: Required value', id="one"),
-    pytest.param([FieldError.required("spec.selector"), FieldError.invalid("spec.replicas", -1, "must be >= 0"),
-                  FieldError.required("spec.selector")],
+    pytest.param([ApiFieldError.required("spec.selector"), ApiFieldError.invalid("spec.replicas", -1, "must be >= 0"),
+                  ApiFieldError.required("spec.selector")],
                  'DaemonSet.apps "foo" is invalid: [spec.selector: Required value, spec.replicas: Invalid value: -1: '
                  "must be >= 0]", id="several-deduplicated"),
     pytest.param([], 'DaemonSet.apps "foo" is invalid', id="none"),
 ])
-def test_format_invalid_message(errors: list[FieldError], expected: str) -> None:
+def test_format_invalid_message(errors: list[ApiFieldError], expected: str) -> None:
     """The Status message is errors.NewInvalid's: one error bare, several bracketed, duplicates dropped."""
     assert format_invalid_message("DaemonSet.apps", "foo", errors) == expected
 
 
 @pytest.mark.parametrize(("error", "cause"), [
-    pytest.param(FieldError.invalid("metadata.name", "x", "bad"),
+    pytest.param(ApiFieldError.invalid("metadata.name", "x", "bad"),
                  {"reason": "FieldValueInvalid", "message": 'Invalid value: "x": bad', "field": "metadata.name"},
                  id="invalid"),
-    pytest.param(FieldError.not_supported("spec.x", "b", ["a"]),
+    pytest.param(ApiFieldError.not_supported("spec.x", "b", ["a"]),
                  {"reason": "FieldValueNotSupported", "message": 'Unsupported value: "b": supported values: "a"',
                   "field": "spec.x"}, id="not-supported"),
-    pytest.param(FieldError.too_long("metadata.annotations", 1),
+    pytest.param(ApiFieldError.too_long("metadata.annotations", 1),
                  {"reason": "FieldValueTooLong", "message": "Too long: may not be more than 1 byte",
                   "field": "metadata.annotations"}, id="too-long"),
-    pytest.param(FieldError.invalid("a", "tab\there\x01", "x"),
+    pytest.param(ApiFieldError.invalid("a", "tab\there\x01", "x"),
                  {"reason": "FieldValueInvalid", "message": 'Invalid value: "tab\\there\\x01": x', "field": "a"},
                  id="go-quoting"),
-    pytest.param(FieldError("a", "FieldValueDuplicate", "", None),
+    pytest.param(ApiFieldError("a", "FieldValueDuplicate", "", None),
                  {"reason": "FieldValueDuplicate", "message": "Duplicate value: null", "field": "a"}, id="null"),
 ])
-def test_cause(error: FieldError, cause: dict[str, str]) -> None:
+def test_cause(error: ApiFieldError, cause: dict[str, str]) -> None:
     """cause() is the StatusCause kube-apiserver sends: reason, the body without the path, and the path."""
     assert error.cause() == cause
 
@@ -427,6 +427,6 @@ def test_cause(error: FieldError, cause: dict[str, str]) -> None:
 @pytest.mark.parametrize("kind", ["Pod", "DaemonSet", "ReplicaSet", "Namespace", "Node", "Event",
                                   "ControllerRevision"])
 def test_malformed_input_yields_errors_not_exceptions(kind: str, obj: Any) -> None:
-    """Wrong JSON types become FieldErrors (on create and update); validation never raises."""
+    """Wrong JSON types become ApiFieldErrors (on create and update); validation never raises."""
     errors = validate(kind, copy.deepcopy(obj), None) + validate(kind, copy.deepcopy(obj), copy.deepcopy(obj))
     assert all(isinstance(error.error(), str) and error.cause()["reason"] for error in errors)

@@ -9,7 +9,7 @@ The key is failedPodsBackoffKey: ``"<ds uid>/<ds status.observedGeneration>/<nod
 generation of the DaemonSet starts over on every node.
 
 Here the map is a ``Mapping[str, FailedPodBackoff]``; an entry has the shape of a row of the store's
-``pod_backoff`` table (``store.backoff.Backoff``: key, delay_seconds, last_update), so the shell loads
+``pod_backoff`` table (``store.backoff.BackoffRow``: key, delay_seconds, last_update), so the shell loads
 and saves entries field for field. Every function returns a new mapping and leaves its input alone.
 Time is passed in (``now``), never read: the DaemonSet controller calls ``Clock.Now()`` once and hands
 that same instant to IsInBackOffSinceUpdate and Next, so ``Next``'s ``lastUpdate = Clock.Now()`` is
