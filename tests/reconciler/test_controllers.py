@@ -527,6 +527,19 @@ def test_failed_patch_requeues(code: int, requeued: bool) -> None:
     assert controllers.errors == {}
 
 
+@pytest.mark.parametrize("namespace", [pytest.param("default", id="default"), pytest.param("adopt", id="adopt")])
+def test_a_failed_release_is_not_retried(namespace: str) -> None:
+    """ReleasePod ignores a pod gone or no longer ours (422), in a namespace of any name: a release is told from
+    an adoption by its action key's step, not by the word "adopt" anywhere in the key."""
+    rs = replicaset("web").ns(namespace).selector(app="web").replicas(1).rv("1").build()
+    relabelled = pod("relabelled").ns(namespace).labels(app="other").owned_by(rs).build()
+    _, controllers = engine(rs, relabelled)
+    (release,) = of_type(only(sync(controllers)).actions, PatchPod)
+    assert release.key.endswith(f"/release/{relabelled.metadata.uid}")
+    controllers.results([result(release, FAILED, code=422, message="not ours")], NOW)
+    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 0
+
+
 def test_claimed_orphans_to_delete_are_adopted_by_their_delete() -> None:
     """Upstream adopts during the claim, before manageReplicas deletes: a claimed orphan that the same sync
     deletes is adopted by the DeletePod itself (adopt_first), never deleted while still an orphan."""
