@@ -63,6 +63,7 @@ from kube.apps import ControllerRevision, DaemonSet
 from kube.core import Pod
 from kube.testing import daemonset, node
 from kube.times import format_time
+from messages.keys import ControllerKey, ControllerKind
 from messages.observed import ADDED, ObservedEvent
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers
@@ -72,7 +73,7 @@ from reconciler.core.daemonset.sync import sync_daemonset
 from runtime.natsserver import EmbeddedNats
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-KEY = "DaemonSet/bench/agent"
+KEY = ControllerKey(ControllerKind.DAEMON_SET, "bench", "agent")
 MAX_UNAVAILABLE = "10%"
 TARGETS_MS = {1_000: 10.0, 5_000: 50.0}  # issue 5: one sync, by node count
 
@@ -193,7 +194,7 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
 
         def engine(c: Cache = rolling) -> None:
             controllers = Controllers(c)
-            controllers.queue.add(KEY)
+            controllers.enqueue(KEY)
             outcome = controllers.sync_ready(NOW, "2026-11-22T12:00:00.000000Z")
             assert len(outcome.decisions) == 1
 

@@ -39,6 +39,7 @@ import msgspec
 from bench.loadgen import machine, pod_body, post_all, start_sim
 from kube import codec
 from kube.testing import pod, replicaset
+from messages.keys import ControllerKey, ControllerKind
 from messages.observed import ADDED, ObservedEvent
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers
@@ -46,6 +47,7 @@ from reconciler.core.replicaset.sync import sync_replicaset
 from runtime.natsserver import EmbeddedNats
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+KEY = ControllerKey(ControllerKind.REPLICA_SET, "bench", "web")
 SIM_FLAGS = ("--nodes", "100", "--kubelet-delay", "0")
 
 
@@ -89,20 +91,20 @@ def bench_sync(sizes: list[int], runs: int) -> None:
         steady = cache_with(n, n)
         rs = steady.named("ReplicaSet", "bench", "web")
         # the steady state with the status already right, as after convergence
-        plan = sync_replicaset("ReplicaSet/bench/web", steady, None, None, NOW, "k")
+        plan = sync_replicaset(KEY, steady, None, None, NOW, "k")
         assert plan.status is not None
         steady.objects["ReplicaSet"][rs.metadata.uid] = msgspec.structs.replace(rs, status=plan.status)
-        t_steady = timed(lambda c=steady: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+        t_steady = timed(lambda c=steady: sync_replicaset(KEY, c, None, None, NOW, "k"), runs)
         down = cache_with(n, n // 2)
-        check = sync_replicaset("ReplicaSet/bench/web", down, None, None, NOW, "k")
+        check = sync_replicaset(KEY, down, None, None, NOW, "k")
         assert len(check.deletes) == min(n // 2, 500), len(check.deletes)
-        t_down = timed(lambda c=down: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+        t_down = timed(lambda c=down: sync_replicaset(KEY, c, None, None, NOW, "k"), runs)
         up = cache_with(n // 2, n)
-        t_up = timed(lambda c=up: sync_replicaset("ReplicaSet/bench/web", c, None, None, NOW, "k"), runs)
+        t_up = timed(lambda c=up: sync_replicaset(KEY, c, None, None, NOW, "k"), runs)
 
         def engine(c: Cache = down) -> None:
             controllers = Controllers(c)
-            controllers.queue.add("ReplicaSet/bench/web")
+            controllers.enqueue(KEY)
             controllers.sync_ready(NOW, "2026-11-22T12:00:00.000000Z")
 
         t_engine = timed(engine, runs)

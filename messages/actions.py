@@ -7,6 +7,7 @@ pod; deletes carry the pod's uid as a precondition, so a re-created pod of the s
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final, TypeAlias
 
 import msgspec
@@ -14,6 +15,28 @@ import msgspec
 from messages.observed import SCHEMA_VERSION
 
 IDEMPOTENCY_ANNOTATION: Final = "kubus.io/idempotency-key"
+
+
+class ActionKind(StrEnum):
+    """What an action does: its message tag, which a result carries back as ``ActionResult.action``."""
+
+    CREATE_PODS = "create_pods"
+    DELETE_POD = "delete_pod"
+    PATCH_POD = "patch_pod"
+    CREATE_CONTROLLER_REVISION = "create_controller_revision"
+    PATCH_CONTROLLER_REVISION = "patch_controller_revision"
+    DELETE_CONTROLLER_REVISION = "delete_controller_revision"
+    UPDATE_STATUS = "update_status"
+    BUMP_COLLISION_COUNT = "bump_collision_count"
+    RECORD_EVENT = "record_event"
+
+    @classmethod
+    def of(cls, tag: str) -> ActionKind | None:
+        """The kind a result's ``action`` names; None for a tag this kubus does not know."""
+        return _ACTION_KINDS.get(tag)
+
+
+_ACTION_KINDS: Final = {kind.value: kind for kind in ActionKind}
 
 
 class _Action(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg"):
@@ -56,7 +79,7 @@ class PodToCreate(msgspec.Struct, kw_only=True, frozen=True):
     pod: msgspec.Raw  # the full Pod body, name included
 
 
-class CreatePods(_Action, frozen=True, tag="create_pods"):
+class CreatePods(_Action, frozen=True, tag=ActionKind.CREATE_PODS.value):
     """Create pods in slow-start batches (1, 2, 4, ...), stopping after a batch with a failure."""
 
     namespace: str
@@ -67,7 +90,7 @@ class CreatePods(_Action, frozen=True, tag="create_pods"):
     component: str = ""  # the events' source component, e.g. "replicaset-controller"
 
 
-class DeletePod(_Action, frozen=True, tag="delete_pod"):
+class DeletePod(_Action, frozen=True, tag=ActionKind.DELETE_POD.value):
     namespace: str
     name: str
     uid: str
@@ -76,7 +99,7 @@ class DeletePod(_Action, frozen=True, tag="delete_pod"):
     adopt_first: Adoption | None = None  # an orphan the same sync claimed: adopted before it is deleted
 
 
-class PatchPod(_Action, frozen=True, tag="patch_pod"):
+class PatchPod(_Action, frozen=True, tag=ActionKind.PATCH_POD.value):
     namespace: str
     name: str
     uid: str
@@ -87,12 +110,12 @@ class PatchPod(_Action, frozen=True, tag="patch_pod"):
     adopt_first: Adoption | None = None  # another patch of an orphan the same sync claimed
 
 
-class CreateControllerRevision(_Action, frozen=True, tag="create_controller_revision"):
+class CreateControllerRevision(_Action, frozen=True, tag=ActionKind.CREATE_CONTROLLER_REVISION.value):
     namespace: str
     revision: msgspec.Raw
 
 
-class PatchControllerRevision(_Action, frozen=True, tag="patch_controller_revision"):
+class PatchControllerRevision(_Action, frozen=True, tag=ActionKind.PATCH_CONTROLLER_REVISION.value):
     namespace: str
     name: str
     uid: str
@@ -102,14 +125,14 @@ class PatchControllerRevision(_Action, frozen=True, tag="patch_controller_revisi
     adopt_first: Adoption | None = None
 
 
-class DeleteControllerRevision(_Action, frozen=True, tag="delete_controller_revision"):
+class DeleteControllerRevision(_Action, frozen=True, tag=ActionKind.DELETE_CONTROLLER_REVISION.value):
     namespace: str
     name: str
     uid: str
     adopt_first: Adoption | None = None
 
 
-class UpdateStatus(_Action, frozen=True, tag="update_status"):
+class UpdateStatus(_Action, frozen=True, tag=ActionKind.UPDATE_STATUS.value):
     """Write status through /status as upstream's controllers do (updateReplicaSetStatus,
     storeDaemonSetStatus): PUT the synced object, at its `resource_version`, with `status` set and no read
     first; after any error, GET it fresh and PUT it once more with `status_fields` of `status` set on it.
@@ -147,7 +170,7 @@ def status_with_fields(live: dict[str, object], new: dict[str, object], fields: 
     return out
 
 
-class BumpCollisionCount(_Action, frozen=True, tag="bump_collision_count"):
+class BumpCollisionCount(_Action, frozen=True, tag=ActionKind.BUMP_COLLISION_COUNT.value):
     """A DaemonSet's revision name is taken by another revision: as upstream's dsc.snapshot, read the
     DaemonSet fresh and write its status with collisionCount one higher. Only when the live count is
     still `seen`: a redelivered or repeated bump then changes nothing (it is reported skipped)."""
@@ -158,7 +181,7 @@ class BumpCollisionCount(_Action, frozen=True, tag="bump_collision_count"):
     seen: int  # the collisionCount the sync saw (an absent one is 0)
 
 
-class RecordEvent(_Action, frozen=True, tag="record_event"):
+class RecordEvent(_Action, frozen=True, tag=ActionKind.RECORD_EVENT.value):
     namespace: str
     involved: msgspec.Raw  # an ObjectReference
     type: str  # Normal | Warning
@@ -179,7 +202,7 @@ class ActionResult(msgspec.Struct, kw_only=True, frozen=True, tag_field="msg", t
     v: int = SCHEMA_VERSION
     key: str  # the action's key, or a pod's key within a CreatePods
     action_key: str  # the action's key
-    action: str  # the action's tag
+    action: str  # the action's tag (ActionKind.of reads it)
     decision_id: int
     controller: str
     outcome: str

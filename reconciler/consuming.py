@@ -125,7 +125,7 @@ class Reconciler:
             stored=stored, partition_count=self.bus.partitions, partitions=self.owned, epochs=self.fence,
             prefix=self.bus.prefix, settings=self.settings, newest=self.bootstrapped_to,
             consistent=self._consistent_to, instance=self.instance, at=self.clock()), self.cache)
-        state.controllers.stopwatch = time.perf_counter
+        state.controllers.use_stopwatch(time.perf_counter)
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(state.controllers.expectations), state.first_seq)
         return state

@@ -25,13 +25,12 @@ from kube.labels import SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, pod_matches_node_selector_and_affinity
 from kube.pods import is_pod_ready
 from kube.taints import NO_EXECUTE, NO_SCHEDULE, find_matching_untolerated_taint
+from messages.keys import ControllerKey, ControllerKind, parse_controller_key
 from reconciler.core.cache import Cache
 from reconciler.core.claiming import claim_active_pods
 from reconciler.core.controllers import Decided
-from reconciler.core.daemonset import handlers as ds_handlers
 from reconciler.core.daemonset.placement import daemon_pod_tolerations, node_should_run_daemon_pod
 from reconciler.core.ranking import deletion_cost, pods_to_delete_order, ranks_by_related_pods_on_same_node
-from reconciler.core.replicaset import handlers as rs_handlers
 from reconciler.core.replicaset.status import replicas_of
 from reconciler.core.replicaset.sync import indirectly_related_pods
 
@@ -39,12 +38,12 @@ HASH_LABEL = "controller-revision-hash"
 
 
 def explain(cache: Cache, decided: Decided, now: datetime) -> dict[str, Any]:
-    key = decided.controller_key
-    if key.startswith(ds_handlers.PREFIX):
-        return explain_daemonset(cache, decided, now)
-    if key.startswith(rs_handlers.PREFIX):
-        return explain_replicaset(cache, decided, now)
-    return {"key": key, "reason": decided.summary.get("reason", "")}
+    key = parse_controller_key(decided.controller_key)
+    if key is not None and key.kind is ControllerKind.DAEMON_SET:
+        return explain_daemonset(cache, decided, key, now)
+    if key is not None and key.kind is ControllerKind.REPLICA_SET:
+        return explain_replicaset(cache, decided, key, now)
+    return {"key": decided.controller_key, "reason": decided.summary.get("reason", "")}
 
 
 # --- DaemonSets -------------------------------------------------------------------------------------------
@@ -80,9 +79,9 @@ def _pod_facts(pod: Pod) -> dict[str, Any]:
             **({"deleting": True} if pod.metadata.deletion_timestamp is not None else {})}
 
 
-def explain_daemonset(cache: Cache, decided: Decided, now: datetime) -> dict[str, Any]:
+def explain_daemonset(cache: Cache, decided: Decided, controller: ControllerKey, now: datetime) -> dict[str, Any]:
     summary = decided.summary
-    namespace, name = ds_handlers.split_key(decided.controller_key)
+    namespace, name = controller.namespace, controller.name
     out: dict[str, Any] = {"key": decided.controller_key, "reason": summary.get("reason", "")}
     ds = cache.named("DaemonSet", namespace, name)
     if not isinstance(ds, DaemonSet):
@@ -141,9 +140,9 @@ def _why_delete(pod: Pod, summary: dict[str, Any], should_continue_running: bool
 
 
 # --- ReplicaSets ------------------------------------------------------------------------------------------
-def explain_replicaset(cache: Cache, decided: Decided, now: datetime) -> dict[str, Any]:
+def explain_replicaset(cache: Cache, decided: Decided, controller: ControllerKey, now: datetime) -> dict[str, Any]:
     summary = decided.summary
-    namespace, name = rs_handlers.split_key(decided.controller_key)
+    namespace, name = controller.namespace, controller.name
     out: dict[str, Any] = {"key": decided.controller_key, "reason": summary.get("reason", "")}
     for key in ("replicas", "active", "diff", "needs_sync"):
         if key in summary:

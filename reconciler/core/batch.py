@@ -26,6 +26,7 @@ import msgspec
 
 from messages import subjects
 from messages.actions import Action, ActionResult
+from messages.keys import ControllerKey
 from messages.observed import ObservedEvent
 from reconciler.core import stepping
 from reconciler.core.audit_targets import Target, targets_of
@@ -164,12 +165,11 @@ def start(loaded: Loaded, cache: Cache) -> State:
     owned = loaded.partitions
     stored = loaded.stored
     positions, expectations, backoff = stored.positions, stored.expectations, stored.backoff
-    owns: Callable[[str], bool] | None = None
+    owns: Callable[[ControllerKey], bool] | None = None
     if owned is not None:
         owns = stepping.owns_key(loaded.partition_count, owned)
         positions, expectations, backoff = stepping.held_state(cache, owned, owns, positions, expectations, backoff)
-    controllers = stepping.fresh_controllers(cache, expectations, backoff, loaded.settings)
-    controllers.owns = owns
+    controllers = stepping.fresh_controllers(cache, expectations, backoff, loaded.settings, owns)
     decided = range(loaded.partition_count) if owned is None else owned
     first_seq, new_positions = stepping.start_positions(decided, positions, loaded.consistent, alone=owned is None)
     recorded = state_of(positions, expectations, backoff)

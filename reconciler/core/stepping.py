@@ -26,6 +26,7 @@ import msgspec
 from kube.times import format_micro_time
 from messages import codec, subjects
 from messages.actions import ActionResult
+from messages.keys import ControllerKey, parse_controller_key
 from messages.observed import ObservedEvent
 from reconciler.core.cache import Cache, Change
 from reconciler.core.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
@@ -147,24 +148,24 @@ def _due(controllers: Controllers, now: datetime) -> bool:
     return ready_at is not None and ready_at <= now
 
 
-def owns_key(partition_count: int, partitions: Container[int]) -> Callable[[str], bool]:
-    """Whether a controller key (`Kind/namespace/...`) is in one of `partitions` (a split reconciler's)."""
-    def owns(key: str) -> bool:
-        namespace = key.split("/", 2)[1]
-        return partition_number(subjects.partition_of(namespace, partition_count)) in partitions
+def owns_key(partition_count: int, partitions: Container[int]) -> Callable[[ControllerKey], bool]:
+    """Whether a controller's key is in one of `partitions` (a split reconciler's): its namespace's partition."""
+    def owns(key: ControllerKey) -> bool:
+        return partition_number(subjects.partition_of(key.namespace, partition_count)) in partitions
     return owns
 
 
-def held_state(cache: Cache, partitions: Container[int], owns: Callable[[str], bool], positions: Mapping[int, int],
-               expectations: Mapping[str, E], backoff: Mapping[str, B]
+def held_state(cache: Cache, partitions: Container[int], owns: Callable[[ControllerKey], bool],
+               positions: Mapping[int, int], expectations: Mapping[str, E], backoff: Mapping[str, B]
                ) -> tuple[dict[int, int], dict[str, E], dict[str, B]]:
     """What a split reconciler takes of the store's positions, expectations and backoff: its partitions'.
     The cluster partition's position is left out: every reconciler advances it, so it says nothing of what
     this one's cache has seen. Called after the bootstrap: the failed-pod backoff, keyed
-    "<ds uid>/<generation>/<node>", is ours when its DaemonSet is in the cache."""
+    "<ds uid>/<generation>/<node>", is ours when its DaemonSet is in the cache. An expectation whose key no
+    controller of this kubus writes is nobody's."""
     ours_ds = {ds.metadata.uid for ds in cache.all("DaemonSet")}
     return ({p: s for p, s in positions.items() if p in partitions},
-            {k: v for k, v in expectations.items() if owns(k)},
+            {k: v for k, v in expectations.items() if (key := parse_controller_key(k)) is not None and owns(key)},
             {k: v for k, v in backoff.items() if k.split("/", 1)[0] in ours_ds})
 
 
@@ -192,10 +193,8 @@ def start_positions(decided: Iterable[int], positions: Mapping[int, int], consis
 
 
 def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],
-                      backoff: Mapping[str, FailedPodBackoff], settings: Settings | None = None) -> Controllers:
+                      backoff: Mapping[str, FailedPodBackoff], settings: Settings | None = None,
+                      owns: Callable[[ControllerKey], bool] | None = None) -> Controllers:
     """The controllers of a starting reconciler: what the store holds, nothing else in memory; `settings`
-    as the start recorded them (Settings.from_start_state)."""
-    controllers = Controllers(cache, status_only_interval=STATUS_ONLY_INTERVAL, settings=settings)
-    controllers.expectations = dict(expectations)
-    controllers.backoff = dict(backoff)
-    return controllers
+    as the start recorded them (Settings.from_start_state); `owns` a split reconciler's keys (owns_key)."""
+    return Controllers(cache, expectations, STATUS_ONLY_INTERVAL, settings, backoff=backoff, owns=owns)

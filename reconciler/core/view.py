@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from kube.pods import PodFacts
+from messages.keys import ControllerKey
 
 
 class CacheView(Protocol):
@@ -31,11 +32,11 @@ class CacheView(Protocol):
 class Wakeups:
     """What event handlers ask for: keys to sync now or later, and expectations to lower."""
 
-    enqueue: list[str] = field(default_factory=list)
-    enqueue_after: list[tuple[str, timedelta]] = field(default_factory=list)
-    creations_observed: list[str] = field(default_factory=list)  # one entry per observed creation
-    deletions_observed: list[tuple[str, str]] = field(default_factory=list)  # (key, "ns/name" of the pod)
-    expectations_deleted: list[str] = field(default_factory=list)
+    enqueue: list[ControllerKey] = field(default_factory=list)
+    enqueue_after: list[tuple[ControllerKey, timedelta]] = field(default_factory=list)
+    creations_observed: list[ControllerKey] = field(default_factory=list)  # one entry per observed creation
+    deletions_observed: list[tuple[ControllerKey, str]] = field(default_factory=list)  # (key, "ns/name" of the pod)
+    expectations_deleted: list[ControllerKey] = field(default_factory=list)
 
 
 @dataclass

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from kube.flowcontrol import TokenBucket, doubled
 
@@ -29,23 +30,25 @@ MAX_DELAY: Final = timedelta(seconds=1000)
 BUCKET_QPS: Final = 10.0
 BUCKET_BURST: Final = 100
 
+K = TypeVar("K", bound=Hashable)  # a key: the reconciler's are messages.keys.ControllerKey
+
 
 @dataclass
-class WorkQueue:
-    _ready: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    _delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
-    _waiting_until: dict[str, datetime] = field(default_factory=dict)
-    _failures: dict[str, int] = field(default_factory=dict)
+class WorkQueue(Generic[K]):
+    _ready: OrderedDict[K, None] = field(default_factory=OrderedDict)
+    _delayed: list[tuple[datetime, int, K]] = field(default_factory=list)  # the counter orders equal times
+    _waiting_until: dict[K, datetime] = field(default_factory=dict)
+    _failures: dict[K, int] = field(default_factory=dict)
     _bucket: TokenBucket[datetime] = field(default_factory=lambda: TokenBucket(BUCKET_QPS, BUCKET_BURST))
     _counter: int = 0
 
     def __len__(self) -> int:
         return len(self._ready)
 
-    def add(self, key: str) -> None:
+    def add(self, key: K) -> None:
         self._ready[key] = None
 
-    def add_after(self, key: str, delay: timedelta, now: datetime) -> None:
+    def add_after(self, key: K, delay: timedelta, now: datetime) -> None:
         if delay <= timedelta(0):
             self.add(key)
             return
@@ -57,23 +60,23 @@ class WorkQueue:
         self._counter += 1
         heapq.heappush(self._delayed, (ready_at, self._counter, key))
 
-    def when(self, key: str, now: datetime) -> timedelta:
+    def when(self, key: K, now: datetime) -> timedelta:
         """The rate limiter's delay for one more failure of `key` (and the failure is counted)."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         return max(doubled(BASE_DELAY, failures, MAX_DELAY), timedelta(seconds=self._bucket.reserve(now)))
 
-    def add_rate_limited(self, key: str, now: datetime) -> None:
+    def add_rate_limited(self, key: K, now: datetime) -> None:
         self.add_after(key, self.when(key, now), now)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: K) -> None:
         self._failures.pop(key, None)
 
-    def waiting(self, key: str) -> bool:
+    def waiting(self, key: K) -> bool:
         """The key waits for a delay (a backoff or a delayed re-add) to pass."""
         return key in self._waiting_until
 
-    def failures(self, key: str) -> int:
+    def failures(self, key: K) -> int:
         return self._failures.get(key, 0)
 
     def promote(self, now: datetime) -> None:
@@ -84,7 +87,7 @@ class WorkQueue:
                 del self._waiting_until[key]
                 self.add(key)
 
-    def pop_ready(self, now: datetime) -> list[str]:
+    def pop_ready(self, now: datetime) -> list[K]:
         """Every key ready at `now`, oldest first; they leave the queue."""
         self.promote(now)
         keys = list(self._ready)

@@ -22,6 +22,7 @@ import pytest
 from kube import codec
 from kube.apps import DaemonSet, ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
 from messages.actions import FAILED, SUCCEEDED, UpdateStatus
+from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.daemonset import actions as daemonset_actions
 from reconciler.core.daemonset.sync import DaemonSetPlan
 from reconciler.core.replicaset import actions as replicaset_actions
@@ -69,7 +70,7 @@ async def _created(sim: SimProcess, namespace: str, kind: str) -> dict[str, Any]
 def _rs_write(obj: dict[str, Any], status: ReplicaSetStatus) -> UpdateStatus:
     """The UpdateStatus a ReplicaSet sync of `obj` (as the cache holds it) issues for `status`."""
     rs = codec.decode(json.dumps(obj), ReplicaSet)
-    plan = Plan(key=f"ReplicaSet/{rs.metadata.namespace}/web", rs=rs, status=status)
+    plan = Plan(key=ControllerKey(ControllerKind.REPLICA_SET, rs.metadata.namespace, "web"), rs=rs, status=status)
     [write] = replicaset_actions.plan_actions(plan, "c1", ISSUED, write_status=True).actions
     assert isinstance(write, UpdateStatus)
     return write
@@ -83,7 +84,8 @@ def _ds_write(obj: dict[str, Any], *, managed: bool = True) -> UpdateStatus:
         ds.status, desired_number_scheduled=2, current_number_scheduled=2, number_ready=1,
         updated_number_scheduled=2, number_available=1, number_unavailable=1,
         observed_generation=ds.metadata.generation if managed else ds.status.observed_generation)
-    plan = DaemonSetPlan(key=f"DaemonSet/{ds.metadata.namespace}/web", ds=ds, status=status, managed=managed)
+    plan = DaemonSetPlan(key=ControllerKey(ControllerKind.DAEMON_SET, ds.metadata.namespace, "web"), ds=ds,
+                         status=status, managed=managed)
     [write] = daemonset_actions.plan_actions(plan, "c1", ISSUED, write_status=True).actions
     assert isinstance(write, UpdateStatus)
     return write

@@ -37,8 +37,9 @@ from messages.actions import (
     UpdateStatus,
 )
 from messages.observed import ADDED, ObservedEvent
-from reconciler.core.controllers import REVISION_WRITE_WAIT, Controllers, Decided, Outcome
+from reconciler.core.controllers import Controllers, Decided, Outcome
 from reconciler.core.daemonset.backoff import FailedPodBackoff
+from reconciler.core.daemonset.controller import REVISION_WRITE_WAIT
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.replicaset.handlers import controller_key
@@ -115,14 +116,14 @@ def test_new_replicaset_is_synced_into_create_pods() -> None:
     assert len(controllers.queue) == 1
     outcome = sync(controllers)
     decided = only(outcome)
-    assert (decided.controller_key, decided.controller_kind, decided.namespace) == (KEY, "ReplicaSet", "default")
+    assert (decided.controller_key, decided.controller_kind, decided.namespace) == (str(KEY), "ReplicaSet", "default")
     assert decided.trigger == added[2]
     assert decided.correlation_id == f"{KEY}@1~{int(NOW.timestamp() * 1_000_000)}"
     assert [type(a) for a in decided.actions] == [CreatePods, UpdateStatus]
     create = decided.actions[0]
     assert isinstance(create, CreatePods)
     assert (create.key, create.namespace, create.controller, create.component) == (
-        f"{decided.correlation_id}/create", "default", KEY, "replicaset-controller")
+        f"{decided.correlation_id}/create", "default", str(KEY), "replicaset-controller")
     assert isinstance(create.owner, msgspec.Raw)
     assert msgspec.json.decode(create.owner) == {"kind": "ReplicaSet", "namespace": "default", "name": "web",
                                                  "uid": rs.metadata.uid, "apiVersion": "apps/v1",
@@ -139,7 +140,7 @@ def test_new_replicaset_is_synced_into_create_pods() -> None:
                                             "uid": rs.metadata.uid, "controller": True, "blockOwnerDeletion": True}]
     assert len({b["metadata"]["name"] for b in bodies}) == 3
     assert status_of(decided) == {"replicas": 0, "terminatingReplicas": 0, "observedGeneration": 1}
-    assert outcome.expectations == {KEY: expect(3, 0, NOW)}
+    assert outcome.expectations == {str(KEY): expect(3, 0, NOW)}
     assert decided.summary["creates"] == 3
     assert len(controllers.queue) == 0
     assert controllers.queue.next_ready_at() is None
@@ -156,7 +157,7 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     outcome = results_then_changes(controllers, create_results(create, [(FAILED, 403, "Forbidden", quota),
                                                           (SKIPPED, 0, "SlowStartStopped", ""),
                                                           (SKIPPED, 0, "SlowStartStopped", "")]), NOW)
-    assert outcome.expectations == {KEY: Expectations(0, 0, frozenset(), NOW)}
+    assert outcome.expectations == {str(KEY): Expectations(0, 0, frozenset(), NOW)}
     assert controllers.errors == {KEY: ManageError(quota, creating=True)}
     assert controllers.queue.failures(KEY) == 1
 
@@ -170,7 +171,7 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     assert second.summary["manage_error"] == quota
     assert controllers.errors == {}  # a new round: its own results will tell
     # what syncs report while that round is in flight
-    assert controllers.reported == {KEY: ManageError(quota, creating=True)}
+    assert controllers.replicasets.reported == {KEY: ManageError(quota, creating=True)}
     assert controllers.queue.failures(KEY) == 1  # a sync with an error is not forgotten
 
     controllers.results([result(write, SUCCEEDED, rv="2")], later)
@@ -242,7 +243,7 @@ def test_skipped_creates_lower_expectations_without_error() -> None:
     create = of_type(only(sync(controllers)).actions, CreatePods)[0]
     outcome = results_then_changes(controllers, create_results(create, [(SUCCEEDED, 201, "", ""),
                                                           (SKIPPED, 0, "SlowStartStopped", "")]), NOW)
-    assert outcome.expectations == {KEY: Expectations(1, 0, frozenset(), NOW)}
+    assert outcome.expectations == {str(KEY): Expectations(1, 0, frozenset(), NOW)}
     assert controllers.errors == {}
     # the last result of the deletes is in: a sync now (no backoff: no error)
     assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 1
@@ -390,7 +391,7 @@ def test_delete_controller_and_expectations() -> None:
     assert not controllers.expectations[KEY].fulfilled()
     controllers.observe([cluster.delete(rs)], NOW)
     assert KEY not in controllers.expectations
-    assert controllers.take_changes(Outcome()).expectations_deleted == {KEY}
+    assert controllers.take_changes(Outcome()).expectations_deleted == {str(KEY)}
     decided = only(sync(controllers))
     assert decided.actions == []
     assert decided.summary == {"reason": "deleted: expectations dropped"}
@@ -526,6 +527,19 @@ def test_failed_patch_requeues(code: int, requeued: bool) -> None:
     assert controllers.errors == {}
 
 
+@pytest.mark.parametrize("namespace", [pytest.param("default", id="default"), pytest.param("adopt", id="adopt")])
+def test_a_failed_release_is_not_retried(namespace: str) -> None:
+    """ReleasePod ignores a pod gone or no longer ours (422), in a namespace of any name: a release is told from
+    an adoption by its action key's step, not by the word "adopt" anywhere in the key."""
+    rs = replicaset("web").ns(namespace).selector(app="web").replicas(1).rv("1").build()
+    relabelled = pod("relabelled").ns(namespace).labels(app="other").owned_by(rs).build()
+    _, controllers = engine(rs, relabelled)
+    (release,) = of_type(only(sync(controllers)).actions, PatchPod)
+    assert release.key.endswith(f"/release/{relabelled.metadata.uid}")
+    controllers.results([result(release, FAILED, code=422, message="not ours")], NOW)
+    assert controllers.queue.next_ready_at() is None and len(controllers.queue) == 0
+
+
 def test_claimed_orphans_to_delete_are_adopted_by_their_delete() -> None:
     """Upstream adopts during the claim, before manageReplicas deletes: a claimed orphan that the same sync
     deletes is adopted by the DeletePod itself (adopt_first), never deleted while still an orphan."""
@@ -610,7 +624,7 @@ def test_replayed_changes_only_observe_expectations() -> None:
     controllers.observe([replayed], NOW)
     assert controllers.expectations[KEY].fulfilled()
     assert len(controllers.queue) == 0
-    assert controllers.take_changes(Outcome()).expectations == {KEY: Expectations(0, 0, frozenset(), NOW)}
+    assert controllers.take_changes(Outcome()).expectations == {str(KEY): Expectations(0, 0, frozenset(), NOW)}
     replayed_rs = cluster.apply(rs, "MODIFIED", seq=1)
     controllers.observe([replayed_rs], NOW)
     assert len(controllers.queue) == 0
@@ -727,18 +741,17 @@ def test_a_held_back_key_keeps_a_later_requeue() -> None:
     assert sync(controllers, NOW + 10 * MS).decisions == []  # held back until +250 ms
     key = controller_key("default", "web")
     controllers.queue.add_after(key, timedelta(seconds=3), NOW + 20 * MS)  # as the Ready re-check asks
-    assert only(sync(controllers, NOW + 250 * MS)).controller_key == key  # the held sync runs
+    assert only(sync(controllers, NOW + 250 * MS)).controller_key == str(key)  # the held sync runs
     assert sync(controllers, NOW + timedelta(seconds=1)).decisions == []
     assert controllers.next_ready_at() == NOW + 20 * MS + timedelta(seconds=3)
-    assert only(sync(controllers, NOW + 20 * MS + timedelta(seconds=3))).controller_key == key
+    assert only(sync(controllers, NOW + 20 * MS + timedelta(seconds=3))).controller_key == str(key)
 
 
 def test_the_failed_pods_backoff_is_collected_once_a_minute() -> None:
     """BackoffGCInterval: entries idle for more than twice the 15-minute maximum go, checked every minute."""
-    controllers = Controllers(Cluster().cache)
-    controllers.backoff = {
+    controllers = Controllers(Cluster().cache, backoff={
         "old": FailedPodBackoff(key="old", delay_seconds=1.0, last_update=NOW - timedelta(minutes=31)),
-        "recent": FailedPodBackoff(key="recent", delay_seconds=8.0, last_update=NOW - timedelta(minutes=29))}
+        "recent": FailedPodBackoff(key="recent", delay_seconds=8.0, last_update=NOW - timedelta(minutes=29))})
     assert controllers.collect_backoff(NOW) is True
     assert list(controllers.backoff) == ["recent"]
     assert controllers.collect_backoff(NOW + timedelta(seconds=30)) is False  # not due: within the minute

@@ -16,6 +16,7 @@ from kube.meta import LabelSelector, LabelSelectorRequirement, ObjectMeta, Owner
 from kube.ownership import new_controller_ref
 from kube.testing import daemonset, node, pod, replicaset
 from kube.times import format_time
+from messages.keys import parse_controller_key
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN, MODIFIED, RELISTED
 from reconciler.core.cache import Cache, Change
 from reconciler.core.daemonset.handlers import (
@@ -27,7 +28,6 @@ from reconciler.core.daemonset.handlers import (
     on_pod,
     pod_daemonsets,
     should_ignore_node_update,
-    split_key,
 )
 from reconciler.core.view import Wakeups
 from tests.reconciler.builders import NOW, Cluster, cache_of
@@ -66,9 +66,10 @@ def ds_pod(name: str = "pod", labels: dict[str, str] | None = None, owner: Any =
 
 
 def test_keys_round_trip() -> None:
-    assert KEY1 == "DaemonSet/default/foo1"
-    assert split_key(KEY1) == ("default", "foo1")
-    assert split_key(controller_key("kube-system", "a/b")) == ("kube-system", "a/b")
+    assert str(KEY1) == "DaemonSet/default/foo1"
+    assert parse_controller_key(str(KEY1)) == KEY1
+    assert (KEY1.namespace, KEY1.name) == ("default", "foo1")
+    assert parse_controller_key(str(controller_key("kube-system", "a/b"))) == controller_key("kube-system", "a/b")
 
 
 # --- GetPodDaemonSets / GetHistoryDaemonSets --------------------------------------------------------------

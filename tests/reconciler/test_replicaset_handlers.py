@@ -12,6 +12,7 @@ from kube.apps import ReplicaSet
 from kube.core import POD_FAILED, POD_PENDING, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.testing import daemonset, pod, replicaset
+from messages.keys import parse_controller_key
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN, MODIFIED, RELISTED
 from reconciler.core.cache import Cache, Change
 from reconciler.core.controllers import Controllers
@@ -21,7 +22,6 @@ from reconciler.core.replicaset.handlers import (
     on_pod,
     on_replicaset,
     pod_replicasets,
-    split_key,
 )
 from reconciler.core.view import Wakeups
 from tests.reconciler.builders import NOW, Cluster, cache_of, owned_pod
@@ -56,8 +56,9 @@ def rs_pod(name: str = "pod", labels: dict[str, str] | None = None, owner: Repli
 
 
 def test_keys_round_trip() -> None:
-    assert KEY1 == "ReplicaSet/default/foobar"
-    assert split_key(KEY1) == ("default", "foobar")
+    assert str(KEY1) == "ReplicaSet/default/foobar"
+    assert parse_controller_key(str(KEY1)) == KEY1
+    assert (KEY1.namespace, KEY1.name) == ("default", "foobar")
 
 
 # --- getPodReplicaSets ----------------------------------------------------------------------------------

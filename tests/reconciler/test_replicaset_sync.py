@@ -17,6 +17,7 @@ from kube.names import ALPHABET
 from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
+from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.expectations import EXPECTATIONS_TIMEOUT, Expectations, expect
 from reconciler.core.podtemplate import NO_LABELS_ERROR
 from reconciler.core.ranking import get_pods_to_delete
@@ -32,7 +33,7 @@ from reconciler.core.replicaset.sync import (
 from reconciler.core.view import BadInput
 from tests.reconciler.builders import NOW, cache_of, names, orphan_pod, owned_pod
 
-KEY = "ReplicaSet/default/foobar"
+KEY = ControllerKey(ControllerKind.REPLICA_SET, "default", "foobar")
 LABELS = {"foo": "bar"}
 
 
@@ -49,7 +50,7 @@ def running(name: str, rs: ReplicaSet) -> Pod:
 
 
 def sync(*objects: Any, expectations: Expectations | None = None, error: ManageError | None = None,
-         burst: int = BURST_REPLICAS, terminating: bool = True, key: str = KEY) -> Plan:
+         burst: int = BURST_REPLICAS, terminating: bool = True, key: ControllerKey = KEY) -> Plan:
     return sync_replicaset(key, cache_of(*objects), expectations, error, NOW, "corr", burst, terminating)
 
 

@@ -203,8 +203,8 @@ def test_every_replicaset_and_daemonset_is_synced_each_resync_period() -> None:
     assert controllers.next_resync == NOW + HOUR  # armed by the first sync after catching up
     assert controllers.next_ready_at() == NOW + HOUR
     assert synced(controllers, HOUR - timedelta(microseconds=1)) == []
-    everything = [(rs_key("default", "a"), RESYNC_TRIGGER), (rs_key("z", "b"), RESYNC_TRIGGER),
-                  (ds_key("default", "d"), RESYNC_TRIGGER)]
+    everything = [(str(rs_key("default", "a")), RESYNC_TRIGGER), (str(rs_key("z", "b")), RESYNC_TRIGGER),
+                  (str(ds_key("default", "d")), RESYNC_TRIGGER)]
     assert synced(controllers, HOUR) == everything
     assert controllers.next_resync == NOW + 2 * HOUR  # again one period after the resync
     assert synced(controllers, 2 * HOUR - timedelta(seconds=1)) == []
@@ -217,7 +217,7 @@ def test_a_key_already_waiting_is_synced_once() -> None:
     cluster, controllers = world(Settings(resync_period=HOUR))
     controllers.observe([cluster.update(replicaset("a").replicas(1).rv("7").build())], NOW + HOUR)
     keys = [k for k, _ in synced(controllers, HOUR)]
-    assert keys.count(rs_key("default", "a")) == 1 and len(keys) == 3
+    assert keys.count(str(rs_key("default", "a"))) == 1 and len(keys) == 3
 
 
 def test_without_a_resync_period_nothing_is_synced_again() -> None:

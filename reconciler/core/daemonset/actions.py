@@ -12,24 +12,20 @@ from kube import codec
 from kube.ownership import release_patch
 from messages.actions import (
     Action,
-    Adoption,
     BumpCollisionCount,
     CreateControllerRevision,
-    CreatePods,
     DeleteControllerRevision,
-    DeletePod,
     PatchControllerRevision,
     PatchPod,
-    PodToCreate,
-    RecordEvent,
-    UpdateStatus,
 )
-from reconciler.core.audit_targets import Known, event_on, name_in
+from reconciler.core.audit_targets import Known
 from reconciler.core.daemonset.handlers import API_VERSION, KIND
 from reconciler.core.daemonset.sync import COMPONENT, DaemonSetPlan
-from reconciler.core.owner_actions import Common, Planned, adoption, claim_actions, object_reference
+from reconciler.core.owner_actions import Issuer, Planned
 
-_encode = msgspec.json.encode
+# storeDaemonSetStatus's fields set on a fresh read after an error (observedGeneration too when the sync raised it)
+_COUNTS = ("desiredNumberScheduled", "currentNumberScheduled", "numberMisscheduled", "numberReady",
+           "updatedNumberScheduled", "numberAvailable", "numberUnavailable")
 
 
 def status_body(plan: DaemonSetPlan) -> dict[str, object]:
@@ -45,8 +41,8 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     if ds is None:
         return Planned([], Known())
     meta = ds.metadata
-    common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
-    owner = object_reference(KIND, API_VERSION, meta)
+    issuer = Issuer.of(KIND, API_VERSION, meta, str(plan.key), correlation, issued_at, COMPONENT)
+    common = issuer.common
     ns = meta.namespace
     actions: list[Action] = []
     known = Known()
@@ -58,13 +54,10 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     adopting_pods = {pod.metadata.uid for pod in plan.adopt}
     touched_pods = {pod.metadata.uid for pod in plan.deletes} | {pod.metadata.uid for pod, _ in plan.pod_relabels}
 
-    def first(uid: str, adopting: set[str]) -> Adoption | None:
-        return adoption(KIND, API_VERSION, meta, uid) if uid in adopting else None
-
     for rev in plan.revision_adopt:
         if rev.metadata.uid in touched_revisions:
             continue
-        adopting = adoption(KIND, API_VERSION, meta, rev.metadata.uid)
+        adopting = issuer.adoption(rev.metadata.uid)
         actions.append(PatchControllerRevision(
             key=f"{correlation}/adopt-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
             uid=rev.metadata.uid, patch_type=adopting.patch_type, patch=adopting.patch,
@@ -77,8 +70,8 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
     for i, (rev, patch) in enumerate(plan.revision_patches):
         actions.append(PatchControllerRevision(
             key=f"{correlation}/patch-revision/{i}", namespace=ns, name=rev.metadata.name, uid=rev.metadata.uid,
-            patch_type="merge", patch=msgspec.Raw(patch), adopt_first=first(rev.metadata.uid, adopting_revisions),
-            **common))
+            patch_type="merge", patch=msgspec.Raw(patch),
+            adopt_first=issuer.adopting_first(rev.metadata.uid, adopting_revisions), **common))
     for rev, body in zip(plan.revision_creates, plan.revision_bodies, strict=True):
         key = f"{correlation}/create-revision/{rev.metadata.name}"
         actions.append(CreateControllerRevision(key=key, namespace=ns, revision=msgspec.Raw(body), **common))
@@ -91,45 +84,23 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
         actions.append(PatchPod(
             key=f"{correlation}/relabel/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
             uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch),
-            adopt_first=first(pod.metadata.uid, adopting_pods), **common))
-    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common,
-                                 touched_pods))
+            adopt_first=issuer.adopting_first(pod.metadata.uid, adopting_pods), **common))
+    actions.extend(issuer.claims(plan.adopt, plan.release, touched_pods))
     if plan.creates:
-        actions.append(CreatePods(
-            key=f"{correlation}/create", namespace=ns, owner=owner, component=COMPONENT,
-            pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for _, k, body in plan.creates], **common))
-        known.names.update((k, name_in(body)) for _, k, body in plan.creates)
-    for pod in plan.deletes:
-        actions.append(DeletePod(
-            key=f"{correlation}/delete/{pod.metadata.uid}", namespace=ns, name=pod.metadata.name,
-            uid=pod.metadata.uid, owner=owner, component=COMPONENT,
-            adopt_first=first(pod.metadata.uid, adopting_pods), **common))
+        actions.append(issuer.create_pods(plan.creates, known))
+    actions.extend(issuer.delete_pod(pod, adopting_pods) for pod in plan.deletes)
     for rev in plan.revision_deletes:
         actions.append(DeleteControllerRevision(
             key=f"{correlation}/delete-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,
-            uid=rev.metadata.uid, adopt_first=first(rev.metadata.uid, adopting_revisions), **common))
-    for i, event in enumerate(plan.events):
-        key = f"{correlation}/event/{i}"
-        actions.append(RecordEvent(
-            key=key, namespace=ns, involved=owner, type=event.type, reason=event.reason,
-            message=event.message, component=COMPONENT, **common))
-        known.targets[key] = event_on(key, ns, KIND, meta.namespace, meta.name, meta.uid)
-    for bad in plan.warnings:
-        key = f"{correlation}/event/{bad.reason}/{bad.field}"
-        actions.append(RecordEvent(
-            key=key, namespace=ns, involved=owner, type="Warning",
-            reason=bad.reason, message=bad.message, component=COMPONENT, **common))
-        known.targets[key] = event_on(key, ns, KIND, meta.namespace, meta.name, meta.uid)
+            uid=rev.metadata.uid, adopt_first=issuer.adopting_first(rev.metadata.uid, adopting_revisions), **common))
+    actions.extend(issuer.event(f"{correlation}/event/{i}", event.type, event.reason, event.message, known)
+                   for i, event in enumerate(plan.events))
+    actions.extend(issuer.event(f"{correlation}/event/{bad.reason}/{bad.field}", "Warning", bad.reason, bad.message,
+                                known) for bad in plan.warnings)
     if plan.status is not None and write_status:
         # storeDaemonSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata, its status
         # with the counts set); after an error only the seven counts, and observedGeneration when the sync got
         # past the expectations check (updateObservedGen: plan.managed), on a fresh read
-        actions.append(UpdateStatus(
-            key=f"{correlation}/status", kind=KIND, namespace=ns, name=meta.name, uid=meta.uid,
-            status=msgspec.Raw(_encode(status_body(plan))), resource_version=meta.resource_version,
-            metadata=msgspec.Raw(_encode(codec.to_builtins(meta))),
-            status_fields=("desiredNumberScheduled", "currentNumberScheduled", "numberMisscheduled", "numberReady",
-                           "updatedNumberScheduled", "numberAvailable", "numberUnavailable",
-                           *(("observedGeneration",) if plan.managed else ())),
-            **common))
+        actions.append(issuer.update_status(
+            status_body(plan), (*_COUNTS, *(("observedGeneration",) if plan.managed else ()))))
     return Planned(actions, known)

@@ -34,9 +34,10 @@ from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, node_selector_errors
 from kube.ownership import get_controller_of
+from messages.keys import ControllerKey
 from reconciler.core.claiming import claim_pods
 from reconciler.core.daemonset.backoff import FailedPodBackoff
-from reconciler.core.daemonset.handlers import KIND, REVISION_KIND, split_key
+from reconciler.core.daemonset.handlers import KIND, REVISION_KIND
 from reconciler.core.daemonset.history import (
     UNIQUE_LABEL_KEY,
     HistoryPlan,
@@ -91,7 +92,7 @@ class DaemonSetPlan:
     write ``status`` (None: no write); requeue after ``requeue_after``.
     """
 
-    key: str
+    key: ControllerKey
     ds: DaemonSet | None = None  # None: the DaemonSet is gone and its expectations go too
     hash: str | None = None  # the current revision's controller-revision-hash
     waiting_for_history: bool = False
@@ -120,13 +121,13 @@ class DaemonSetPlan:
     explain: dict[str, Any] = field(default_factory=dict)
 
 
-def sync_daemonset(key: str, view: CacheView, expectations: Expectations | None,
+def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectations | None,
                    backoff_entries: Mapping[str, FailedPodBackoff], now: datetime, key_base: str,
                    gates: FeatureGates = DEFAULT_GATES) -> DaemonSetPlan:
     """One sync of ``key`` ("DaemonSet/namespace/name"); ``key_base`` makes its idempotency keys unique;
     ``gates`` the feature gates (upstream's ``utilfeature.DefaultFeatureGate``, here a value)."""
     comparison_operators = gates.taint_toleration_comparison_operators
-    namespace, name = split_key(key)
+    namespace, name = key.namespace, key.name
     plan = DaemonSetPlan(key)
     ds = view.named(KIND, namespace, name)
     if not isinstance(ds, DaemonSet):

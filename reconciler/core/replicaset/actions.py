@@ -6,23 +6,12 @@ redelivered command is recognised by the executor, a re-published one by JetStre
 
 from __future__ import annotations
 
-import msgspec
-
 from kube import codec
-from messages.actions import (
-    Action,
-    CreatePods,
-    DeletePod,
-    PodToCreate,
-    RecordEvent,
-    UpdateStatus,
-)
-from reconciler.core.audit_targets import Known, event_on, name_in
-from reconciler.core.owner_actions import Common, Planned, adoption, claim_actions, object_reference
+from messages.actions import Action
+from reconciler.core.audit_targets import Known
+from reconciler.core.owner_actions import Issuer, Planned
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.sync import COMPONENT, Plan
-
-_encode = msgspec.json.encode
 
 
 def status_body(plan: Plan) -> dict[str, object]:
@@ -36,36 +25,18 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
     rs = plan.rs
     if rs is None:
         return Planned([], Known())
-    meta = rs.metadata
-    common = Common(decision_id=0, controller=plan.key, issued_at=issued_at)
-    owner = object_reference(KIND, API_VERSION, meta)
-    actions: list[Action] = []
+    issuer = Issuer.of(KIND, API_VERSION, rs.metadata, str(plan.key), correlation, issued_at, COMPONENT)
     known = Known()
     adopting = {pod.metadata.uid for pod in plan.adopt}
-    deleted = {pod.metadata.uid for pod in plan.deletes}
-    actions.extend(claim_actions(KIND, API_VERSION, meta, plan.adopt, plan.release, correlation, common, deleted))
+    actions: list[Action] = []
+    actions.extend(issuer.claims(plan.adopt, plan.release, {pod.metadata.uid for pod in plan.deletes}))
     if plan.creates:
-        actions.append(CreatePods(
-            key=f"{correlation}/create", namespace=meta.namespace, owner=owner, component=COMPONENT,
-            pods=[PodToCreate(key=k, pod=msgspec.Raw(_encode(body))) for k, body in plan.creates], **common))
-        known.names.update((k, name_in(body)) for k, body in plan.creates)
-    for pod in plan.deletes:
-        uid = pod.metadata.uid
-        actions.append(DeletePod(
-            key=f"{correlation}/delete/{uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
-            uid=uid, owner=owner, component=COMPONENT,
-            adopt_first=adoption(KIND, API_VERSION, meta, uid) if uid in adopting else None, **common))
+        actions.append(issuer.create_pods(plan.creates, known))
+    actions.extend(issuer.delete_pod(pod, adopting) for pod in plan.deletes)
     if plan.status is not None and write_status:
         # updateReplicaSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata), and
         # after an error the whole newStatus on a fresh read
-        actions.append(UpdateStatus(
-            key=f"{correlation}/status", kind=KIND, namespace=meta.namespace, name=meta.name, uid=meta.uid,
-            status=msgspec.Raw(_encode(status_body(plan))), resource_version=meta.resource_version,
-            metadata=msgspec.Raw(_encode(codec.to_builtins(meta))), **common))
-    for bad in plan.warnings:
-        key = f"{correlation}/event/{bad.reason}"
-        actions.append(RecordEvent(
-            key=key, namespace=meta.namespace, involved=owner, type="Warning",
-            reason=bad.reason, message=bad.message, component=COMPONENT, **common))
-        known.targets[key] = event_on(key, meta.namespace, KIND, meta.namespace, meta.name, meta.uid)
+        actions.append(issuer.update_status(status_body(plan)))
+    actions.extend(issuer.event(f"{correlation}/event/{bad.reason}", "Warning", bad.reason, bad.message, known)
+                   for bad in plan.warnings)
     return Planned(actions, known)

@@ -25,11 +25,13 @@ from kube.core import Pod
 from kube.labels import SelectorError, selector_from_label_selector
 from kube.ownership import get_controller_of, new_controller_ref
 from kube.pods import pod_key
+from messages.keys import ControllerKey
 from reconciler.core.claiming import claim_active
+from reconciler.core.controller import ManageError
 from reconciler.core.expectations import Expectations, expect
 from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
 from reconciler.core.ranking import get_pods_to_delete
-from reconciler.core.replicaset.handlers import API_VERSION, KIND, split_key
+from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.status import min_next_availability_check, needs_write, replicas_of, status_of
 from reconciler.core.view import BadInput, CacheView
 
@@ -37,23 +39,9 @@ BURST_REPLICAS: Final = 500
 COMPONENT: Final = "replicaset-controller"
 
 
-@dataclass(frozen=True, slots=True)
-class ManageError:
-    """An error of manageReplicas: its message, and whether it came from creating pods (the condition's
-    reason FailedCreate) or from deleting them (FailedDelete)."""
-
-    message: str
-    creating: bool
-
-    def stands_for(self, diff: int) -> bool:
-        """Whether a sync with this diff would make calls of the kind that failed (creates below the
-        replica count, deletes above it): only then can the error stand for what that sync's calls return."""
-        return diff < 0 if self.creating else diff > 0
-
-
 @dataclass
 class Plan:
-    key: str
+    key: ControllerKey
     rs: ReplicaSet | None = None  # None: the ReplicaSet is gone and its expectations go too
     needs_sync: bool = False
     diff: int = 0
@@ -75,7 +63,7 @@ class Plan:
         return None if self.failure is None else self.failure.message
 
 
-def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None, carried: ManageError | None,
+def sync_replicaset(key: ControllerKey, view: CacheView, expectations: Expectations | None, carried: ManageError | None,
                     now: datetime, key_base: str, burst: int = BURST_REPLICAS,
                     terminating_replicas: bool = True) -> Plan:
     """One sync of `key` ("ReplicaSet/namespace/name"); `key_base` makes its idempotency keys unique.
@@ -84,7 +72,7 @@ def sync_replicaset(key: str, view: CacheView, expectations: Expectations | None
     :func:`reported_error`): the first error the executors reported for the last completed round of
     creates or deletes, or, while a round is in flight, what the sync that judged the previous one reported.
     """
-    namespace, name = split_key(key)
+    namespace, name = key.namespace, key.name
     plan = Plan(key)
     rs = view.named(KIND, namespace, name)
     if not isinstance(rs, ReplicaSet):
