@@ -47,13 +47,14 @@ class KvCheckpoints:
         self._kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, prefix: str) -> KvCheckpoints:
+    async def open(cls, js: JetStreamContext, prefix: str, replicas: int = 1) -> KvCheckpoints:
+        """The bucket, created (with `replicas`, as the streams: --stream-replicas) when it is missing."""
         bucket = bucket_name(prefix)
         try:
             kv = await js.key_value(bucket)
         except BucketNotFoundError:
             kv = await js.create_key_value(KeyValueConfig(
-                bucket=bucket, history=1, storage=StorageType.FILE,
+                bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
                 description="ingest's resume points: kind -> resourceVersion"))
         return cls(kv)
 

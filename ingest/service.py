@@ -110,7 +110,7 @@ class Ingest:
     async def _open_checkpoints(self, bus: Bus) -> Checkpoints:
         chosen = self.config.checkpoints
         if chosen == "kv":
-            return await KvCheckpoints.open(bus.js, bus.prefix)
+            return await KvCheckpoints.open(bus.js, bus.prefix, bus.settings.replicas)
         if chosen == "memory":
             return MemoryCheckpoints()
         assert not isinstance(chosen, str), f"unknown checkpoint store {chosen!r}"

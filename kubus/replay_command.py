@@ -77,6 +77,7 @@ def add_parsers(sub: Any) -> None:
     target = imp.add_argument_group("target")
     _source_arguments(target)
     flags.add_partitions(target)
+    flags.add_streams(target)
     imp.set_defaults(run=run_import)
 
 
@@ -195,7 +196,7 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
 async def _connected(args: argparse.Namespace, *, create_streams: bool, partitions: int = 0,
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
-    from runtime.bus import Bus, NatsUnavailable, connect, ensure_streams
+    from runtime.bus import Bus, NatsUnavailable, StreamError, connect, ensure_streams
     from runtime.natsserver import EmbeddedNats
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
@@ -221,7 +222,11 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
                 raise Refused(str(exc)) from None
             stack.push_async_callback(nc.close)
             if create_streams:
-                bus = await ensure_streams(nc, prefix=args.prefix, partitions=partitions)
+                try:
+                    bus = await ensure_streams(nc, prefix=args.prefix, partitions=partitions,
+                                               settings=flags.stream_settings(args))
+                except StreamError as exc:
+                    raise Refused(str(exc)) from None
             else:
                 from nats.js.errors import NotFoundError
 

@@ -1,4 +1,10 @@
-"""Connecting to NATS and creating kubus's streams, idempotently, at every start.
+"""Connecting to NATS and creating kubus's streams, at every start.
+
+kubus creates the streams that are missing, as `StreamSettings` says (replicas, byte limits), and checks
+the ones that exist: what kubus depends on (subjects, retention, duplicate window, the partition count,
+KUBUS_STATE's source) must be as it needs, or the service refuses to start (`StreamError`, one line). It
+never rewrites an existing stream: limits and replicas are the operator's once the stream exists
+(docs/production.md, "Streams").
 
 The partition count is fixed when the streams are first created and kept in KUBUS_EVENTS's
 metadata; later starts read it from there, so every process agrees on the partitioning.
@@ -10,10 +16,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import nats
+import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -22,18 +30,46 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    StreamInfo,
     StreamSource,
     SubjectTransform,
 )
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from messages import subjects
 
 log = logging.getLogger("kubus.jetstream")
 
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+# Byte limits kubus gives the streams it creates. JetStream reserves a stream's max_bytes in its store when
+# the stream is created (on every replica), so these are what a fresh `kubus up` asks of the disk: ~1.4 GiB.
+DEFAULT_EVENTS_MAX_BYTES = 1 * GiB  # --events-max-bytes; the history: oldest events go first
+ACTIONS_MAX_BYTES = 128 * MiB  # a work queue: consumed actions leave, so a full one means executors are down
+RESULTS_MAX_BYTES = 256 * MiB
+DEAD_MAX_BYTES = 32 * MiB
+HISTORY_MAX_AGE = 7 * 24 * 3600.0  # seconds KUBUS_EVENTS, KUBUS_RESULTS and KUBUS_DEAD keep a message
+EVENTS_DUPLICATE_WINDOW = 120.0  # seconds: two ingest replicas publishing one event store it once
+ACTIONS_DUPLICATE_WINDOW = 600.0  # seconds: a relay or an executor publishing again after a crash
+PARTITIONS_KEY = "kubus.partitions"  # KUBUS_EVENTS's metadata: the partition count fixed at creation
+ENSURE_TIMEOUT = 30.0  # seconds ensure_streams waits out a JetStream that is electing its leaders
+
 
 class NatsUnavailable(RuntimeError):
     """NATS could not be reached at start: the message says where and how to fix it."""
+
+
+class StreamError(RuntimeError):
+    """A stream kubus needs could not be created, or exists and does not fit what kubus depends on: one
+    line naming the stream and the field. The service refuses to start (a start-up failure, exit 2)."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How kubus creates the streams that do not exist yet; a stream that exists keeps what it has."""
+
+    replicas: int = 1  # --stream-replicas: 3 on a JetStream cluster survives the loss of a server
+    events_max_bytes: int = DEFAULT_EVENTS_MAX_BYTES  # --events-max-bytes; -1: no byte limit
 
 
 @dataclass(frozen=True)
@@ -42,9 +78,14 @@ class Bus:
     js: JetStreamContext
     prefix: str
     partitions: int
+    settings: StreamSettings = field(default_factory=StreamSettings)  # what the streams were created with
 
     def stream(self, base: str) -> str:
         return subjects.stream_name(base, self.prefix)
+
+    def streams(self) -> list[str]:
+        """The names of kubus's streams under this prefix."""
+        return [self.stream(base) for base in STREAMS]
 
     def partition_of(self, namespace: str) -> str:
         return subjects.partition_of(namespace, self.partitions)
@@ -53,13 +94,24 @@ class Bus:
         return [str(p) for p in range(self.partitions)]
 
 
+STREAMS = (subjects.EVENTS_STREAM, subjects.STATE_STREAM, subjects.ACTIONS_STREAM, subjects.RESULTS_STREAM,
+           subjects.DEAD_STREAM)
+
 HOW = "start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one"
 
 
+def seeds(url: str) -> list[str]:
+    """The servers of a --nats-url: one URL, or a comma-separated list of a cluster's seed URLs (the client
+    learns the rest of the cluster from whichever answers); `host:port` means `nats://host:port`."""
+    found = [part.strip() for part in url.split(",") if part.strip()]
+    return [part if "://" in part else f"nats://{part}" for part in found]
+
+
 async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float | None = None) -> Client:
-    """Connects, failing fast with a one-line explanation when nothing answers at `url`; once
-    connected, a lost connection is retried for ever (and logged in one line, not a traceback).
-    `timeout` bounds the whole first attempt, in seconds."""
+    """Connects, failing fast with a one-line explanation when nothing answers at `url` (one URL or a
+    comma-separated list of seeds); once connected, a lost connection is retried for ever, on any server
+    of the cluster (and logged in one line, not a traceback). `timeout` bounds the whole first attempt, in
+    seconds."""
     if timeout is None:
         return await _connect(url, name, reconnect)
     try:
@@ -69,13 +121,14 @@ async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float
 
 
 async def _connect(url: str, name: str, reconnect: bool) -> Client:
-    target = urlsplit(url if "://" in url else f"nats://{url}")
-    try:
-        # nats-py retries a first connection for ever when reconnects are allowed: probe first
-        _, writer = await asyncio.wait_for(asyncio.open_connection(target.hostname, target.port or 4222), 3)
-        writer.close()
-    except (OSError, TimeoutError) as exc:
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({exc or type(exc).__name__}); {HOW}") from None
+    servers = seeds(url)
+    if not servers:
+        raise NatsUnavailable(f"no NATS URL in {url!r}; {HOW}")
+    # nats-py retries a first connection for ever when reconnects are allowed: probe first, and go on when
+    # any seed answers (a cluster with a server down still starts)
+    probes = await asyncio.gather(*(_probe(server) for server in servers))
+    if all(error is not None for error in probes):
+        raise NatsUnavailable(f"cannot reach NATS at {url} ({probes[0]}); {HOW}")
 
     async def on_error(exc: Exception) -> None:
         log.warning("NATS %s: %s", name, exc or type(exc).__name__)
@@ -84,15 +137,27 @@ async def _connect(url: str, name: str, reconnect: bool) -> Client:
         log.warning("NATS %s: disconnected; reconnecting", name)
 
     async def on_reconnected() -> None:
-        log.info("NATS %s: reconnected", name)
+        log.info("NATS %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
 
     try:
-        return await asyncio.wait_for(nats.connect(
-            url, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
+        nc: Client = await asyncio.wait_for(nats.connect(
+            servers=servers, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
             allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,
             disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
+        return nc
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
         raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {HOW}") from None
+
+
+async def _probe(server: str) -> str | None:
+    """None when something listens at `server`, else why not."""
+    target = urlsplit(server)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(target.hostname, target.port or 4222), 3)
+    except (OSError, TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    writer.close()
+    return None
 
 
 CLOSE_TIMEOUT = 3.0  # seconds a closing service gives NATS to take what it still has to send
@@ -111,63 +176,201 @@ async def close(nc: Client) -> None:
 
 @contextlib.asynccontextmanager
 async def connected(url: str, name: str, *, prefix: str, partitions: int,
-                    timeout: float | None = None) -> AsyncIterator[Bus]:
+                    settings: StreamSettings | None = None, timeout: float | None = None) -> AsyncIterator[Bus]:
     """A connection to `url` with kubus's streams ensured, closed on the way out. run_service connects
     every service this way; a service run on its own (tests, benchmarks) connects itself with it too."""
     nc = await connect(url, name, timeout=timeout)
     try:
-        yield await ensure_streams(nc, prefix=prefix, partitions=partitions)
+        yield await ensure_streams(nc, prefix=prefix, partitions=partitions, settings=settings)
     finally:
         await close(nc)
 
 
 async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
                          partitions: int = subjects.DEFAULT_PARTITIONS,
-                         history_max_age: float = 7 * 24 * 3600) -> Bus:
+                         history_max_age: float = HISTORY_MAX_AGE, settings: StreamSettings | None = None) -> Bus:
+    """Creates the streams that are missing and checks those that exist (StreamError when one does not fit);
+    changes none. A JetStream that does not answer yet (a cluster electing its leaders) is waited for, up to
+    ENSURE_TIMEOUT."""
+    settings = settings or StreamSettings()
     js = nc.jetstream()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ENSURE_TIMEOUT
+    while True:
+        try:
+            partitions = await _ensure_all(js, prefix, partitions, history_max_age, settings)
+            return Bus(nc, js, prefix, partitions, settings)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError) as exc:
+            if _no_responders(exc):  # nothing serves the JetStream API there: no election will change that
+                raise StreamError("JetStream does not answer on this NATS: start nats-server with JetStream "
+                                  "(-js, or a jetstream block in its configuration)") from None
+            # no answer yet, or "JetStream system temporarily unavailable" (a cluster electing leaders)
+            if loop.time() > deadline:
+                raise StreamError(f"JetStream did not answer within {ENSURE_TIMEOUT:g} s ({_why(exc)}); is it "
+                                  "enabled (-js) and, on a cluster, does it have a quorum?") from None
+            log.info("waiting for JetStream: %s", _why(exc))
+            await asyncio.sleep(0.5)  # between attempts at a JetStream that is electing its leaders
+
+
+async def _ensure_all(js: JetStreamContext, prefix: str, partitions: int, history_max_age: float,
+                      settings: StreamSettings) -> int:
+    """Ensures every stream; returns the partition count the streams were created with."""
     events = subjects.stream_name(subjects.EVENTS_STREAM, prefix)
-    try:
-        info = await js.stream_info(events)
-        recorded = (info.config.metadata or {}).get("kubus.partitions")
-        if recorded and int(recorded) != partitions:
-            log.info("streams were created with %s partitions; using that, not %d", recorded, partitions)
-            partitions = int(recorded)
-    except NotFoundError:
-        pass
-    await _ensure(js, StreamConfig(
-        name=events, subjects=[f"{prefix}.events.>"], retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE, max_age=history_max_age, duplicate_window=120.0,
-        metadata={"kubus.partitions": str(partitions)},
-        description="every watch event ingest published: the history replay reads"))
-    await _ensure(js, StreamConfig(
-        name=subjects.stream_name(subjects.STATE_STREAM, prefix), storage=StorageType.FILE,
-        retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, discard=DiscardPolicy.OLD,
-        sources=[StreamSource(name=events, subject_transforms=[
-            SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
-        description="the last event of every object: what a reconciler bootstraps from"))
-    await _ensure(js, StreamConfig(
-        name=subjects.stream_name(subjects.ACTIONS_STREAM, prefix), subjects=[f"{prefix}.actions.>"],
-        retention=RetentionPolicy.WORK_QUEUE, storage=StorageType.FILE, duplicate_window=600.0,
-        description="commands for executors, each taken by one executor"))
-    await _ensure(js, StreamConfig(
-        name=subjects.stream_name(subjects.RESULTS_STREAM, prefix), subjects=[f"{prefix}.results.>"],
-        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE, max_age=history_max_age,
-        duplicate_window=600.0, description="what the executors did"))
-    await _ensure(js, StreamConfig(
-        name=subjects.stream_name(subjects.DEAD_STREAM, prefix), subjects=[f"{prefix}.dead.>"],
-        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE, max_age=history_max_age,
-        description="messages that could not be used, with the reason"))
-    return Bus(nc, js, prefix, partitions)
+    existing = await _info(js, events)
+    if existing is not None:
+        partitions = _recorded_partitions(existing.config, partitions)
+    for config in wanted(prefix, partitions, history_max_age, settings):
+        await _ensure(js, config, settings)
+    return partitions
 
 
-async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
-    assert config.name is not None
+def wanted(prefix: str, partitions: int, history_max_age: float, settings: StreamSettings) -> list[StreamConfig]:
+    """The streams kubus creates, in the order they must be created (KUBUS_STATE sources KUBUS_EVENTS).
+    Limits are explicit: discard OLD for a history (the oldest message goes to make room), discard NEW for
+    the work queue (a full queue refuses a new action, which its publisher retries: none is lost)."""
+    events = subjects.stream_name(subjects.EVENTS_STREAM, prefix)
+
+    def stream(**fields: Any) -> StreamConfig:
+        return StreamConfig(storage=StorageType.FILE, num_replicas=settings.replicas, **fields)
+
+    return [
+        stream(
+            name=events, subjects=[f"{prefix}.events.>"], retention=RetentionPolicy.LIMITS,
+            max_age=history_max_age, max_bytes=settings.events_max_bytes, discard=DiscardPolicy.OLD,
+            duplicate_window=EVENTS_DUPLICATE_WINDOW, metadata={PARTITIONS_KEY: str(partitions)},
+            description="every watch event ingest published: the history replay reads"),
+        stream(
+            name=subjects.stream_name(subjects.STATE_STREAM, prefix), retention=RetentionPolicy.LIMITS,
+            # one message per object: bounded by the cluster's size, never by bytes (a byte limit would drop
+            # the state of objects that still exist)
+            max_msgs_per_subject=1, max_bytes=-1, discard=DiscardPolicy.OLD,
+            sources=[StreamSource(name=events, subject_transforms=[
+                SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
+            description="the last event of every object: what a reconciler bootstraps from"),
+        stream(
+            name=subjects.stream_name(subjects.ACTIONS_STREAM, prefix), subjects=[f"{prefix}.actions.>"],
+            retention=RetentionPolicy.WORK_QUEUE, max_bytes=ACTIONS_MAX_BYTES, discard=DiscardPolicy.NEW,
+            duplicate_window=ACTIONS_DUPLICATE_WINDOW,
+            description="commands for executors, each taken by one executor"),
+        stream(
+            name=subjects.stream_name(subjects.RESULTS_STREAM, prefix), subjects=[f"{prefix}.results.>"],
+            retention=RetentionPolicy.LIMITS, max_age=history_max_age, max_bytes=RESULTS_MAX_BYTES,
+            discard=DiscardPolicy.OLD, duplicate_window=ACTIONS_DUPLICATE_WINDOW,
+            description="what the executors did"),
+        stream(
+            name=subjects.stream_name(subjects.DEAD_STREAM, prefix), subjects=[f"{prefix}.dead.>"],
+            retention=RetentionPolicy.LIMITS, max_age=history_max_age, max_bytes=DEAD_MAX_BYTES,
+            discard=DiscardPolicy.OLD, description="messages that could not be used, with the reason"),
+    ]
+
+
+def _recorded_partitions(config: StreamConfig, asked: int) -> int:
+    """The partition count KUBUS_EVENTS was created with: it wins over the flag, so every process agrees."""
+    recorded = (config.metadata or {}).get(PARTITIONS_KEY)
+    if recorded is None or not recorded.isdigit() or int(recorded) < 1:
+        found = "missing" if recorded is None else repr(recorded)
+        raise StreamError(f"stream {config.name} does not fit kubus: its metadata {PARTITIONS_KEY} is {found} "
+                          "(the partition count kubus records when it creates the stream); " + FIX)
+    if int(recorded) != asked:
+        log.info("streams were created with %s partitions; using that, not %d", recorded, asked)
+    return int(recorded)
+
+
+FIX = "change the stream back, delete it (losing its messages), or give this kubus another --prefix"
+
+
+async def _info(js: JetStreamContext, name: str) -> StreamInfo | None:
     try:
-        await js.stream_info(config.name)
+        return await js.stream_info(name)
     except NotFoundError:
-        await js.add_stream(config)
-        return
-    await js.update_stream(config)
+        return None
+
+
+STREAM_NAME_IN_USE = 10058  # JetStream's err_code: a stream of that name exists with another configuration
+
+
+async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSettings) -> None:
+    assert want.name is not None
+    info = await _info(js, want.name)
+    if info is None:
+        try:
+            await js.add_stream(want)
+            log.info("created stream %s (%d replicas, max_bytes %s)", want.name, settings.replicas,
+                     _bytes(want.max_bytes))
+            return
+        except ServiceUnavailableError:
+            raise  # JetStream is electing its leaders: ensure_streams waits for it
+        except APIError as exc:
+            if exc.err_code != STREAM_NAME_IN_USE:  # else another service created it first: checked below
+                raise StreamError(f"cannot create stream {want.name} ({settings.replicas} replicas, max_bytes "
+                                  f"{_bytes(want.max_bytes)}): {exc.description or exc}; see --stream-replicas "
+                                  "and --events-max-bytes") from None
+            info = await _info(js, want.name)
+            if info is None:
+                raise StreamError(f"stream {want.name} was reported created and is not there") from None
+    problems = incompatibilities(want, info.config)
+    if problems:
+        raise StreamError(f"stream {want.name} does not fit kubus: {'; '.join(problems)}; {FIX}")
+    have = info.config
+    if have.num_replicas != settings.replicas:
+        # the operator's (or an earlier start's) choice stands: kubus never rewrites a stream
+        log.info("stream %s keeps its %s replicas (--stream-replicas %d applies to streams kubus creates)",
+                 want.name, have.num_replicas, settings.replicas)
+
+
+def incompatibilities(want: StreamConfig, have: StreamConfig) -> list[str]:
+    """What of an existing stream `have` breaks what kubus depends on, as `want` states it: its subjects, its
+    retention, a duplicate window at least as long, KUBUS_STATE's one message per subject and its source.
+    Limits, replicas, storage and descriptions are the operator's and not compared."""
+    problems = []
+    if want.subjects is not None and sorted(have.subjects or []) != sorted(want.subjects):
+        problems.append(f"subjects are {have.subjects or []}, kubus needs {want.subjects}")
+    if _text(have.retention) != _text(want.retention):
+        problems.append(f"retention is {_text(have.retention)}, kubus needs {_text(want.retention)}")
+    if want.duplicate_window and (have.duplicate_window or 0) < want.duplicate_window:
+        problems.append(f"duplicate window is {have.duplicate_window or 0:g} s, kubus needs at least "
+                        f"{want.duplicate_window:g} s")
+    if want.max_msgs_per_subject != -1 and have.max_msgs_per_subject != want.max_msgs_per_subject:
+        problems.append(f"max_msgs_per_subject is {have.max_msgs_per_subject}, kubus needs "
+                        f"{want.max_msgs_per_subject}")
+    if want.sources is not None and _sources(have.sources) != _sources(want.sources):
+        problems.append(f"sources are {_sources(have.sources) or 'none'}, kubus needs {_sources(want.sources)}")
+    return problems
+
+
+def _text(value: object) -> str:
+    """An enum as the server spells it ("limits", "workqueue"); a field the server sent back as text stays."""
+    return str(getattr(value, "value", value))
+
+
+def _sources(sources: list[StreamSource] | None) -> list[str]:
+    """Each source as `name (src -> dest, ...)`: the stream and the subject transform kubus depends on."""
+    found = []
+    for source in sources or []:
+        transforms = ", ".join(f"{t.src} -> {t.dest}" for t in source.subject_transforms or [])
+        found.append(f"{source.name} ({transforms or 'no subject transform'})")
+    return sorted(found)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None or n < 0:
+        return "unlimited"
+    for unit, size in (("GiB", GiB), ("MiB", MiB)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def _no_responders(exc: Exception) -> bool:
+    """No JetStream at all: nats-py reports a request nobody subscribes to as NoRespondersError, or, on the
+    JetStream API, as a ServiceUnavailableError that carries no JetStream error code."""
+    if isinstance(exc, nats.errors.NoRespondersError):
+        return True
+    return isinstance(exc, ServiceUnavailableError) and exc.err_code is None
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
 
 
 ACK_WAIT = 5.0  # seconds an async publish's ack may take before the message is published again

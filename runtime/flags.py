@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from messages import subjects
+from runtime.bus import DEFAULT_EVENTS_MAX_BYTES, GiB, StreamSettings
 from runtime.running import Options
 
 DEFAULT_DATA_DIR = "./.kubus"
@@ -33,8 +34,9 @@ def _env(name: str) -> str | None:
 
 def add_bus(flags: Flags, *, without: str) -> None:
     """--nats-url and --prefix; `without` says what the command does when no --nats-url is given."""
-    flags.add_argument("--nats-url", default=_env("KUBUS_NATS_URL"), metavar="URL",
-                       help=f"NATS with JetStream (env KUBUS_NATS_URL); without it: {without}")
+    flags.add_argument("--nats-url", default=_env("KUBUS_NATS_URL"), metavar="URL[,URL...]",
+                       help="NATS with JetStream: one URL, or a cluster's seed URLs separated by commas "
+                            f"(env KUBUS_NATS_URL); without it: {without}")
     flags.add_argument("--prefix", default=_env("KUBUS_PREFIX") or subjects.PREFIX,
                        help="subject and stream prefix, to run several kubus on one NATS (env KUBUS_PREFIX)")
 
@@ -43,6 +45,25 @@ def add_partitions(flags: Flags) -> None:
     flags.add_argument("--partitions", type=int, default=_env("KUBUS_PARTITIONS") or str(subjects.DEFAULT_PARTITIONS),
                        help="namespace partitions, fixed when the streams are first created: after that the "
                             "streams' own count wins (env KUBUS_PARTITIONS)")
+
+
+def add_streams(flags: Flags) -> None:
+    """--stream-replicas and --events-max-bytes: how the streams are created when they do not exist yet (an
+    existing stream keeps its replicas and limits: they are its operator's; docs/production.md)."""
+    flags.add_argument("--stream-replicas", type=stream_replicas, metavar="N",
+                       default=_env("KUBUS_STREAM_REPLICAS") or "1",
+                       help="replicas of every stream kubus creates, 1 to 5; 3 on a JetStream cluster survives the "
+                            "loss of a server (env KUBUS_STREAM_REPLICAS, default 1)")
+    flags.add_argument("--events-max-bytes", type=byte_size, metavar="SIZE",
+                       default=_env("KUBUS_EVENTS_MAX_BYTES") or f"{DEFAULT_EVENTS_MAX_BYTES // GiB}GiB",
+                       help="byte limit of KUBUS_EVENTS when kubus creates it, e.g. 512MiB or 4GiB; the oldest "
+                            "events are discarded beyond it; -1: none (env KUBUS_EVENTS_MAX_BYTES, default "
+                            f"{DEFAULT_EVENTS_MAX_BYTES // GiB}GiB)")
+
+
+def stream_settings(args: argparse.Namespace) -> StreamSettings:
+    """StreamSettings from the flags add_streams declared."""
+    return StreamSettings(replicas=args.stream_replicas, events_max_bytes=args.events_max_bytes)
 
 
 def add_database(flags: Flags) -> None:
@@ -81,6 +102,7 @@ def add_service(flags: Flags) -> None:
     add_bus(flags, without="start an embedded nats-server")
     add_database(flags)
     add_partitions(flags)
+    add_streams(flags)
     flags.add_argument("--metrics-port", type=int, default=_env("KUBUS_METRICS_PORT") or "8080",
                        help="port for /metrics, /healthz and /readyz (env KUBUS_METRICS_PORT; 0 disables)")
     flags.add_argument("--instance", default=_env("KUBUS_INSTANCE") or f"{os.uname().nodename}-{os.getpid()}",
@@ -90,7 +112,8 @@ def add_service(flags: Flags) -> None:
 def options_of(args: argparse.Namespace) -> Options:
     """run_service's options from the flags add_service and runtime.logs.add_arguments declared."""
     return Options(nats_url=args.nats_url, data_dir=Path(args.data_dir), prefix=args.prefix,
-                   partitions=args.partitions, metrics_port=args.metrics_port, instance=args.instance,
+                   partitions=args.partitions, streams=stream_settings(args), metrics_port=args.metrics_port,
+                   instance=args.instance,
                    log_level=args.log_level, log_format=args.log_format)
 
 
@@ -102,3 +125,33 @@ def positive_seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
     return value
+
+
+def stream_replicas(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of replicas: {text!r}") from None
+    if not 1 <= value <= 5:  # JetStream's own bounds
+        raise argparse.ArgumentTypeError(f"must be 1 to 5: {text!r}")
+    return value
+
+
+UNITS = {"": 1, "B": 1, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
+         "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes: `1073741824`, `512MiB`, `4GiB`, `2GB` (a unit of 1000s); -1 means no limit."""
+    stripped = text.strip()
+    if stripped == "-1":
+        return -1
+    number = stripped.rstrip("BbIiKkMmGgTt ")
+    unit = stripped[len(number):].strip().upper()
+    try:
+        value = float(number) * UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512MiB, 4GiB, or -1 for none)") from None
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, or -1 for none: {text!r}")
+    return int(value)

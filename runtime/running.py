@@ -3,16 +3,16 @@
     exit_code = run_service("reconcile", options, build)
 
 It sets up logging and the event loop, starts an embedded nats-server when no NATS URL is given,
-connects to NATS and creates the streams, serves /metrics, /healthz and /readyz, and then asks
-`build` for the service's parts: each part is a coroutine that runs as a task until SIGINT or SIGTERM
-(then every part is cancelled, which is its clean stop), or until one part ends on its own. A
-service's parts all get the same bus connection and the same health checks. SIGUSR1 logs what every
-task waits on, and the service runs on.
+connects to NATS and ensures the streams, serves /metrics, /healthz and /readyz (refreshing the
+streams' gauges), and then asks `build` for the service's parts: each part is a coroutine that runs as
+a task until SIGINT or SIGTERM (then every part is cancelled, which is its clean stop), or until one
+part ends on its own. A service's parts all get the same bus connection and the same health checks.
+SIGUSR1 logs what every task waits on, and the service runs on.
 
 Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
 cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
-was missing at start (NATS, the database). Either failure is one line on stderr:
-`kubus <command>: <what failed and how to fix it>`.
+was missing at start (NATS, the database) or a stream does not fit what kubus needs (runtime/bus.py).
+Either failure is one line on stderr: `kubus <command>: <what failed and how to fix it>`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runtime import logs, serving
-from runtime.bus import Bus, NatsUnavailable, connected
+from runtime.bus import Bus, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats
 from runtime.serving import Health
 
@@ -55,6 +55,7 @@ class Options:
     data_dir: Path
     prefix: str
     partitions: int  # used only when the streams are first created
+    streams: StreamSettings = field(default_factory=StreamSettings)  # the same: an existing stream keeps its own
     metrics_port: int  # 0: no /metrics, /healthz and /readyz
     instance: str
     log_level: str = "info"
@@ -81,7 +82,7 @@ def run_service(command: str, options: Options, build: Build) -> int:
     install_fast_loop()
     try:
         asyncio.run(_serve(command, options, build))
-    except (NatsUnavailable, StartupError) as exc:
+    except (NatsUnavailable, StreamError, StartupError) as exc:
         print(f"kubus {command}: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     except ServiceFailed as exc:
@@ -114,11 +115,14 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         bus = await stack.enter_async_context(connected(
-            nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions))
+            nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions,
+            settings=options.streams))
         health = Health()
         if options.metrics_port:
             runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
             stack.push_async_callback(runner.cleanup)
+            gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
+            stack.push_async_callback(_cancel, gauges)
         parts = await build(Runtime(bus, health, options.data_dir, stack))
         tasks = [asyncio.create_task(part(), name=name) for name, part in parts.items()]
         stopper = asyncio.create_task(stop.wait())
@@ -140,6 +144,12 @@ async def _serve(command: str, options: Options, build: Build) -> None:
         log.info("stopped")
     if failures:
         raise ServiceFailed("; ".join(failures))
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _reason(exc: BaseException) -> str:

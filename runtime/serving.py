@@ -3,18 +3,24 @@
 Metric names follow controller-runtime and client-go where a counterpart exists
 (`controller_runtime_reconcile_total`, `workqueue_depth`, `rest_client_requests_total`), and
 carry a `kubus_` prefix where it does not. Readiness is the AND of the checks each service
-registers (connected to NATS, streams created, caught up after bootstrap ...).
+registers (connected to NATS, streams created, caught up after bootstrap ...). Every service serving
+/metrics also reports how full kubus's streams are (`kubus_stream_*`, refreshed by `watch_streams`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
+from nats.js.errors import NotFoundError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from runtime.bus import Bus
 
 log = logging.getLogger("kubus.serving")
 
@@ -29,6 +35,13 @@ STREAM_LAG = Gauge("kubus_stream_lag_messages", "Messages not yet processed by t
 ACTIONS = Counter("kubus_action_results_recorded_total", "Action results the reconciler recorded",
                   ["action", "outcome"])
 OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published")
+# how full each of kubus's streams is, refreshed every STREAMS_REFRESH seconds by every service serving /metrics
+STREAM_MESSAGES = Gauge("kubus_stream_messages", "Messages a stream holds", ["stream"])
+STREAM_BYTES = Gauge("kubus_stream_bytes", "Bytes a stream holds", ["stream"])
+STREAM_FULLNESS = Gauge("kubus_stream_fullness_ratio",
+                        "A stream's bytes over its max_bytes (only streams with a byte limit): at 1 a history "
+                        "stream discards its oldest messages, KUBUS_ACTIONS refuses new actions", ["stream"])
+STREAMS_REFRESH = 15.0  # seconds; Prometheus's default scrape interval
 
 
 class CountersCollector:
@@ -87,6 +100,36 @@ def _executor_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
         deliveries.add_metric([disposition], n)
     yield deliveries
     yield GaugeMetricFamily("kubus_executor_in_flight", "Actions being applied", value=snap.get("in_flight", 0))
+
+
+async def watch_streams(bus: Bus, interval: float = STREAMS_REFRESH) -> None:
+    """Refreshes the streams' gauges until cancelled; a round NATS cannot answer keeps the last values."""
+    while True:
+        try:
+            await refresh_streams(bus)
+        except Exception as exc:  # NATS reconnecting, a leader being elected: the next round will do
+            log.debug("stream gauges not refreshed: %s", exc or type(exc).__name__)
+        await asyncio.sleep(interval)  # the refresh period, not a wait for a condition
+
+
+async def refresh_streams(bus: Bus) -> None:
+    """Reads each of kubus's streams' state into STREAM_MESSAGES, STREAM_BYTES and STREAM_FULLNESS."""
+    for name in bus.streams():
+        try:
+            info = await bus.js.stream_info(name)
+        except NotFoundError:  # deleted under us: say nothing rather than stale numbers
+            for gauge in (STREAM_MESSAGES, STREAM_BYTES, STREAM_FULLNESS):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(name)
+            continue
+        STREAM_MESSAGES.labels(name).set(info.state.messages)
+        STREAM_BYTES.labels(name).set(info.state.bytes)
+        limit = info.config.max_bytes or -1
+        if limit > 0:
+            STREAM_FULLNESS.labels(name).set(info.state.bytes / limit)
+        else:
+            with contextlib.suppress(KeyError):
+                STREAM_FULLNESS.remove(name)
 
 
 COUNTERS = CountersCollector()

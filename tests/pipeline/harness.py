@@ -1,5 +1,9 @@
 """The whole pipeline as separate processes, the way it is deployed: nats-server, `kubus sim`,
-`kubus ingest`, `kubus reconcile` and `kubus execute`, each of which a test may kill and restart."""
+`kubus ingest`, `kubus reconcile` and `kubus execute`, each of which a test may kill and restart.
+
+By default the pipeline runs its own nats-server; given `nats_url` (e.g. a cluster's seed URLs,
+tests/natscluster.py) it uses that one, and `service_args` are added to every service's command line
+(e.g. `--stream-replicas 3`)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +25,16 @@ SERVICES = ("ingest", "reconcile", "execute")
 
 
 class Pipeline:
-    def __init__(self, workdir: Path, *sim_args: str):
+    def __init__(self, workdir: Path, *sim_args: str, nats_url: str | None = None,
+                 service_args: Sequence[str] = ()):
         self.workdir = workdir
         self.prefix = f"p{uuid.uuid4().hex[:8]}"
         self.nats_port = free_port()
-        self.nats_url = f"nats://127.0.0.1:{self.nats_port}"
+        self.nats_url = nats_url or f"nats://127.0.0.1:{self.nats_port}"
         self.nats: subprocess.Popen[bytes] | None = None
-        self.start_nats()
+        self.service_args = tuple(service_args)
+        if nats_url is None:
+            self.start_nats()
         self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restarts: dict[str, int] = dict.fromkeys(SERVICES, 0)
@@ -53,7 +61,7 @@ class Pipeline:
              "--partitions", "4", "--data-dir", str(self.workdir / "data"), "--kubeconfig", str(self.sim.kubeconfig),
              "--metrics-port", "0", "--instance", f"{service}-{self.restarts[service]}",
              *(["--ack-wait", "3"] if service == "execute" else []),
-             *(["--lease-ttl", "3"] if service == "reconcile" else [])],
+             *(["--lease-ttl", "3"] if service == "reconcile" else []), *self.service_args],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
 

@@ -15,6 +15,10 @@ from kubus.cli import build_parser
     ("KUBUS_PARTITIONS", "many", ["ingest"], "--partitions"),
     ("KUBUS_METRICS_PORT", "http", ["execute"], "--metrics-port"),
     ("KUBUS_QPS", "fast", ["up"], "--qps"),
+    ("KUBUS_STREAM_REPLICAS", "three", ["reconcile"], "--stream-replicas"),
+    ("KUBUS_STREAM_REPLICAS", "7", ["up"], "--stream-replicas"),
+    ("KUBUS_EVENTS_MAX_BYTES", "lots", ["ingest"], "--events-max-bytes"),
+    ("KUBUS_EVENTS_MAX_BYTES", "0", ["execute"], "--events-max-bytes"),
 ])
 def test_a_bad_variable_fails_its_command_naming_the_flag(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str], variable: str,
@@ -38,3 +42,22 @@ def test_good_values_arrive_as_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBUS_PARTITIONS", "8")
     args = build_parser().parse_args(["reconcile"])
     assert args.lease_ttl == 2.5 and args.partitions == 8
+
+
+@pytest.mark.parametrize(("command", "value", "size"), [
+    (["execute"], "512MiB", 512 * 1024**2),
+    (["up"], "4 GiB", 4 * 1024**3),
+    (["reconcile"], "2GB", 2 * 1000**3),
+    (["ingest"], "1048576", 1024**2),
+    (["events", "import", "history.jsonl"], "-1", -1),
+])
+def test_stream_settings_on_every_command_that_creates_streams(monkeypatch: pytest.MonkeyPatch, command: list[str],
+                                                               value: str, size: int) -> None:
+    monkeypatch.setenv("KUBUS_STREAM_REPLICAS", "3")
+    args = build_parser().parse_args([*command, "--events-max-bytes", value])
+    assert (args.stream_replicas, args.events_max_bytes) == (3, size)
+
+
+def test_stream_settings_default_to_one_replica_and_a_gibibyte_of_events() -> None:
+    args = build_parser().parse_args(["up"])
+    assert (args.stream_replicas, args.events_max_bytes) == (1, 1024**3)
