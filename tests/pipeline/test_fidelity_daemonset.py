@@ -9,8 +9,9 @@ Each test mirrors a test of upstream's test/integration/daemonset:
 - TestLaunchWithHashCollision: a ControllerRevision squatting on the name the next revision would take (other data)
   makes the controller bump status.collisionCount and roll out under the next name.
 - TestDSCUpdatesPodLabelAfterDedupCurHistories: a second revision with the current template's data (a higher
-  revision number, another hash) is the one kept (dedupCurHistories keeps the highest number): the other is deleted
-  and every pod relabelled to the kept revision's hash.
+  revision number, another hash) is the one kept (dedupCurHistories keeps the highest number) at the next sync
+  (the revision's add does not wake its DaemonSet: upstream's test adds a node, this one annotates the DaemonSet):
+  the other is deleted and every pod relabelled to the kept revision's hash.
 """
 
 from __future__ import annotations
@@ -169,14 +170,26 @@ def test_a_duplicate_current_revision_is_kept_and_the_pods_relabelled_to_it(
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.status == 201
+    # addHistory does not enqueue the DaemonSet for a revision it owns (upstream's neither): something else must
+    # wake it, as upstream's test adds a node; an update of the DaemonSet does (updateDaemonset enqueues it)
+    kubectl("annotate", "ds", "dedup", "-n", namespace, "kubus.io/test-wake=1")
+
+    seen: dict[str, Any] = {}
 
     def deduplicated() -> list[dict[str, Any]] | None:
         left = revisions(kubectl, namespace)
         current = active_pods(pipeline, namespace)
+        seen.update(revisions=sorted(left), hashes=sorted(p["metadata"]["labels"].get(UNIQUE_LABEL_KEY, "")
+                                                          for p in current))
         relabelled = all(pod["metadata"]["labels"].get(UNIQUE_LABEL_KEY) == "duplicate" for pod in current)
         return current if sorted(left) == ["dedup-duplicate"] and relabelled and len(current) == 4 else None
 
-    relabelled = until(pipeline, deduplicated, "the original revision deleted and the pods relabelled", 60)
+    try:
+        relabelled = until(pipeline, deduplicated, "the original revision deleted and the pods relabelled", 60)
+    except AssertionError as exc:
+        decisions = pipeline.sql("select summary from decisions where controller_key = ? order by id",
+                                 f"DaemonSet/{namespace}/dedup")
+        raise AssertionError(f"last seen {seen}; decisions {decisions[-3:]}\n{exc}") from None
     assert {p["metadata"]["uid"] for p in relabelled} == {p["metadata"]["uid"] for p in pods}
     status = get_ds(kubectl, namespace, "dedup")["status"]
     assert status.get("updatedNumberScheduled") == 4 and "collisionCount" not in status, status
