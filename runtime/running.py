@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -119,7 +120,13 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             settings=options.streams))
         health = Health()
         if options.metrics_port:
-            runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
+            try:
+                runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
+            except OSError as exc:  # the port is taken, or not ours to bind: a start-up error, not a traceback
+                why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+                raise StartupError(
+                    f"cannot serve /metrics, /healthz and /readyz on 0.0.0.0:{options.metrics_port}: {why} "
+                    "(choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)") from None
             stack.push_async_callback(runner.cleanup)
             gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
             stack.push_async_callback(_cancel, gauges)

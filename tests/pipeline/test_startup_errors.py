@@ -1,7 +1,9 @@
-"""A dependency that is down at start gives one line saying which and how to fix it, and exit 2."""
+"""A dependency that is down at start, or a port already taken, gives one line saying which and how to fix it,
+and exit 2."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,9 +11,9 @@ from pathlib import Path
 from runtime.natsserver import EmbeddedNats, free_port
 
 
-def kubus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubus", *args, "--metrics-port", "0"], capture_output=True,
-                          text=True, timeout=60)
+def kubus(*args: str, metrics_port: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kubus", *args, "--metrics-port", str(metrics_port)],
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_nats_down_at_start(tmp_path: Path) -> None:
@@ -33,4 +35,20 @@ async def test_database_down_at_start(nats_server: EmbeddedNats, tmp_path: Path)
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith(f"kubus reconcile: cannot connect to PostgreSQL at 127.0.0.1:{port}/kubus"), lines
     assert "--db-url" in lines[-1]
+    assert "Traceback" not in result.stderr
+
+
+def test_metrics_port_in_use(nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    """`kubus reconcile` whose --metrics-port another process holds names the port and the flag (it was a
+    traceback from aiohttp's bind)."""
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = kubus("reconcile", "--nats-url", nats_server.url, "--data-dir", str(tmp_path), metrics_port=port)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == (f"kubus reconcile: cannot serve /metrics, /healthz and /readyz on 0.0.0.0:{port}: "
+                         "address already in use (choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)"
+                         ), lines
     assert "Traceback" not in result.stderr
