@@ -27,6 +27,7 @@ from reconciler.core.daemonset.status import (
     oldest_pod,
     resync_after,
     selecting_all_event,
+    uncounted_availability,
 )
 from tests.reconciler.builders import NOW
 
@@ -310,6 +311,47 @@ def test_resync_after(min_ready: int, ready: int, available: int, after: timedel
     ds = daemonset("foo").min_ready_seconds(min_ready).build()
     status = DaemonSetStatus(number_ready=ready, number_available=available)
     assert resync_after(ds, status) == after
+
+
+def _surging(new_ready_at: datetime | None, *, old_ready: bool = True) -> dict[str, list[Pod]]:
+    """Node n1: an old pod (created long ago) and a new one beside it, Ready since `new_ready_at` (None: not
+    Ready). Node n2: one pod, long available."""
+    old = daemon_pod("old", "n1", hash_="old")
+    old = old.ready(LONG_AGO) if old_ready else old
+    new = daemon_pod("new", "n1").created(NOW - timedelta(seconds=5))
+    new = new.ready(new_ready_at) if new_ready_at is not None else new
+    return by_node(old.build(), new.build(), daemon_pod("other", "n2").ready(LONG_AGO).build())
+
+
+@pytest.mark.parametrize(
+    ("min_ready", "new_ready_at", "after"),
+    [
+        # the new pod turned Ready 1 s ago (lastTransitionTime has whole seconds): available at +1 s; looked at
+        # again 1 s after that, the delay updatePod asks for (minReadySeconds + 1 s after the Ready event)
+        pytest.param(2, NOW - timedelta(seconds=1), timedelta(seconds=2), id="ready-not-yet-available"),
+        pytest.param(2, NOW, timedelta(seconds=3), id="just-ready"),
+        pytest.param(2, NOW - timedelta(seconds=2), None, id="available-at-now"),
+        pytest.param(2, NOW - timedelta(seconds=3), None, id="already-available"),
+        pytest.param(2, None, None, id="not-ready"),
+        pytest.param(0, NOW - timedelta(seconds=1), None, id="no-min-ready-seconds"),
+    ],
+)
+def test_uncounted_availability(min_ready: int, new_ready_at: datetime | None, after: timedelta | None) -> None:
+    ds = daemonset("foo").selector(SIMPLE).min_ready_seconds(min_ready).build()
+    assert uncounted_availability(ds, _surging(new_ready_at), NOW) == after
+
+
+def test_a_surge_pod_the_status_does_not_count_still_requeues_the_daemonset() -> None:
+    """The stall found in a CI run of test_max_surge: a status requeue armed earlier swallowed updatePod's later
+    one (the delaying queue keeps a key's earliest time) and fired before the new pod was available. The status
+    counts each node's oldest pod, so ready == available and upstream's rule requeues nothing: the old pod would
+    wait for an unrelated event. kubus requeues at the new pod's availability + 1 s."""
+    ds = daemonset("foo").selector(SIMPLE).min_ready_seconds(2).build()
+    pods = _surging(NOW - timedelta(seconds=1))
+    status = calculate_status(ds, nodes("n1", "n2"), pods, HASH, NOW, update_observed_generation=True)
+    assert (status.number_ready, status.number_available) == (2, 2)  # the old pod is what n1 counts
+    assert resync_after(ds, status) is None  # upstream's rule alone
+    assert resync_after(ds, status, pods, NOW) == timedelta(seconds=2)
 
 
 # --- SelectingAll ------------------------------------------------------------------------------------------

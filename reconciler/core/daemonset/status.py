@@ -30,7 +30,7 @@ import msgspec
 
 from kube.apps import DaemonSet, DaemonSetStatus
 from kube.core import EVENT_WARNING, POD_FAILED, POD_SUCCEEDED, Node, Pod
-from kube.pods import is_pod_available, is_pod_ready
+from kube.pods import is_pod_available, is_pod_ready, ready_since
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
 from reconciler.core.daemonset.placement import Placement, daemon_placer
@@ -157,17 +157,57 @@ def needs_write(ds: DaemonSet, new: DaemonSetStatus) -> bool:
                 and old.observed_generation >= ds.metadata.generation)
 
 
-def resync_after(ds: DaemonSet, status: DaemonSetStatus) -> timedelta | None:
+def resync_after(ds: DaemonSet, status: DaemonSetStatus, pods_by_node: Mapping[str, Sequence[Pod]] | None = None,
+                 now: datetime | None = None) -> timedelta | None:
     """The requeue after a successful status store (written or skipped as unchanged).
 
     ``minReadySeconds > 0`` and some counted pods are Ready but not yet Available: look again after
     ``minReadySeconds`` (no extra second here, unlike updatePod's), "as a last line of defense to guard
     against clock-skew". Upstream does not requeue when the status write failed: the sync's error
     requeues it, rate-limited.
+
+    Otherwise, given the pods and the clock, kubus also requeues for a pod the status does not count (the
+    younger of two pods on a node, a surge): see :func:`uncounted_availability`.
     """
     if ds.spec.min_ready_seconds > 0 and status.number_ready != status.number_available:
         return timedelta(seconds=ds.spec.min_ready_seconds)
-    return None
+    if pods_by_node is None or now is None:
+        return None
+    return uncounted_availability(ds, pods_by_node, now)
+
+
+def uncounted_availability(ds: DaemonSet, pods_by_node: Mapping[str, Sequence[Pod]], now: datetime
+                           ) -> timedelta | None:
+    """When to look again at a Ready, not yet Available pod that is not its node's oldest (a surge pod beside
+    the old one): its Ready time + ``minReadySeconds`` + 1 s, the delay updatePod asks for when it turns
+    Ready. None when there is none, or ``minReadySeconds`` is 0.
+
+    A deliberate deviation (docs/daemonset.md): upstream relies on updatePod's requeue alone here, and the
+    delaying queue keeps a key's earliest time, so a status requeue armed shortly before the pod turned Ready
+    swallows it and fires before the pod is available; that sync's status counts the node's old pod, Ready
+    equals Available, nothing requeues, and the old pod stays until an unrelated event. In every other case
+    this requeue is at most as late as updatePod's and finds the pod available, as updatePod's would.
+    """
+    min_ready = ds.spec.min_ready_seconds
+    if min_ready == 0:
+        return None
+    earliest: datetime | None = None
+    for pods in pods_by_node.values():
+        if len(pods) < 2:
+            continue
+        live = [p for p in pods if not _deleted_terminal(p)]
+        if len(live) < 2:
+            continue
+        counted = oldest_pod(live)
+        for pod in live:
+            if pod is counted or not is_pod_ready(pod) or is_pod_available(pod, min_ready, now):
+                continue
+            since = ready_since(pod)
+            if since is None:
+                continue  # never available (no readable Ready time): nothing to wait for
+            due = since + timedelta(seconds=min_ready + 1)
+            earliest = due if earliest is None else min(earliest, due)
+    return None if earliest is None else max(earliest - now, timedelta(0))
 
 
 def oldest_pod(pods: Sequence[Pod]) -> Pod:

@@ -211,7 +211,7 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
         status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
                                   comparison_operators=comparison_operators)
         plan.status = _to_write(ds, status, plan.adopt)
-        plan.requeue_after = resync_after(ds, status)
+        plan.requeue_after = resync_after(ds, status, pods_by_node, now)
         plan.explain.update({"reason": "expectations not satisfied: status only", "hash": hash_,
                              "pods": len(claimed), "nodes": len(nodes)})
         return plan
@@ -239,7 +239,7 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
                               placements=result.placements)
     plan.status = _to_write(ds, status, plan.adopt)
-    plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status))
+    plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status, pods_by_node, now))
     plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
     return plan
 
