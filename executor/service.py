@@ -42,7 +42,7 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
     halts = halts or Halts()
     if health is not None:
         serving.COUNTERS.executor = metrics.snapshot
-        health.ready_when("no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
+        health.ready_when("executor-no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
     client = await _client(config)
     stopping = asyncio.Event()
     api = KubeApi(client, workers=config.api_workers, limiter=TokenBucket(config.qps, config.burst),

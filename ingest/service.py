@@ -69,7 +69,7 @@ class Ingest:
         config = self.config
         if health is not None:
             health.ready_when("ingest-synced", self.synced)
-            health.ready_when("no-newer-messages", self.halts.ready)
+            health.ready_when("ingest-no-newer-messages", self.halts.ready)
             serving.COUNTERS.ingest = self.counters
         api = transport.api_client(config.kubeconfig, config.context, pool_size=2 * len(self._specs) + 4)
         try:

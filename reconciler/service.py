@@ -43,7 +43,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     # a consumer stopped at a message of a newer kubus: not ready, still alive (docs/production.md, "Upgrades")
     halts = Halts()
-    health.ready_when("no-newer-messages", halts.ready)
+    health.ready_when("reconciler-no-newer-messages", halts.ready)
     stop = asyncio.Event()
     keeper_task: asyncio.Task[None] | None = None
     loop: Reconciler | PartitionedReconciler

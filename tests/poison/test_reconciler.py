@@ -222,7 +222,7 @@ async def test_a_newer_event_stops_the_loop_before_it_until_a_newer_reconciler_c
                                     newer(two))
         await publish(bus, replicaset_event("three", 1))
         status, text = await eventually(lambda: _not_ready(health), "/readyz to fail", running=(task,))
-        assert status == 503 and "[-]no-newer-messages failed" in text, text
+        assert status == 503 and "[-]reconciler-no-newer-messages failed" in text, text
         assert halted_gauge("events") == 1
         # stopped, not crashed, and not past the newer event: nothing after it was consumed
         assert not task.done()
@@ -251,7 +251,7 @@ async def test_a_newer_state_message_stops_the_start_until_a_newer_reconciler_bo
     async with reconciler(bus, store) as (task, health):
         await eventually(lambda: _halted("state"), "the state consumer halted", running=(task,))
         status, text = await ready(health)
-        assert status == 503 and "[-]no-newer-messages failed" in text, text
+        assert status == 503 and "[-]reconciler-no-newer-messages failed" in text, text
         assert not task.done() and await controllers_with_actions(bus) == set()
         assert await positions(store) == {}
     monkeypatch.setattr(codec, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
@@ -275,7 +275,7 @@ async def test_a_newer_result_stops_the_results_consumer_not_the_events(
                                                                      "v": SCHEMA_VERSION + 1}))
         await publish_raw(bus, results_subject, msgspec.json.encode({**RESULT, "key": "after"}))
         _, text = await eventually(lambda: _not_ready(health), "/readyz to fail", running=(task,))
-        assert "[-]no-newer-messages failed" in text and halted_gauge("results") == 1
+        assert "[-]reconciler-no-newer-messages failed" in text and halted_gauge("results") == 1
         # the events loop goes on deciding
         await publish(bus, replicaset_event("busy", 1))
         await eventually(lambda: _has(bus, "ReplicaSet/busy/web"), "busy's pods asked for", running=(task,))

@@ -78,7 +78,7 @@ async def test_a_newer_event_stops_that_kinds_relist_until_an_upgraded_ingest(
     async with ingesting(bus, sim) as (ingest, health, task):
         await eventually(lambda: _halted("relist-Pod"), "the Pod relist to stop", running=(task,))
         response = await health.readyz(None)  # type: ignore[arg-type]
-        assert response.status == 503 and "[-]no-newer-messages failed" in str(response.text)
+        assert response.status == 503 and "[-]ingest-no-newer-messages failed" in str(response.text)
         # the other kind runs on, and the process with it
         await eventually(lambda: _watching(ingest, "Node"), "Nodes watched", running=(task,))
         assert not ingest.counters()["watching"].get("Pod", False)
