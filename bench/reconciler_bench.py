@@ -63,7 +63,7 @@ async def main(count: int) -> None:
             await asyncio.sleep(0.1)  # the server copies into KUBUS_STATE asynchronously
         reconciler = Reconciler(bus, store=None)
         start = time.perf_counter()
-        loaded = await reconciler.bootstrap()
+        loaded = (await reconciler.bootstrap()).loaded
         bootstrap = time.perf_counter() - start
         assert loaded == count, (loaded, count)
         cache = Cache()

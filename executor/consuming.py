@@ -6,7 +6,10 @@ JetStream (results carry `Nats-Msg-Id: result/<key>`, so a re-run after a crash 
 result once). Unfinished actions are NAKed: with a growing delay after an unknown outcome (no
 answer, or a 504: an answer from the API, success or failure, is a result; see executor/errors.py),
 at once when the executor is stopping so another executor takes them. Messages that cannot be
-decoded are copied to `<prefix>.dead.actions` with the reason and terminated.
+used (codec.BadMessage, or a subject that names no partition) are copied to `<prefix>.dead.actions` with the
+reason and terminated (runtime/deadletter.py). An action of a newer kubus is neither applied nor
+dead-lettered: it is NAKed with a delay for an upgraded executor, and this one stops taking actions until it
+is upgraded itself (/readyz false), finishing those it has.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from messages import codec, subjects
 from messages.actions import ActionResult
 from runtime import failpoints
 from runtime.bus import Bus, Sent, publish_async, stored
+from runtime.deadletter import ACTIONS, Halts, Original, dead_letter
 
 log = logging.getLogger("kubus.executor")
 
@@ -73,8 +77,9 @@ class Results:
 
 class Executor:
     def __init__(self, bus: Bus, api: KubeApi, config: ExecutorConfig, metrics: m.ExecutorMetrics,
-                 stopping: asyncio.Event, now: Clock = utcnow):
+                 stopping: asyncio.Event, now: Clock = utcnow, halts: Halts | None = None):
         self._bus = bus
+        self.halts = halts or Halts()  # the service's: /readyz is false once this executor met a newer action
         self._api = api
         self._config = config
         self._metrics = metrics
@@ -98,6 +103,9 @@ class Executor:
         idle = True
         try:
             while not stop.is_set():
+                if ACTIONS in self.halts.halted:  # a newer action met: no new ones until upgraded
+                    await asyncio.wait({stopped})
+                    continue
                 free = self._config.concurrency - len(self._tasks)
                 if free <= 0:
                     await asyncio.wait({stopped, *self._tasks}, return_when=asyncio.FIRST_COMPLETED)
@@ -121,6 +129,11 @@ class Executor:
                         await asyncio.wait_for(asyncio.shield(stopped), self._fetch_timeout)
                     continue
                 idle = False
+                if ACTIONS in self.halts.halted:  # fetched while an action of the batch halted it: another's
+                    for msg in msgs:
+                        with contextlib.suppress(Exception):
+                            await msg.nak()
+                    continue
                 for msg in msgs:
                     task = asyncio.create_task(self._handle(msg))
                     self._tasks.add(task)
@@ -177,13 +190,20 @@ class Executor:
             self._metrics.in_flight -= 1
 
     async def _process(self, msg: Msg) -> None:
-        try:
-            action = codec.decode_action(msg.data)
-        except codec.BadMessage as exc:
-            await self._dead_letter(msg, str(exc))
-            return
         number = msg.metadata.num_delivered or 1
-        partition = msg.subject.rsplit(".", 1)[-1]
+        try:
+            partition = self._partition(msg.subject)
+            action = codec.decode_action(msg.data)
+        except codec.NewerSchema as exc:
+            # for an upgraded executor: every delivery counts towards max_deliver, so this one takes no more
+            self.halts.halt(ACTIONS, _describe(msg), str(exc))
+            self._working.pop(id(msg), None)
+            await msg.nak(delay=redelivery_delay(number, self._config.redelivery_delay))
+            self._metrics.delivery(m.REDELIVERED)
+            return
+        except codec.BadMessage as exc:
+            await self._dead_letter(msg, exc.reason, str(exc))
+            return
         results = Results(self._bus.js, subjects.result_subject(partition, self._bus.prefix), self._metrics)
         delivery = Delivery(api=self._api, action=action, number=number,
                             final=number >= self._config.max_deliveries, executor=self._config.instance,
@@ -209,7 +229,8 @@ class Executor:
                 raise
             # the last delivery of an action that keeps breaking the executor: park it where people look
             await results.stored()
-            await self._dead_letter(msg, f"executor error on the last delivery: {type(exc).__name__}: {exc}")
+            await self._dead_letter(msg, codec.EXECUTOR_ERROR,
+                                    f"executor error on the last delivery: {type(exc).__name__}: {exc}")
             return
         failpoints.hit("executor.after-apply")
         await results.stored()
@@ -217,24 +238,23 @@ class Executor:
         await msg.ack()
         self._metrics.delivery(m.ACKED)
 
-    async def _dead_letter(self, msg: Msg, reason: str) -> None:
-        log.warning("dead-lettering %s: %s", _describe(msg), reason)
-        headers = {
-            "Nats-Msg-Id": f"dead/{msg.subject}/{msg.metadata.sequence.stream}",
-            "Kubus-Dead-Reason": _header_value(reason),
-            "Kubus-Original-Subject": msg.subject,
-            "Kubus-Original-Sequence": str(msg.metadata.sequence.stream),
-            "Kubus-Dead-By": self._config.instance,
-        }
-        await self._bus.js.publish(subjects.dead_subject("actions", self._bus.prefix), msg.data, headers=headers)
+    def _partition(self, subject: str) -> str:
+        """The partition of `<prefix>.actions.<partition>` (where its results go), or BadMessage."""
+        parts = subject.split(".")
+        partition = parts[-1]
+        if len(parts) != 3 or not (partition.isascii() and partition.isdigit()
+                                   and int(partition) < self._bus.partitions):
+            raise codec.BadMessage(codec.BAD_SUBJECT, f"subject {subject!r} is not <prefix>.actions.<partition> "
+                                   f"with one of the bus's {self._bus.partitions} partitions")
+        return partition
+
+    async def _dead_letter(self, msg: Msg, reason: str, error: str) -> None:
+        """Counted in kubus_dead_lettered_total{origin="actions"}, as every consumer's (runtime/deadletter.py)."""
+        original = Original(self._bus.stream(subjects.ACTIONS_STREAM), msg.metadata.sequence.stream, msg.subject,
+                            msg.data)
+        await dead_letter(self._bus, ACTIONS, original, reason, error, self._config.instance)
         self._working.pop(id(msg), None)
         await msg.term()
-        self._metrics.delivery(m.DEAD_LETTERED)
-
-
-def _header_value(text: str, limit: int = 1024) -> str:
-    """NATS headers are single lines: fold line breaks, and keep them short."""
-    return " ".join(text.split())[:limit]
 
 
 def _describe(msg: Msg) -> str:

@@ -1,7 +1,8 @@
 """Counters of one executor process, kept as plain numbers for /metrics to render.
 
 Names follow controller-runtime and client-go: `kubus_executor_results_total{action,outcome}`,
-`kubus_executor_deliveries_total{disposition}` (acked, redelivered, dead-lettered, abandoned),
+`kubus_executor_deliveries_total{disposition}` (acked, redelivered, interrupted; a dead-lettered action is
+counted where every consumer's are, `kubus_dead_lettered_total{origin="actions",reason}`),
 `rest_client_requests_total{method,code}`, `kubus_executor_events_total{outcome}` (events recorded,
 counted onto an existing Event, duplicate, dropped by the spam filter, failed) and
 `kubus_executor_actions_in_flight`.
@@ -16,7 +17,6 @@ from typing import Any
 ACKED = "acked"
 REDELIVERED = "redelivered"  # NAKed: an unknown outcome (no answer, a 504) outlasted this delivery's retries
 INTERRUPTED = "interrupted"  # NAKed at shutdown, for another executor to take at once
-DEAD_LETTERED = "dead_lettered"
 
 EVENT_RECORDED = "recorded"  # a new Event object
 EVENT_COUNTED = "counted"  # a repeat: the existing Event's count PATCHed up (client-go's EventCorrelator)

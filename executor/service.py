@@ -25,20 +25,24 @@ from kube.flowcontrol import TokenBucket
 from messages import subjects
 from runtime import serving
 from runtime.bus import Bus, connected
+from runtime.deadletter import Halts
 from runtime.serving import Health
 
 log = logging.getLogger("kubus.executor")
 
 
 async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: Health | None = None, *,
-                       stop: asyncio.Event | None = None, metrics: ExecutorMetrics | None = None) -> None:
+                       stop: asyncio.Event | None = None, metrics: ExecutorMetrics | None = None,
+                       halts: Halts | None = None) -> None:
     """Until `stop` is set or the task is cancelled, on `bus`, with the executor's readiness and counters in
     `health` and /metrics: how runtime.running.run_service starts it. Without a bus (tests, benchmarks)
     it connects to config.nats_url itself."""
     stop = stop or asyncio.Event()
     metrics = metrics or ExecutorMetrics()
+    halts = halts or Halts()
     if health is not None:
         serving.COUNTERS.executor = metrics.snapshot
+        health.ready_when("executor-no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
     client = await _client(config)
     stopping = asyncio.Event()
     api = KubeApi(client, workers=config.api_workers, limiter=TokenBucket(config.qps, config.burst),
@@ -50,9 +54,9 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
         if bus is None:
             async with connected(config.nats_url, config.instance, prefix=config.prefix,
                                  partitions=config.partitions, timeout=config.nats_connect_timeout) as own:
-                await _consume(config, own, health, api, metrics, stopping, stop)
+                await _consume(config, own, health, api, metrics, stopping, stop, halts)
         else:
-            await _consume(config, bus, health, api, metrics, stopping, stop)
+            await _consume(config, bus, health, api, metrics, stopping, stop, halts)
     finally:
         # waits for calls still on worker threads (those of cancelled actions) to return
         await asyncio.to_thread(api.close)
@@ -60,13 +64,13 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
 
 
 async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api: KubeApi,
-                   metrics: ExecutorMetrics, stopping: asyncio.Event, stop: asyncio.Event) -> None:
+                   metrics: ExecutorMetrics, stopping: asyncio.Event, stop: asyncio.Event, halts: Halts) -> None:
     if health is not None:
         health.ready_when("nats", lambda: bus.nc.is_connected)
     log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
              config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
              config.concurrency, config.api_workers)
-    await Executor(bus, api, config, metrics, stopping).run(stop)
+    await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
 
 
 async def _client(config: ExecutorConfig) -> k8s.ApiClient:

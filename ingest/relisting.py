@@ -23,6 +23,7 @@ from messages import subjects
 from messages.codec import BadMessage, decode_observed
 from messages.observed import DELETED_FINAL_STATE_UNKNOWN, QUARANTINED, RELISTED, ObservedEvent
 from runtime.bus import Bus
+from runtime.deadletter import EVENTS, STATE, Original, dead_letter
 
 log = logging.getLogger("kubus.ingest")
 
@@ -49,12 +50,16 @@ def plan_relist(kind: str, known: Mapping[str, ObservedEvent], listed: Iterable[
     return out
 
 
-async def read_known(bus: Bus, kind: str) -> dict[str, ObservedEvent]:
+async def read_known(bus: Bus, kind: str, by: str = "ingest") -> dict[str, ObservedEvent]:
     """The last event of every object of `kind` on the bus, by uid.
 
     KUBUS_STATE holds the last event of every object ever seen, but the server fills it from
     KUBUS_EVENTS asynchronously, so it can trail what was just acked; the last event per subject
     of KUBUS_EVENTS is laid over it (KUBUS_EVENTS ages out, so it cannot serve alone).
+
+    An unusable message is moved to KUBUS_DEAD (`by` says who did; the same copy a reconciler makes of it
+    is stored once) and left out. A message of a newer kubus raises codec.NewerSchema: what the bus knows
+    of that object cannot be read, so no relist can be planned against it until this ingest is upgraded.
     """
     known: dict[str, ObservedEvent] = {}
     sources = (
@@ -62,11 +67,14 @@ async def read_known(bus: Bus, kind: str) -> dict[str, ObservedEvent]:
         (subjects.EVENTS_STREAM, f"{bus.prefix}.events.*.{kind}.*", DeliverPolicy.LAST_PER_SUBJECT),
     )
     for base, subject_filter, policy in sources:
-        async for msg in read_stream(bus.js, bus.stream(base), subject_filter, policy):
+        stream = bus.stream(base)
+        origin = STATE if base == subjects.STATE_STREAM else EVENTS
+        async for msg in read_stream(bus.js, stream, subject_filter, policy):
             try:
                 event = decode_observed(msg.data)
             except BadMessage as exc:
-                log.warning("ignoring an unreadable message on %s while relisting %s: %s", msg.subject, kind, exc)
+                original = Original(stream, msg.metadata.sequence.stream, msg.subject, msg.data)
+                await dead_letter(bus, origin, original, exc.reason, str(exc), by)
                 continue
             known[event.uid] = event
     return known

@@ -29,6 +29,7 @@ from ingest.publishing import OrderedPublisher
 from ingest.watching import KindWatcher
 from runtime import failpoints, serving
 from runtime.bus import Bus, connected
+from runtime.deadletter import Halts
 from runtime.serving import Health
 
 __all__ = ["Ingest", "IngestConfig", "run_ingest"]
@@ -47,6 +48,7 @@ class Ingest:
         self._counters = Counters()
         self._watchers: list[KindWatcher] = []
         self._nc: Client | None = None
+        self.halts = Halts()  # kinds whose relist met an event of a newer kubus on the bus
 
     def counters(self) -> dict[str, Any]:
         nats_reconnects = self._nc.stats["reconnects"] if self._nc is not None else 0
@@ -67,6 +69,7 @@ class Ingest:
         config = self.config
         if health is not None:
             health.ready_when("ingest-synced", self.synced)
+            health.ready_when("ingest-no-newer-messages", self.halts.ready)
             serving.COUNTERS.ingest = self.counters
         api = transport.api_client(config.kubeconfig, config.context, pool_size=2 * len(self._specs) + 4)
         try:
@@ -94,7 +97,7 @@ class Ingest:
                     spec, bus=bus, publisher=publisher, call=transport.list_call(api, spec),
                     checkpoints=checkpoints, counters=self._counters, instance=config.instance,
                     backoff=self._backoff(), watch_timeout=config.watch_timeout,
-                    list_page_size=config.list_page_size))
+                    list_page_size=config.list_page_size, halts=self.halts))
             log.info("ingest %s: watching %s, publishing to %s.events (%d partitions)", config.instance,
                      ", ".join(config.kinds), bus.prefix, bus.partitions)
             async with asyncio.TaskGroup() as tasks:

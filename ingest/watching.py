@@ -28,9 +28,10 @@ from ingest.publishing import OrderedPublisher
 from ingest.relisting import plan_relist, read_known
 from kube.times import format_micro_time
 from messages import subjects
-from messages.codec import encode
+from messages.codec import NewerSchema, encode
 from messages.observed import ObservedEvent
 from runtime.bus import Bus
+from runtime.deadletter import Halts
 
 log = logging.getLogger("kubus.ingest")
 
@@ -50,7 +51,7 @@ def now() -> str:
 class KindWatcher:
     def __init__(self, spec: KindSpec, *, bus: Bus, publisher: OrderedPublisher, call: transport.ListCall,
                  checkpoints: Checkpoints, counters: Counters, instance: str, backoff: Backoff,
-                 watch_timeout: float, list_page_size: int):
+                 watch_timeout: float, list_page_size: int, halts: Halts | None = None):
         self.spec = spec
         self.publisher = publisher
         self.cursor: str | None = None
@@ -63,12 +64,18 @@ class KindWatcher:
         self._watch_timeout = watch_timeout
         self._page_size = list_page_size
         self._stream: transport.WatchStream | None = None
+        self._halts = halts or Halts()
 
     @property
     def kind(self) -> str:
         return self.spec.kind
 
+    @property
+    def _halt_name(self) -> str:
+        return f"relist-{self.kind}"  # the consumer named by kubus_consumer_halted
+
     async def run(self) -> None:
+        self._halts.clear(self._halt_name)
         self.cursor = await self._resume_point()
         while True:
             try:
@@ -81,6 +88,11 @@ class KindWatcher:
                     await asyncio.sleep(self._backoff.next())
             except asyncio.CancelledError:
                 raise
+            except NewerSchema as exc:
+                # the bus holds a newer kubus's event of this kind: relisting against what cannot be read would
+                # publish wrong events for those objects; this kind waits for this ingest to be upgraded
+                self._halts.halt(self._halt_name, f"the bus's last {self.kind} events", str(exc))
+                await asyncio.Event().wait()  # until cancelled: the process runs on, not ready
             except Gone as exc:
                 log.info("%s: %s; relisting", self.kind, exc)
                 self._counters.gone[self.kind] += 1
@@ -116,7 +128,7 @@ class KindWatcher:
         await self.publisher.drain()
         origin = Origin(self._instance, now())
         rv, listed = await asyncio.to_thread(self._list, origin)
-        known = await read_known(self._bus, self.kind)
+        known = await read_known(self._bus, self.kind, self._instance)
         events = plan_relist(self.kind, known, listed, origin)
         log.info("%s: listed %d objects at %s, the bus knew %d: publishing %d events", self.kind,
                  len(listed), rv, len(known), len(events))

@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -24,6 +23,7 @@ from messages import codec, subjects
 from reconciler.core import stepping
 from reconciler.core.cache import Cache
 from runtime.bus import Bus
+from runtime.deadletter import STATE, Original, dead_letter
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -72,43 +72,83 @@ async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
 
 
 @dataclass(frozen=True)
+class Unusable:
+    """A KUBUS_STATE message the bootstrap could not use: the copy of the event at `source` in KUBUS_EVENTS,
+    which counts in `partition`."""
+
+    original: Original
+    source: int
+    partition: int
+    error: codec.BadMessage
+
+
+@dataclass(frozen=True)
 class Bootstrapped:
     loaded: int  # objects folded into the cache
     newest: int  # the newest event sequence the state held, whoever's partition it was in
     # every event up to this sequence is reflected in the cache (events after it may or may not be: the copy
     # went on while the state was read); what a position recorded for the bootstrapped state may say
     consistent: int
+    unusable: list[Unusable] = field(default_factory=list)  # skipped: for dead_letter_unusable
 
 
-async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> Bootstrapped:
-    """Folds KUBUS_STATE's messages whose subjects `reads` into `cache`."""
+async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[int], bool]) -> Bootstrapped:
+    """Folds KUBUS_STATE's messages of the partitions `reads` into `cache`. The unusable ones are skipped and
+    returned (see dead_letter_unusable); one of a newer kubus raises codec.NewerSchema: this process cannot
+    build its cache until it is upgraded."""
     consistent = await wait_for_state(bus)
-    info = await bus.js.stream_info(bus.stream(subjects.STATE_STREAM))
+    stream = bus.stream(subjects.STATE_STREAM)
+    info = await bus.js.stream_info(stream)
     if not info.state.messages:
         return Bootstrapped(0, 0, 0)
     loaded = newest = 0
+    unusable: list[Unusable] = []
     done = asyncio.Event()
+    newer: list[codec.NewerSchema] = []
 
     async def on_state(msg: Msg) -> None:
         nonlocal loaded, newest
-        try:
-            seq = source_seq(msg.headers)
-            newest = max(newest, seq)
-            if reads(msg.subject):
-                change = stepping.bootstrap_one(cache, msg.data, seq)
+        if newer:
+            return
+        seq = source_seq(msg.headers)
+        newest = max(newest, seq)
+        partition, _ = stepping.classify(msg.subject, bus.partitions)
+        if reads(partition):
+            try:
+                change = stepping.bootstrap_one(cache, msg.subject, msg.data, seq, bus.partitions)
+            except codec.BadMessage as exc:
+                original = Original(stream, msg.metadata.sequence.stream, msg.subject, msg.data)
+                unusable.append(Unusable(original, seq, partition, exc))
+            except codec.NewerSchema as exc:
+                newer.append(exc)
+                done.set()
+                return
+            else:
                 if change is not None and not change.replayed:
                     loaded += 1
-        except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
-            log.warning("skipping unusable state message on %s: %s", msg.subject, exc)
         if msg.metadata.num_pending == 0:
             done.set()
 
     sub = await bus.js.subscribe(
-        f"{bus.prefix}.state.>", stream=bus.stream(subjects.STATE_STREAM), cb=on_state,
+        f"{bus.prefix}.state.>", stream=stream, cb=on_state,
         ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
     try:
         await done.wait()
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
-    return Bootstrapped(loaded, newest, min(consistent, newest))
+    if newer:
+        raise newer[0]
+    return Bootstrapped(loaded, newest, min(consistent, newest), unusable)
+
+
+async def dead_letter_unusable(bus: Bus, unusable: list[Unusable], consumed: Mapping[int, int], by: str) -> None:
+    """Moves the bootstrap's unusable state messages to KUBUS_DEAD, but those whose event the store's `consumed`
+    positions are past: the event loop met that event (and moved it to KUBUS_DEAD as an event) before, so this
+    start is not the first to meet the message, and every later start would meet it again (KUBUS_STATE keeps it
+    until its object has a newer event)."""
+    for bad in unusable:
+        if bad.source and bad.source <= consumed.get(bad.partition, 0):
+            log.debug("state message %s#%d skipped again: %s", bad.original.stream, bad.original.seq, bad.error)
+            continue
+        await dead_letter(bus, STATE, bad.original, bad.error.reason, str(bad.error), by)

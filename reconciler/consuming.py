@@ -35,7 +35,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from kube.times import Clock, utcnow
-from messages import subjects
+from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler import bootstrapping
@@ -45,6 +45,7 @@ from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, serving
 from runtime.bus import Bus
+from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
 from store.results import ResultRow
 
@@ -63,11 +64,17 @@ class Stopped(Exception):
     """The reconciler stopped (its partitions changed) before it committed these results."""
 
 
+class Halted(Stopped):
+    """The reconciler stopped at a message of a newer kubus: it decides nothing more until it is upgraded."""
+
+
 class Reconciler:
     def __init__(self, bus: Bus, store: ReconcilerPort, clock: Clock = utcnow,
                  instance: str = "reconciler", partitions: Mapping[int, int] | None = None,
-                 lease_ttl: float | None = None, settings: Settings | None = None):
+                 lease_ttl: float | None = None, settings: Settings | None = None, halts: Halts | None = None):
         self.bus = bus
+        self.halts = halts or Halts()  # the service's: /readyz is false while a consumer is halted
+        self.halted = False  # stopped at a message of a newer kubus (see run)
         self.instance = instance
         # None: every partition, unfenced (a reconciler alone by construction, `kubus up`). Otherwise the
         # partitions held, {partition: lease epoch}: checked by every commit, extended by lease_ttl
@@ -98,9 +105,9 @@ class Reconciler:
             raise RuntimeError("the reconciler has not started")
         return self.state.controllers
 
-    def reads(self, subject: str) -> bool:
-        """Whether a `<prefix>.<events|state>.<partition>....` message is for this reconciler."""
-        return self._reads is None or partition_of_subject(subject) in self._reads
+    def reads(self, partition: int) -> bool:
+        """Whether messages of `partition` (stepping.classify) are for this reconciler."""
+        return self._reads is None or partition in self._reads
 
     def stop(self) -> None:
         """Ends `run()` after the batch in flight, or at once while it is still starting (its partitions
@@ -110,17 +117,18 @@ class Reconciler:
         self.kick()
 
     # --- bootstrap ---------------------------------------------------------------------------------
-    async def bootstrap(self) -> int:
-        """Fills the cache from the compacted state (our partitions' and the cluster's objects); returns
-        how many objects it loaded."""
+    async def bootstrap(self) -> bootstrapping.Bootstrapped:
+        """Fills the cache from the compacted state (our partitions' and the cluster's objects)."""
         done = await bootstrapping.bootstrap(self.bus, self.cache, self.reads)
         self.bootstrapped_to, self._consistent_to = done.newest, done.consistent
-        return done.loaded
+        return done
 
     async def _load(self) -> batch.State:
         """Bootstrap, then the store's state: the reconciler as it starts its first batch."""
-        loaded = await self.bootstrap()
+        done = await self.bootstrap()
+        loaded = done.loaded
         stored = await self.store.load(CONSUMER)
+        await bootstrapping.dead_letter_unusable(self.bus, done.unusable, stored.positions, self.instance)
         self.state = state = batch.start(batch.Loaded(
             stored=stored, partition_count=self.bus.partitions, partitions=self.owned, epochs=self.fence,
             prefix=self.bus.prefix, settings=self.settings, newest=self.bootstrapped_to,
@@ -133,6 +141,8 @@ class Reconciler:
     # --- consuming --------------------------------------------------------------------------------
     async def run(self) -> None:
         sub = None
+        self.halts.clear(STATE)
+        self.halts.clear(EVENTS)
         try:
             # a stop while starting (the partitions moved again) ends the start-up at once, not after it
             starting = asyncio.ensure_future(self._load())
@@ -143,7 +153,11 @@ class Reconciler:
                 starting.cancel()
                 await asyncio.gather(starting, return_exceptions=True)
                 return
-            state = starting.result()
+            try:
+                state = starting.result()
+            except codec.NewerSchema as exc:  # in KUBUS_STATE: no cache can be built, so nothing is decided
+                await self._halt(STATE, f"{self.bus.stream(subjects.STATE_STREAM)} at start", str(exc))
+                return
             info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
             target = info.state.last_seq
 
@@ -159,7 +173,17 @@ class Reconciler:
             while not self._stopping:
                 msgs = await self._next_batch()
                 async with self._lock:
-                    last = await self._process(state, msgs)
+                    last, halt = await self._process(state, msgs)
+                if halt is not None:
+                    # what came before it is committed; the position stays before it, so an upgraded process
+                    # starts there. Deciding on without the events from there on would act on a cache that no
+                    # longer follows the cluster (its expectations would time out, and pods be made twice)
+                    with contextlib.suppress(Exception):
+                        await sub.unsubscribe()
+                    sub = None
+                    where = f"{self.bus.stream(subjects.EVENTS_STREAM)}#{halt.seq} ({halt.subject})"
+                    await self._halt(EVENTS, where, halt.error)
+                    return
                 serving.WORKQUEUE_DEPTH.labels(name="reconciler").set(self._queue.qsize())
                 if msgs:
                     serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
@@ -175,6 +199,15 @@ class Reconciler:
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
+
+    async def _halt(self, consumer: str, where: str, error: str) -> None:
+        """Stopped at a message of a newer kubus: says so once (/readyz false), hands back the results given to
+        it, and waits for stop() with the rest of the process running (the relay, /healthz, /metrics)."""
+        self.halted = True
+        self.halts.halt(consumer, where, error)
+        _fail(self._results, Halted(error))
+        self._results = []
+        await self._stop_requested.wait()
 
     def _caught_up(self, state: batch.State) -> None:
         self.caught_up = True
@@ -220,7 +253,7 @@ class Reconciler:
                 msgs.append(msg)
         return msgs
 
-    async def _process(self, state: batch.State, msgs: list[Msg]) -> int:
+    async def _process(self, state: batch.State, msgs: list[Msg]) -> tuple[int, stepping.Halt | None]:
         # what the batch is given beyond the events (the results fed, the clock, the caught-up flag) is
         # recorded in its tick, which is what `kubus replay` feeds run_batch again
         caught_up = self.caught_up
@@ -238,7 +271,7 @@ class Reconciler:
             failpoints.hit("reconciler.after-commit")
             self.relay_wakeup.set()
         # every message counts towards catching up, ours or not: the history ends where the stream does
-        return max((seq for seq, _, _ in messages), default=0)
+        return max((seq for seq, _, _ in messages), default=0), commit.halted
 
     async def _step(self, state: batch.State, messages: Sequence[stepping.Message], pending: Pending,
                     caught_up: bool, now: datetime) -> batch.Commit:
@@ -253,6 +286,8 @@ class Reconciler:
                 fed = [r for results, _, _ in pending for r in results if r.key in fresh]
             commit = batch.run_batch(state, messages, fed, now, caught_up, recorded=tx is not None)
             self._count(event for event, _ in commit.events)
+            if commit.unusable:  # in KUBUS_DEAD before the position moves past them
+                await self._dead_letter(messages, commit.unusable)
             if not commit.empty:
                 if tx is None:
                     tx = await stack.enter_async_context(self.store.transaction())
@@ -263,6 +298,15 @@ class Reconciler:
             serving.RECONCILES.labels(controller=decided.controller_kind, result=result).inc()
             serving.RECONCILE_TIME.labels(controller=decided.controller_kind).observe(decided.duration_ms / 1000)
         return commit
+
+    async def _dead_letter(self, messages: Sequence[stepping.Message], unusable: list[stepping.Unusable]) -> None:
+        stream = self.bus.stream(subjects.EVENTS_STREAM)
+        by_seq = {seq: (subject, payload) for seq, subject, payload in messages}
+        for bad in unusable:
+            subject, payload = by_seq[bad.seq]
+            data = payload if isinstance(payload, bytes) else b""
+            await dead_letter(self.bus, EVENTS, Original(stream, bad.seq, subject, data), bad.reason, bad.error,
+                              self.instance)
 
     def _count(self, events: Iterable[ObservedEvent]) -> None:
         for event in events:
@@ -276,6 +320,8 @@ class Reconciler:
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
         """Hands the executors' results to the loop; returns once they are committed (the results
         recorder acknowledges them only then). The ones seen for the first time reach the controllers."""
+        if self.halted:
+            raise Halted("stopped at a message of a newer kubus")
         if self._stopping:
             raise Stopped()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()

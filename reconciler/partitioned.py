@@ -26,6 +26,7 @@ from reconciler.core.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
 from runtime.bus import Bus
+from runtime.deadletter import Halts
 from store.leases import LeaseLost
 from store.port import ReconcilerPort
 
@@ -39,8 +40,9 @@ class PartitionedReconciler:
     """The consuming loop for whatever the keeper holds; the keeper's `LeaseListener`."""
 
     def __init__(self, bus: Bus, store: ReconcilerPort, keeper: LeaseKeeper, instance: str,
-                 clock: Clock = utcnow, settings: Settings | None = None) -> None:
+                 clock: Clock = utcnow, settings: Settings | None = None, halts: Halts | None = None) -> None:
         self.bus = bus
+        self.halts = halts or Halts()  # the service's, shared by every loop built
         self.store = store
         self.keeper = keeper
         self.instance = instance
@@ -115,7 +117,7 @@ class PartitionedReconciler:
     async def _run_generation(self, fence: dict[int, int]) -> None:
         log.info("deciding for partition(s) %s", ", ".join(f"{p}@{e}" for p, e in sorted(fence.items())))
         reconciler = Reconciler(self.bus, self.store, self.clock, self.instance, partitions=fence,
-                                lease_ttl=self.keeper.ttl, settings=self.settings)
+                                lease_ttl=self.keeper.ttl, settings=self.settings, halts=self.halts)
         reconciler.relay_wakeup = self.relay_wakeup
         self.current = reconciler
         if self._changed.is_set():  # the set moved again while we were getting here
@@ -124,7 +126,7 @@ class PartitionedReconciler:
         stop_results = asyncio.Event()
         results = asyncio.create_task(
             record_results(self.bus, reconciler, fence, ack_wait=max(self.keeper.ttl, MIN_RESULTS_ACK_WAIT),
-                           stop=stop_results),
+                           stop=stop_results, by=self.instance, halts=self.halts),
             name="results-recorder")
         try:
             await asyncio.wait([loop, results], return_when=asyncio.FIRST_COMPLETED)

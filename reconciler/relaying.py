@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
@@ -28,6 +30,7 @@ from messages.actions import ActionResult
 from reconciler.consuming import Stopped
 from runtime import failpoints, serving
 from runtime.bus import Bus, publish_async, stored
+from runtime.deadletter import RESULTS, Halts, Original, dead_letter
 from store.port import RelayPort
 from store.results import ResultRow
 
@@ -89,7 +92,8 @@ async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | Non
 
 
 async def record_results(bus: Bus, recorder: Recorder, partitions: Collection[int] | None = None,
-                         ack_wait: float = 30.0, stop: asyncio.Event | None = None) -> None:
+                         ack_wait: float = 30.0, stop: asyncio.Event | None = None, *, by: str = "reconciler",
+                         halts: Halts | None = None) -> None:
     """Feeds the executors' results to `recorder.record_results` (the reconciler), acking after it
     committed them.
 
@@ -101,16 +105,22 @@ async def record_results(bus: Bus, recorder: Recorder, partitions: Collection[in
     `stop` ends it within a fetch (a second): what a fetch brought in after it was set is handed back
     (nak) for the next binding at once. Rebuilding a split reconciler's loop stops its recorder that way
     rather than by cancelling it mid-fetch, which would strand the results the server had already sent
-    until their ack wait ran out."""
+    until their ack wait ran out.
+
+    An unusable result is moved to KUBUS_DEAD (`by` says who did) and acked. At a result of a newer kubus the
+    consumer stops (`halts`: /readyz false) until `stop`, leaving it and what came after it unacked."""
     stop = stop or asyncio.Event()
+    halts = halts or Halts()
+    halts.clear(RESULTS)
+    sink = _Sink(bus, recorder, stop, by, halts)
     if partitions is None:
-        await _record(bus, recorder, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait, stop)
+        await _record(sink, f"{bus.prefix}.results.>", RESULTS_CONSUMER, ack_wait)
         return
     try:
         async with asyncio.TaskGroup() as group:
             for p in sorted(partitions):
-                group.create_task(_record(bus, recorder, subjects.result_subject(str(p), bus.prefix),
-                                          f"{RESULTS_CONSUMER}-{p}", ack_wait, stop))
+                group.create_task(_record(sink, subjects.result_subject(str(p), bus.prefix),
+                                          f"{RESULTS_CONSUMER}-{p}", ack_wait))
     except ExceptionGroup as group_error:  # what failed, not "unhandled errors in a TaskGroup"
         raise group_error.exceptions[0] from None
 
@@ -123,8 +133,19 @@ class StreamMissing(RuntimeError):
 CONSUMER_CHECK = 10  # idle fetches (about a second each) between two checks that the consumer still exists
 
 
-async def _record(bus: Bus, recorder: Recorder, subject: str, durable: str, ack_wait: float,
-                  stop: asyncio.Event) -> None:
+@dataclass(frozen=True)
+class _Sink:
+    """Where a results consumer's messages go, and what it answers to."""
+
+    bus: Bus
+    recorder: Recorder
+    stop: asyncio.Event
+    by: str
+    halts: Halts
+
+
+async def _record(sink: _Sink, subject: str, durable: str, ack_wait: float) -> None:
+    bus, stop = sink.bus, sink.stop
     stream = bus.stream(subjects.RESULTS_STREAM)
     config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5000, ack_wait=ack_wait)
     while not stop.is_set():
@@ -134,7 +155,7 @@ async def _record(bus: Bus, recorder: Recorder, subject: str, durable: str, ack_
             raise StreamMissing(f"stream {stream} is gone ({exc.description or exc}); results on {subject} "
                                 f"cannot be recorded") from None
         try:
-            gone = await _record_until(bus, recorder, sub, subject, stop)
+            gone = await _record_until(sink, sub, subject)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -143,9 +164,11 @@ async def _record(bus: Bus, recorder: Recorder, subject: str, durable: str, ack_
         log.warning("results consumer %s on %s is gone; binding it again", durable, stream)
 
 
-async def _record_until(bus: Bus, recorder: Recorder, sub: Any, subject: str, stop: asyncio.Event) -> bool:
+async def _record_until(sink: _Sink, sub: Any, subject: str) -> bool:
     """Records until `stop` or the recorder's loop stopped (False), or until the consumer is found gone
     (True: the caller binds it again)."""
+    bus, recorder, stop = sink.bus, sink.recorder, sink.stop
+    stream = bus.stream(subjects.RESULTS_STREAM)
     idle = 0
     while not stop.is_set():
         try:
@@ -170,14 +193,21 @@ async def _record_until(bus: Bus, recorder: Recorder, sub: Any, subject: str, st
             return False
         results: list[ActionResult] = []
         rows: list[ResultRow] = []
-        for msg in msgs:
+        taken: list[Msg] = []  # the messages of `results`
+        newer: codec.NewerSchema | None = None
+        later: list[Msg] = []  # from a result of a newer kubus on: left for an upgraded recorder
+        for index, msg in enumerate(msgs):
             try:
                 result = codec.decode_result(msg.data)
+            except codec.NewerSchema as exc:
+                newer, later = exc, msgs[index:]
+                break
             except codec.BadMessage as exc:
-                log.error("unusable result on %s dead-lettered: %s", msg.subject, exc)
-                await bus.js.publish(subjects.dead_subject("results", bus.prefix), msg.data,
-                                     headers={"Kubus-Reason": str(exc), "Kubus-Subject": msg.subject})
+                original = Original(stream, msg.metadata.sequence.stream, msg.subject, msg.data)
+                await dead_letter(bus, RESULTS, original, exc.reason, str(exc), sink.by)
+                await msg.ack()
                 continue
+            taken.append(msg)
             serving.ACTIONS.labels(action=result.action, outcome=result.outcome).inc()
             results.append(result)
             rows.append(ResultRow(
@@ -191,14 +221,22 @@ async def _record_until(bus: Bus, recorder: Recorder, sub: Any, subject: str, st
                 await recorder.record_results(results, rows)
             except Exception as exc:  # not committed (the partition moved): the next owner gets them
                 log.info("results on %s not recorded, left for redelivery: %s", subject, exc)
-                for msg in msgs:
+                for msg in [*taken, *later]:
                     with contextlib.suppress(Exception):
                         await msg.nak()
                 if isinstance(exc, Stopped):
                     return False
                 continue
-        for msg in msgs:
+        for msg in taken:
             await msg.ack()
+        if newer is not None:
+            for msg in later:
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            first = later[0]
+            sink.halts.halt(RESULTS, f"{stream}#{first.metadata.sequence.stream} ({first.subject})", str(newer))
+            await stop.wait()
+            return False
     return False
 
 

@@ -17,6 +17,7 @@ from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import record_results, relay
 from runtime.bus import Bus
+from runtime.deadletter import Halts
 from runtime.serving import Health
 from store.engine import Store
 
@@ -40,19 +41,23 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     log.info("feature gates %s; informers' resync every %s", settings.feature_gates.as_dict(),
              settings.resync_period or "never")
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
+    # a consumer stopped at a message of a newer kubus: not ready, still alive (docs/production.md, "Upgrades")
+    halts = Halts()
+    health.ready_when("reconciler-no-newer-messages", halts.ready)
     stop = asyncio.Event()
     keeper_task: asyncio.Task[None] | None = None
     loop: Reconciler | PartitionedReconciler
     if lease_ttl is None:
-        loop = reconciler = Reconciler(bus, store, instance=instance, settings=settings)
+        loop = reconciler = Reconciler(bus, store, instance=instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
                  asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop), name="outbox-relay"),
-                 asyncio.create_task(record_results(bus, reconciler, stop=stop), name="results-recorder")]
+                 asyncio.create_task(record_results(bus, reconciler, stop=stop, by=instance, halts=halts),
+                                     name="results-recorder")]
     else:
         keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
                              info={"host": socket.gethostname(), "pid": os.getpid()})
-        loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings)
+        loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: split.caught_up)
         keeper_task = asyncio.create_task(keeper.run(), name="lease-keeper")
         tasks = [keeper_task,

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
 from kube.times import parse_time
 from messages import codec, subjects
 from reconciler.core import batch, stepping
@@ -159,8 +157,10 @@ class Engine:
         what_if = self.what_if
         owned = None if tick.partitions is None else frozenset(tick.partitions)
         reads = None if owned is None else owned | {stepping.CLUSTER_PARTITION}
+        recorded_count = (state or {}).get("partition_count")
+        count = recorded_count if isinstance(recorded_count, int) else subjects.DEFAULT_PARTITIONS
         for seq, subject, payload in bundle.messages:
-            if reads is not None and stepping.partition_of_subject(subject) not in reads:
+            if reads is not None and stepping.classify(subject, count)[0] not in reads:
                 continue
             if what_if is not None:
                 changed = what_if.payload(payload)
@@ -168,14 +168,14 @@ class Engine:
                     continue
                 payload = changed
             try:
-                stepping.bootstrap_one(cache, payload, seq)
-            except (codec.BadMessage, msgspec.DecodeError, ValueError) as exc:
+                stepping.bootstrap_one(cache, subject, payload, seq, count)
+            except codec.BadMessage as exc:  # the live bootstrap moved it to KUBUS_DEAD and went on
                 log.warning("%s: skipping unusable state message %d on %s: %s", bundle.where, seq, subject, exc)
+            except codec.NewerSchema as exc:
+                raise ReplayError(f"{bundle.where}: state message {seq} on {subject}: {exc}") from None
         if what_if is not None:
             for event in what_if.extra_objects(tick.at):
                 cache.apply(event, 1)
-        recorded_count = (state or {}).get("partition_count")
-        count = recorded_count if isinstance(recorded_count, int) else subjects.DEFAULT_PARTITIONS
         if owned is None:
             if self.state is not None and self.compare and state is not None and self.divergence is None:
                 self.divergence = compare_state(bundle, self.store.load_now(), _loaded(state))
@@ -210,6 +210,10 @@ class Engine:
         # every batch tick was committed, so it commits here too (recorded)
         commit = batch.run_batch(state, bundle.messages, bundle.results, tick.at, tick.caught_up, recorded=True,
                                  rewrite=None if self.what_if is None else self.what_if.events)
+        # the unusable messages the live loop moved to KUBUS_DEAD are skipped here alike; a batch that stopped
+        # before a newer kubus's message recorded only what it consumed before it
+        for bad in commit.unusable:
+            log.info("%s: unusable event %d skipped (%s): %s", bundle.where, bad.seq, bad.reason, bad.error)
         self.store.write(commit)
         self.now = tick.at
         stats = self.stats

@@ -134,7 +134,7 @@ def _targets(payload: bytes) -> tuple[Any, ...]:
         from reconciler.core.audit_targets import targets_of
 
         return tuple(targets_of(codec.decode_action(payload)))
-    except (ImportError, codec.BadMessage):
+    except (ImportError, codec.BadMessage, codec.NewerSchema):
         return ()
 
 

@@ -302,8 +302,8 @@ class World:
         last: dict[str, stepping.Message] = {}
         for message in self.stream:
             last[message[1]] = message
-        for seq, _, payload in sorted(last.values(), key=lambda m: m[0]):
-            stepping.bootstrap_one(cache, payload, seq)
+        for seq, subject, payload in sorted(last.values(), key=lambda m: m[0]):
+            stepping.bootstrap_one(cache, subject, payload, seq)
         # the bootstrap is the stream as it is: as new as it is consistent
         self.state = batch.start(batch.Loaded(
             stored=self.store.load_now(), partition_count=self.partitions, prefix=self.prefix,

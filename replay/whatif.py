@@ -191,7 +191,7 @@ class WhatIf:
         if isinstance(payload, bytes):
             try:
                 payload = codec.decode_observed(payload)
-            except codec.BadMessage:
+            except (codec.BadMessage, codec.NewerSchema):  # the replay's select decides about it
                 return payload
         return self.event(payload)
 

@@ -35,6 +35,11 @@ STREAM_LAG = Gauge("kubus_stream_lag_messages", "Messages not yet processed by t
 ACTIONS = Counter("kubus_action_results_recorded_total", "Action results the reconciler recorded",
                   ["action", "outcome"])
 OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published")
+# poison (runtime/deadletter.py): one counter for every consumer, the executor's included
+DEAD_LETTERED = Counter("kubus_dead_lettered_total", "Messages copied to KUBUS_DEAD and skipped, by the subject "
+                        "family they came from and why they could not be used", ["origin", "reason"])
+HALTED = Gauge("kubus_consumer_halted", "1 while a consumer is stopped at a message of a newer schema version than "
+               "this process understands: upgrade the process", ["consumer"])
 # how full each of kubus's streams is, refreshed every STREAMS_REFRESH seconds by every service serving /metrics
 STREAM_MESSAGES = Gauge("kubus_stream_messages", "Messages a stream holds", ["stream"])
 STREAM_BYTES = Gauge("kubus_stream_bytes", "Bytes a stream holds", ["stream"])

@@ -13,7 +13,8 @@ A `Commit` is everything one transaction writes: the stream positions, the obser
 expectations and failed-pod backoff the controllers changed (and the backoff's garbage collection), the
 decisions with their actions, and the input log's ticks (the start's, with the first commit, then the
 batch's). `commit.empty` says whether the batch needs a transaction at all; an empty one leaves the start's
-tick and positions for the next.
+tick and positions for the next. It also says, for the live loop, which messages the batch could not use
+(moved to KUBUS_DEAD before the commit) and which message of a newer kubus it stopped before (the loop stops).
 """
 
 from __future__ import annotations
@@ -125,6 +126,10 @@ class Commit:
     decisions: list[Sync] = field(default_factory=list)
     start_tick: Tick | None = None  # the start's tick, with its first commit
     batch: BatchTick | None = None
+    # not written by the store: the messages the batch consumed and could not use (the live loop moves them to
+    # KUBUS_DEAD before it commits), and the one it stopped before (a newer schema version: the loop stops)
+    unusable: list[stepping.Unusable] = field(default_factory=list)
+    halted: stepping.Halt | None = None
 
     @property
     def acts(self) -> bool:
@@ -198,14 +203,19 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
     controllers = state.controllers
     if caught_up:
         catch_up(state)
-    batch = stepping.select(messages, state.positions, state.reads)
+    batch = stepping.select(messages, state.positions, state.reads, state.partition_count)
+    # a batch that stopped before a message of a newer kubus consumed only what came before it: that is what
+    # its tick records, and where the loop resumes once upgraded
+    if batch.halted is not None:
+        messages = messages[:batch.consumed]
     events = batch.events if rewrite is None else rewrite(batch.events)
-    changes = stepping.fold(state.cache, events)
+    unusable = list(batch.unusable)
+    changes = stepping.fold(state.cache, events, unusable=unusable)
     step = stepping.decide(controllers, changes, results, now, caught_up)
     outcome = step.outcome
     if not (recorded or batch.events or batch.last_seq or outcome.decisions or outcome.expectations
             or outcome.expectations_deleted or step.touched or step.collect):
-        return Commit(consumer=CONSUMER, at=now, empty=True)
+        return Commit(consumer=CONSUMER, at=now, empty=True, halted=batch.halted)
     positions, state.new_positions = state.new_positions, {}  # a failed commit ends the loop: none later needs them
     for partition, seq in batch.last_seq.items():
         positions[partition] = max(positions.get(partition, 0), seq)
@@ -219,6 +229,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         expectations_deleted=sorted(outcome.expectations_deleted), backoff=outcome.backoff,
         backoff_gc_before=gc_cutoff(now) if step.collect else None,
         decisions=[_sync(state, decided) for decided in outcome.decisions], start_tick=start_tick,
+        unusable=sorted(unusable, key=lambda u: u.seq), halted=batch.halted,
         batch=BatchTick(state.instance, now, caught_up, min(seqs, default=None), max(seqs, default=None),
                          state.partitions, results))
 

@@ -4,8 +4,11 @@
 through these, so a replay feeds the controllers exactly what the live loop fed them, in the same order:
 
 1. :func:`select`: the batch's stream messages, minus those a partition already committed (after a
-   restart the loop re-reads from the lowest committed position), decoded;
-2. :func:`fold`: the events into the cache, each giving the change the handlers see;
+   restart the loop re-reads from the lowest committed position), decoded; the unusable ones set aside
+   with their reasons (the shell moves them to KUBUS_DEAD), and the batch ended before one of a newer
+   schema version (the shell stops there);
+2. :func:`fold`: the events into the cache, each giving the change the handlers see (an event whose
+   object does not decode is set aside as unusable too);
 3. :func:`decide`: the executors' results, then the changes, then the syncs that are due (once caught
    up; before that only the expectations' changes), then the failed-pod backoff's garbage collection.
 
@@ -15,9 +18,8 @@ is recorded per batch in `reconciler_ticks` (reconciler/core/ticks.py), which is
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -32,8 +34,6 @@ from reconciler.core.cache import Cache, Change
 from reconciler.core.controllers import STATUS_ONLY_INTERVAL, Controllers, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
-
-log = logging.getLogger("kubus.reconciler")
 
 CLUSTER_PARTITION = -1  # how the cluster partition is stored in consumer_positions
 
@@ -50,44 +50,99 @@ def partition_number(partition: str) -> int:
 
 
 def partition_of_subject(subject: str) -> int:
-    """`<prefix>.events.<partition>.<kind>.<uid>` -> the partition's number."""
+    """`<prefix>.events.<partition>.<kind>.<uid>` -> the partition's number (raises ValueError for a subject
+    that names none: see `classify`)."""
     return partition_number(subject.split(".")[2])
+
+
+# where a message whose subject names no partition counts: one partition, so that one reconciler of a split
+# deployment (its owner) moves it to KUBUS_DEAD and its committed position keeps it from being read again
+MALFORMED_SUBJECT_PARTITION = 0
+
+
+def classify(subject: str, partition_count: int | None = None) -> tuple[int, codec.BadMessage | None]:
+    """The partition a KUBUS_EVENTS (or KUBUS_STATE) message counts in, and what is wrong with its subject:
+    `<prefix>.<events|state>.<partition>.<kind>.<uid>`, the partition `cluster` or a number below
+    `partition_count`. A subject that is not such counts in MALFORMED_SUBJECT_PARTITION."""
+    parts = subject.split(".")
+    if len(parts) == 5:
+        partition = parts[2]
+        if partition == subjects.CLUSTER:
+            return CLUSTER_PARTITION, None
+        if partition.isascii() and partition.isdigit() and (partition_count is None
+                                                           or int(partition) < partition_count):
+            return int(partition), None
+        why = f"partition {partition!r} is not `cluster` nor one of the bus's {partition_count or ''} partitions"
+    else:
+        why = "not <prefix>.events.<partition>.<kind>.<uid>"
+    return MALFORMED_SUBJECT_PARTITION, codec.BadMessage(codec.BAD_SUBJECT, f"subject {subject!r}: {why}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """A message the batch could not use, and why: the shell moves it to KUBUS_DEAD before it commits the
+    position past it. `subject` is "" when the message was decoded and its object did not (fold)."""
+
+    seq: int
+    subject: str
+    reason: str  # codec.REASONS
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """The message the batch stopped before: written by a newer kubus (codec.NewerSchema)."""
+
+    seq: int
+    subject: str
+    error: str
 
 
 @dataclass
 class Batch:
     events: list[tuple[ObservedEvent, int]]
     last_seq: dict[int, int]  # partition -> the batch's last sequence there (skipped messages included)
+    unusable: list[Unusable] = field(default_factory=list)  # consumed (counted in last_seq), not applied
+    halted: Halt | None = None  # the batch ends before this message: nothing from it on is consumed
+    consumed: int = 0  # how many of the messages given the batch consumed (all of them unless halted)
 
 
-def select(messages: Iterable[Message], positions: Mapping[int, int],
-           partitions: Container[int] | None = None) -> Batch:
-    """The batch's events to apply: those after their partition's committed position, decoded (an
-    unusable one is logged and skipped; its sequence still counts as consumed). With `partitions`
-    (a reconciler of a split deployment), messages of other partitions are not this reconciler's:
-    skipped and not counted."""
+def select(messages: Sequence[Message], positions: Mapping[int, int],
+           partitions: Container[int] | None = None, partition_count: int | None = None) -> Batch:
+    """The batch's events to apply: those after their partition's committed position, decoded. An unusable one
+    (a bad subject, codec.BadMessage) is returned in `unusable`; its sequence still counts as consumed. One of
+    a newer schema version (codec.NewerSchema) ends the batch before it: `halted`, and neither it nor what
+    follows is consumed. With `partitions` (a reconciler of a split deployment), messages of other partitions
+    are not this reconciler's: skipped and not counted."""
     events: list[tuple[ObservedEvent, int]] = []
     last_seq: dict[int, int] = {}
-    for seq, subject, payload in messages:
-        partition = partition_of_subject(subject)
+    unusable: list[Unusable] = []
+    for index, (seq, subject, payload) in enumerate(messages):
+        partition, bad_subject = classify(subject, partition_count)
         if partitions is not None and partition not in partitions:
             continue
-        last_seq[partition] = seq
         if seq <= positions.get(partition, 0):
+            last_seq[partition] = seq
             continue  # committed before a restart
-        if isinstance(payload, ObservedEvent):
+        if bad_subject is not None:
+            unusable.append(Unusable(seq, subject, bad_subject.reason, str(bad_subject)))
+        elif isinstance(payload, ObservedEvent):
             events.append((payload, seq))
-            continue
-        try:
-            events.append((codec.decode_observed(payload), seq))
-        except codec.BadMessage as exc:
-            log.error("event %d on %s is unusable and skipped: %s", seq, subject, exc)
-    return Batch(events, last_seq)
+        else:
+            try:
+                events.append((codec.decode_observed(payload), seq))
+            except codec.NewerSchema as exc:
+                return Batch(events, last_seq, unusable, Halt(seq, subject, str(exc)), index)
+            except codec.BadMessage as exc:
+                unusable.append(Unusable(seq, subject, exc.reason, str(exc)))
+        last_seq[partition] = seq
+    return Batch(events, last_seq, unusable, None, len(messages))
 
 
 def fold(cache: Cache, events: Iterable[tuple[ObservedEvent, int]],
-         count: Callable[[ObservedEvent], None] | None = None) -> Changes:
-    """Applies the events to the cache in order; the changes, for the controllers' handlers."""
+         count: Callable[[ObservedEvent], None] | None = None, unusable: list[Unusable] | None = None) -> Changes:
+    """Applies the events to the cache in order; the changes, for the controllers' handlers. An event whose
+    object does not decode changes nothing more and is added to `unusable`."""
     changes: Changes = []
     for event, seq in events:
         if count is not None:
@@ -95,21 +150,30 @@ def fold(cache: Cache, events: Iterable[tuple[ObservedEvent, int]],
         try:
             change = cache.apply(event, seq)
         except (msgspec.DecodeError, ValueError) as exc:
-            log.error("%s %s/%s at sequence %d does not decode, ignored: %s", event.kind, event.namespace,
-                      event.name, seq, exc)
+            if unusable is not None:
+                unusable.append(Unusable(seq, "", codec.BAD_OBJECT, f"{event.kind} {event.namespace}/{event.name} "
+                                         f"at sequence {seq} does not decode: {exc}"))
             continue
         if change is not None:
             changes.append((change, seq, event.msg_id))
     return changes
 
 
-def bootstrap_one(cache: Cache, payload: Payload, seq: int) -> Change | None:
+def bootstrap_one(cache: Cache, subject: str, payload: Payload, seq: int,
+                  partition_count: int | None = None) -> Change | None:
     """One message of KUBUS_STATE (the last event of an object) into a starting reconciler's cache.
 
-    Raises codec.BadMessage, msgspec.DecodeError or ValueError for an unusable message (the caller
-    logs and skips it)."""
+    Raises codec.BadMessage for an unusable message (the caller moves it to KUBUS_DEAD), codec.NewerSchema
+    for one of a newer kubus (the caller does not start)."""
+    _, bad_subject = classify(subject, partition_count)
+    if bad_subject is not None:
+        raise bad_subject
     event = payload if isinstance(payload, ObservedEvent) else codec.decode_observed(payload)
-    return cache.apply(event, seq, final_state=False)  # what a deleted object was matters to no bootstrap
+    try:
+        return cache.apply(event, seq, final_state=False)  # what a deleted object was matters to no bootstrap
+    except (msgspec.DecodeError, ValueError) as exc:
+        raise codec.BadMessage(codec.BAD_OBJECT, f"{event.kind} {event.namespace}/{event.name} does not "
+                               f"decode: {exc}") from None
 
 
 @dataclass

@@ -24,6 +24,7 @@ from executor.service import run_executor
 from messages import codec, subjects
 from messages.actions import Action, ActionResult
 from runtime.bus import Bus, ensure_streams
+from runtime.deadletter import Halts
 from runtime.natsserver import EmbeddedNats
 from tests.simulation import SimProcess
 
@@ -91,6 +92,7 @@ class Running:
     metrics: ExecutorMetrics
     stop: asyncio.Event
     task: asyncio.Task[None]
+    halts: Halts  # what its /readyz reads: stopped at an action of a newer kubus
 
     def check(self) -> None:
         """Fails the test at once if the executor died, instead of at a wait's deadline."""
@@ -106,10 +108,10 @@ def executor(config: ExecutorConfig) -> Callable[..., AbstractAsyncContextManage
     @asynccontextmanager
     async def start(**overrides: Any) -> AsyncIterator[Running]:
         cfg = replace(config, **overrides)
-        stop, metrics = asyncio.Event(), ExecutorMetrics()
-        task = asyncio.create_task(run_executor(cfg, stop=stop, metrics=metrics))
+        stop, metrics, halts = asyncio.Event(), ExecutorMetrics(), Halts()
+        task = asyncio.create_task(run_executor(cfg, stop=stop, metrics=metrics, halts=halts))
         try:
-            yield Running(cfg, metrics, stop, task)
+            yield Running(cfg, metrics, stop, task, halts)
         finally:
             stop.set()
             if not task.cancelled():

@@ -12,15 +12,18 @@ from pathlib import Path
 import msgspec
 import pytest
 from nats.js.errors import NotFoundError
+from prometheus_client import REGISTRY
 
 from executor.config import ExecutorConfig
 from executor.service import run_executor
-from messages import subjects
+from messages import codec, subjects
 from messages.actions import SUCCEEDED
+from messages.observed import SCHEMA_VERSION
 from runtime.bus import Bus, NatsUnavailable
 from runtime.kubeconfig import KubeconfigError
 from tests.executor.builders import create_pods, envelope
-from tests.executor.conftest import Running, eventually, pods_of, publish, results_for
+from tests.executor.conftest import Running, eventually, pods_of, publish, results_for, stored_results
+from tests.poison.conftest import dead_count
 from tests.simulation import SimProcess
 
 Start = Callable[..., AbstractAsyncContextManager[Running]]
@@ -28,30 +31,78 @@ Start = Callable[..., AbstractAsyncContextManager[Running]]
 
 async def test_poison_messages_are_dead_lettered_and_the_next_action_still_runs(
         bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
-    """Each undecodable message lands in the dead-letter stream with its reason and subject."""
+    """Each unusable message lands in the dead-letter stream with its reason and where it came from, counted in
+    kubus_dead_lettered_total{origin="actions"} (the one counter every consumer uses)."""
     subject = subjects.action_subject(bus.partition_of(namespace), bus.prefix)
     poison = [
-        (b"not json at all", "not a action message"),
-        (msgspec.json.encode({"v": 99, "type": "create_pods"}), "schema version 99"),
-        (msgspec.json.encode({**envelope("x"), "type": "explode"}), "malformed action message"),
+        (subject, b"not json at all", codec.UNDECODABLE, "not a action message"),
+        (subject, msgspec.json.encode({**envelope("x"), "msg": "explode"}), codec.WRONG_KIND, "'explode'"),
+        (subject, msgspec.json.encode({**envelope("y"), "msg": "delete_pod"}), codec.MALFORMED,
+         "malformed action message"),
+        (subject, msgspec.json.encode({**envelope("z"), "msg": "delete_pod", "namespace": namespace, "name": "p",
+                                       "uid": "u", "issued_at": "teatime"}), codec.BAD_TIMESTAMP, "issued_at"),
+        (f"{bus.prefix}.actions.notapartition", codec.encode(create_pods(namespace, 1, stem="lost")),
+         codec.BAD_SUBJECT, "notapartition"),
     ]
+    before = {reason: dead_count("actions", reason) for _, _, reason, _ in poison}
     async with executor() as running:
-        for i, (data, _) in enumerate(poison):
-            await bus.js.publish(subject, data, headers={"Nats-Msg-Id": f"poison-{i}"})
+        sequences = [(await bus.js.publish(s, data, headers={"Nats-Msg-Id": f"poison-{i}"})).seq
+                     for i, (s, data, _, _) in enumerate(poison)]
         await publish(bus, create_pods(namespace, 2))
         results = await results_for(bus, 2, (running,))
-        assert running.metrics.deliveries["dead_lettered"] == 3
+        assert {reason: dead_count("actions", reason) - before[reason] for reason in before} == dict.fromkeys(
+            before, 1.0)
+        assert "dead_lettered" not in running.metrics.deliveries  # one name for the concept
+        assert running.halts.ready()
     assert {r.outcome for r in results} == {SUCCEEDED}
     dead = bus.stream(subjects.DEAD_STREAM)
-    stored = [await bus.js.get_msg(dead, seq) for seq in (1, 2, 3)]
-    assert sorted(m.data or b"" for m in stored) == sorted(data for data, _ in poison)
+    stored = [await bus.js.get_msg(dead, seq) for seq in range(1, len(poison) + 1)]
     for msg in stored:
-        reason = next(why for data, why in poison if data == msg.data)
-        assert msg.subject == subjects.dead_subject("actions", bus.prefix)
         assert msg.headers is not None
-        assert reason in msg.headers["Kubus-Dead-Reason"]
-        assert msg.headers["Kubus-Original-Subject"] == subject
+        seq = int(msg.headers["Kubus-Original-Sequence"])
+        original_subject, data, reason, text = poison[sequences.index(seq)]
+        assert msg.data == data
+        assert msg.subject == subjects.dead_subject("actions", bus.prefix)
+        assert msg.headers["Kubus-Dead-Reason"] == reason
+        assert text in msg.headers["Kubus-Dead-Error"]
+        assert msg.headers["Kubus-Original-Subject"] == original_subject
+        assert msg.headers["Kubus-Original-Stream"] == bus.stream(subjects.ACTIONS_STREAM)
     assert len(await pods_of(sim, namespace)) == 2
+
+
+async def test_a_newer_action_is_left_for_a_newer_executor_and_this_one_stops_taking_actions(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not dead-lettered (its controller would wait for a result for ever): NAKed, and this executor takes no
+    more actions, /readyz false, until an upgraded one applies it and what came after it."""
+    newer = create_pods(namespace, 2, stem="newer")
+    data = msgspec.json.encode({**msgspec.json.decode(codec.encode(newer)), "v": SCHEMA_VERSION + 1})
+    async with executor() as running:
+        await bus.js.publish(subjects.action_subject(bus.partition_of(namespace), bus.prefix), data,
+                             headers={"Nats-Msg-Id": newer.key})
+
+        async def halted() -> bool:
+            return not running.halts.ready()
+
+        await eventually(halted, what="the executor to stop at the newer action", running=(running,))
+        assert "schema version 2; this kubus understands up to 1: upgrade this process" in (
+            running.halts.halted["actions"])
+        assert REGISTRY.get_sample_value("kubus_consumer_halted", {"consumer": "actions"}) == 1
+        await publish(bus, create_pods(namespace, 1, stem="after"))
+
+        async def not_pulling() -> bool:  # a fetch in flight as it halted ends, and is not followed by another
+            info = await bus.js.consumer_info(bus.stream(subjects.ACTIONS_STREAM), running.config.durable)
+            return info.num_waiting == 0
+
+        await eventually(not_pulling, what="the executor to stop pulling", running=(running,))
+        running.check()  # alive
+    assert await stored_results(bus) == [] and await pods_of(sim, namespace) == []
+    assert (await bus.js.stream_info(bus.stream(subjects.DEAD_STREAM))).state.messages == 0
+    monkeypatch.setattr(codec, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    async with executor() as running:
+        results = await results_for(bus, 3, (running,))
+        assert running.halts.ready()
+    assert {r.outcome for r in results} == {SUCCEEDED}
+    assert sorted(p["metadata"]["name"] for p in await pods_of(sim, namespace)) == ["after-0", "newer-0", "newer-1"]
 
 
 async def test_two_executors_split_the_work_and_apply_each_action_once(
