@@ -14,12 +14,21 @@ from typing import Any
 
 import pytest
 from nats.js.errors import NotFoundError
+from prometheus_client import REGISTRY
 
+from kube.testing import replicaset
 from messages import subjects
 from messages.codec import decode_observed
-from messages.observed import DELETED_FINAL_STATE_UNKNOWN
-from runtime.bus import connect, ensure_streams
+from messages.observed import ADDED, DELETED_FINAL_STATE_UNKNOWN
+from reconciler.consuming import SoleReconciler
+from reconciler.core.batch import CONSUMER
+from reconciler.core.stepping import partition_number
+from runtime.bus import Bus, connect, ensure_streams, events_info, identity
+from store.memory import MemoryStore
+from store.streams import INGEST, RECONCILER
+from tests.leases.test_split_reconcilers import until
 from tests.pipeline.harness import Pipeline
+from tests.pipeline.test_loop_rebuild import publish
 from tests.simulation import wait_for
 
 
@@ -162,3 +171,60 @@ def test_tombstones_expire_and_a_relist_still_finds_what_is_really_gone(pipeline
                     what="the relist's DELETED_FINAL_STATE_UNKNOWN")
     assert uids == {gone["metadata"]["uid"]}, (uids, p.logs())
     p.wait_for_pods("t", 3)
+
+
+# --- the reconciler on its own, against a real NATS ------------------------------------------------------------
+def resets_counted(bus: Bus) -> float:
+    labels = {"stream": bus.stream(subjects.EVENTS_STREAM), "service": "reconciler"}
+    return REGISTRY.get_sample_value("kubus_stream_resets_total", labels) or 0.0
+
+
+async def test_positions_past_the_end_of_the_same_stream_start_over_loudly(
+        bus: Bus, caplog: pytest.LogCaptureFixture) -> None:
+    """A stream that lost its last events keeps its creation time: the positions past its end say it."""
+    rs = replicaset("web").ns("shop").uid("rs-1").rv("10").build()
+    seq = await publish(bus, rs, ADDED)
+    store = MemoryStore()
+    store.identities[RECONCILER] = identity(await events_info(bus))
+    store.positions[CONSUMER] = {partition_number(bus.partition_of("shop")): seq + 500}
+    counted = resets_counted(bus)
+    reconciler = SoleReconciler(bus, store, "r-1")
+    running = asyncio.create_task(reconciler.run())
+    try:
+        async def caught_up() -> bool:
+            return reconciler.caught_up
+        await until(caught_up, "the reconciler caught up")
+        # the ReplicaSet was read (not skipped behind the stale position): its controller is known
+        assert reconciler.current.cache.named("ReplicaSet", "shop", "web") is not None
+    finally:
+        reconciler.stop()
+        await asyncio.wait_for(running, 30)
+    [reset] = store.resets
+    assert reset.reason.startswith("lost events") and reset.positions and reset.last_seq == seq
+    assert resets_counted(bus) == counted + 1
+    assert any(r.levelname == "ERROR" and "was reset" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_sole_reconciler_starts_over_on_a_stream_created_anew_under_it(bus: Bus) -> None:
+    first = replicaset("old").ns("shop").uid("rs-1").rv("10").build()
+    await publish(bus, first, ADDED)
+    store = MemoryStore()
+    reconciler = SoleReconciler(bus, store, "r-1")
+    running = asyncio.create_task(reconciler.run())
+    try:
+        async def sees(name: str) -> bool:
+            return reconciler.caught_up and reconciler.current.cache.named("ReplicaSet", "shop", name) is not None
+        await until(lambda: sees("old"), "the first ReplicaSet")
+        loop = reconciler.current
+        await bus.js.delete_stream(bus.stream(subjects.EVENTS_STREAM))
+        await ensure_streams(bus.nc, prefix=bus.prefix, partitions=bus.partitions)
+        store.identities[INGEST] = identity(await events_info(bus))  # what ingest records once it relisted
+        await publish(bus, replicaset("new").ns("shop").uid("rs-2").rv("20").build(), ADDED)
+        await until(lambda: sees("new"), "the ReplicaSet of the new stream", timeout=60)
+        assert reconciler.current is not loop
+        assert reconciler.current.cache.named("ReplicaSet", "shop", "old") is None  # a cache of the new stream only
+    finally:
+        reconciler.stop()
+        await asyncio.wait_for(running, 30)
+    [reset] = store.resets
+    assert reset.reason == "created anew" and reset.new_created == store.identities[RECONCILER]
