@@ -89,7 +89,8 @@ def test_a_recreated_events_stream_is_a_loud_rebootstrap_that_converges(pipeline
     assert "was reset" in (p.workdir / "ingest.log").read_text()
     rows = p.sql("SELECT stream, old_created, new_created, reason FROM stream_resets")
     assert len(rows) == 1 and rows[0][0] == events and rows[0][2] == created and rows[0][1] != created, rows
-    assert p.sql("SELECT created FROM stream_identities ORDER BY name") == [(created,), (created,)]
+    identities = p.sql("SELECT created FROM stream_identities WHERE name IN ('ingest', 'reconciler')")
+    assert identities == [(created,), (created,)]
     # the audit trail's events of the old stream moved below 1: the new stream's own are all recorded
     assert p.sql("SELECT count(*) FROM observed_events WHERE stream_seq > 0 AND namespace = 'after'")[0][0] > 0
 
