@@ -3,6 +3,10 @@
 A port with two adapters here (memory, NATS KV); the store package adds a SQL one. A saved
 checkpoint promises that every event of the kind up to that version is on the bus, whichever
 replica published it, so replicas may share one.
+
+The promise holds for one KUBUS_EVENTS: next to the checkpoints each adapter keeps the identity (the
+creation time, runtime.bus.identity) of the stream ingest has relisted every kind into. Checkpoints recorded
+for another stream (it was created anew) are not resumed from: every kind is listed again.
 """
 
 from __future__ import annotations
@@ -21,18 +25,34 @@ class Checkpoints(Protocol):
 
     async def save(self, kind: str, rv: str) -> None: ...
 
+    async def stream_identity(self) -> str | None:
+        """The KUBUS_EVENTS (its creation time) every kind was last listed into; None: never recorded."""
+        ...
+
+    async def save_stream_identity(self, stream: str, created: str) -> None: ...
+
 
 class MemoryCheckpoints:
     """For tests and a throw-away ingest: a restart of the process starts over with a relist."""
 
-    def __init__(self, initial: dict[str, str] | None = None):
+    def __init__(self, initial: dict[str, str] | None = None, stream: str | None = None):
         self.saved: dict[str, str] = dict(initial or {})
+        self.stream = stream
+
+    async def stream_identity(self) -> str | None:
+        return self.stream
+
+    async def save_stream_identity(self, stream: str, created: str) -> None:
+        self.stream = created
 
     async def get(self, kind: str) -> str | None:
         return self.saved.get(kind)
 
     async def save(self, kind: str, rv: str) -> None:
         self.saved[kind] = rv
+
+
+STREAM_KEY = "events-stream-created"  # not a kind's name: kinds are capitalised
 
 
 def bucket_name(prefix: str) -> str:
@@ -57,6 +77,12 @@ class KvCheckpoints:
                 bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
                 description="ingest's resume points: kind -> resourceVersion"))
         return cls(kv)
+
+    async def stream_identity(self) -> str | None:
+        return await self.get(STREAM_KEY)
+
+    async def save_stream_identity(self, stream: str, created: str) -> None:
+        await self.save(STREAM_KEY, created)
 
     async def get(self, kind: str) -> str | None:
         try:

@@ -35,3 +35,6 @@ class IngestConfig:
     watch_timeout: float = 300.0  # the API ends each watch after this; it is reopened from the cursor
     list_page_size: int = 500
     stop_timeout: float = 5.0  # on shutdown, how long to wait for outstanding acks
+    stream_check_interval: float = 5.0  # seconds between two looks at whether KUBUS_EVENTS was created anew
+    # seconds a deleted object's last event stays in KUBUS_STATE (--state-tombstone-ttl); None: for ever
+    tombstone_ttl: float | None = 3600.0

@@ -55,6 +55,7 @@ class OrderedPublisher:
         self._pending: deque[_Entry] = deque()
         self._inflight: dict[str, _Entry] = {}
         self.acked_position: str | None = None
+        self.max_seq = 0  # the highest stream sequence an ack reported: a stream that ends before it lost events
 
     async def publish(self, subject: str, msg_id: str, event_type: str, payload: bytes,
                       position: str | None) -> None:
@@ -159,6 +160,8 @@ class OrderedPublisher:
         if entry.future is not None:
             if self._inflight.get(entry.subject) is entry:
                 del self._inflight[entry.subject]
+            if entry.ack is not None:
+                self.max_seq = max(self.max_seq, entry.ack.seq)
             if entry.ack is not None and entry.ack.duplicate:
                 self._counters.duplicates[self.kind] += 1
             else:

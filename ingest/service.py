@@ -7,6 +7,12 @@
 
 Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
 NATS does not answer; once running, losing either is waited out with backoff.
+
+Stream loss: checkpoints are good for the KUBUS_EVENTS they were recorded on. At start and every
+`stream_check_interval` ingest compares the stream's identity (its creation time) with the one recorded next to
+its checkpoints; a stream created anew (or one that ends before what ingest had stored in it) is said loudly (an
+error line, kubus_stream_resets_total) and every kind is listed again into it, KUBUS_STATE rebuilt first. Once
+every kind is, the new identity is recorded: what a reconciler that found the stream reset waits for.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from nats.aio.client import Client
 
-from ingest import transport
+from ingest import tombstones, transport
 from ingest.backoff import Backoff
 from ingest.checkpoints import Checkpoints, KvCheckpoints, MemoryCheckpoints
 from ingest.config import IngestConfig
@@ -27,8 +33,9 @@ from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
 from ingest.watching import KindWatcher
+from messages import subjects
 from runtime import failpoints, serving
-from runtime.bus import Bus, connected
+from runtime.bus import Bus, connected, events_info, identity, renew_state
 from runtime.deadletter import Halts
 from runtime.serving import Health
 
@@ -100,12 +107,71 @@ class Ingest:
                     list_page_size=config.list_page_size, halts=self.halts))
             log.info("ingest %s: watching %s, publishing to %s.events (%d partitions)", config.instance,
                      ", ".join(config.kinds), bus.prefix, bus.partitions)
+            recorded = await self._settle_stream(bus, checkpoints)
             async with asyncio.TaskGroup() as tasks:
                 for watcher in self._watchers:
                     tasks.create_task(watcher.run(), name=f"ingest-{watcher.kind}")
                 tasks.create_task(self._checkpoint_forever(checkpoints), name="ingest-checkpoints")
+                tasks.create_task(self._follow_stream(bus, checkpoints, recorded), name="ingest-stream")
+                if config.tombstone_ttl is not None:
+                    tasks.create_task(tombstones.expire_forever(bus, config.tombstone_ttl), name="ingest-tombstones")
         finally:
             await self._shut_down(checkpoints)
+
+    # --- stream loss ----------------------------------------------------------------------------------
+    async def _settle_stream(self, bus: Bus, checkpoints: Checkpoints) -> str | None:
+        """Which stream each kind must be listed into, before the watchers start: KUBUS_EVENTS as it is. When the
+        checkpoints were recorded on another one, every kind relists (the checkpoints say nothing of this one).
+        Returns the identity recorded next to the checkpoints."""
+        info = await events_info(bus)
+        current = identity(info)
+        recorded = await checkpoints.stream_identity()
+        if recorded is not None and recorded != current:
+            self._reset(bus, f"created anew: ingest's checkpoints refer to the stream created {recorded}, it is now "
+                             f"the one created {current}")
+            await renew_state(bus)
+        for watcher in self._watchers:
+            watcher.wanted = current
+            watcher.listed = current if recorded in (None, current) else None
+        return recorded
+
+    def _reset(self, bus: Bus, why: str) -> None:
+        name = bus.stream(subjects.EVENTS_STREAM)
+        log.error("stream %s was reset (%s): relisting every kind into it", name, why)
+        serving.STREAM_RESETS.labels(stream=name, service="ingest").inc()
+
+    async def _follow_stream(self, bus: Bus, checkpoints: Checkpoints, recorded: str | None) -> None:
+        """Every stream_check_interval: relists every kind when KUBUS_EVENTS was created anew (or ends before what
+        this process stored in it), and records the stream's identity next to the checkpoints once every kind has
+        listed (or resumed) into it."""
+        while True:
+            # the check's period; shorter while a relist is to be recorded (a reconciler may be waiting for it)
+            await asyncio.sleep(self.config.stream_check_interval if recorded is not None and all(
+                w.wanted == recorded for w in self._watchers) else min(self.config.stream_check_interval, 0.5))
+            try:
+                info = await events_info(bus)
+                current, last = identity(info), info.state.last_seq
+                stored = max((w.publisher.max_seq for w in self._watchers), default=0)
+                wanted = {w.wanted for w in self._watchers}
+                if wanted != {current} or last < stored:
+                    why = (f"created anew: it was the one created {', '.join(sorted(map(str, wanted)))}, it is now "
+                           f"the one created {current}" if wanted != {current} else
+                           f"lost events: it ends at {last}, this ingest stored up to {stored}")
+                    self._reset(bus, why)
+                    await renew_state(bus)
+                    for watcher in self._watchers:
+                        watcher.publisher.max_seq = 0
+                        watcher.relist_into(current)
+                elif recorded != current and all(w.listed == current for w in self._watchers):
+                    await checkpoints.save_stream_identity(bus.stream(subjects.EVENTS_STREAM), current)
+                    if recorded is not None:
+                        log.info("relisted every kind into stream %s created %s",
+                                 bus.stream(subjects.EVENTS_STREAM), current)
+                    recorded = current
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # NATS or the store away, the stream being re-created: the next round
+                log.debug("stream check skipped: %s: %s", type(exc).__name__, exc)
 
     def _backoff(self) -> Backoff:
         return Backoff(self.config.backoff_initial, self.config.backoff_max)

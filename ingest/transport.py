@@ -102,8 +102,9 @@ class WatchStream:
         self._closed.set()
         response = self._response
         if response is not None:
-            # urllib3 refuses once a finished stream's connection went back to the pool: nothing to stop
-            with contextlib.suppress(RuntimeError):
+            # urllib3 refuses once a finished stream's connection went back to the pool (RuntimeError), or
+            # while the request is still being sent (ValueError): nothing to stop, the flag ends the thread
+            with contextlib.suppress(RuntimeError, ValueError):
                 response.shutdown()
 
     def _run(self) -> None:

@@ -6,6 +6,10 @@ it is already queued for publishing, in order, and will be acked or resent. The 
 `acked_position` is what a checkpoint may record: a new process resumes from there. A 410 Gone
 (from a watch or a list) means the API no longer has the history between the two, so the kind is
 listed again and reconciled against the bus.
+
+Checkpoints are good for one KUBUS_EVENTS. `wanted` is the stream (its identity) the kind must be on, `listed`
+the one its last list (or its resume from a checkpoint of that stream) went into; when they differ (the stream
+was created anew: the service says so through `relist_into`) the kind is listed again, whatever the cursor.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ class KindWatcher:
         self._page_size = list_page_size
         self._stream: transport.WatchStream | None = None
         self._halts = halts or Halts()
+        self.wanted: str | None = None  # the KUBUS_EVENTS (identity) the kind must be listed into
+        self.listed: str | None = None  # the one it was: by its last list, or its resume from a checkpoint
+
+    def relist_into(self, stream: str) -> None:
+        """Lists the kind again, into the stream `stream` (created anew): the watch open now is ended."""
+        self.wanted = stream
+        self.close()
 
     @property
     def kind(self) -> str:
@@ -76,9 +87,15 @@ class KindWatcher:
 
     async def run(self) -> None:
         self._halts.clear(self._halt_name)
-        self.cursor = await self._resume_point()
+        checkpoint = await self._resume_point()
+        # a checkpoint of another stream than the one wanted says nothing of what this one holds
+        self.cursor = checkpoint if self.listed == self.wanted else None
+        if self.cursor is None:
+            self.listed = None
         while True:
             try:
+                if self.listed != self.wanted:
+                    self.cursor = None
                 if self.cursor is None:
                     self.cursor = await self._relist()
                 started = asyncio.get_running_loop().time()
@@ -126,6 +143,7 @@ class KindWatcher:
     async def _relist(self) -> str:
         # what this process sent must be on the bus before the bus is compared with the list
         await self.publisher.drain()
+        into = self.wanted
         origin = Origin(self._instance, now())
         rv, listed = await asyncio.to_thread(self._list, origin)
         known = await read_known(self._bus, self.kind, self._instance)
@@ -135,6 +153,8 @@ class KindWatcher:
         for event in events:
             await self._publish(event, position=None)
         self.publisher.mark(rv)
+        await self.publisher.drain()  # listed means stored: a reconciler waiting for the relist reads it next
+        self.listed = into
         self._counters.lists[self.kind] += 1
         return rv
 
@@ -159,6 +179,8 @@ class KindWatcher:
             timeout_seconds=int(self._watch_timeout), _preload_content=False,
             _request_timeout=(10, self._watch_timeout + 30))
         stream = self._stream = transport.WatchStream(open_response, name=f"watch-{self.kind}")
+        if self.listed != self.wanted:  # a relist was asked for since this watch was decided on
+            stream.close()
         try:
             async for batch in stream.batches():
                 if not batch:  # the API answered: the connection is good again

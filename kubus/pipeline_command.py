@@ -56,6 +56,13 @@ def add_parsers(sub: Any) -> None:
                            help="the informers' resync period is between this and twice it, as "
                                 "kube-controller-manager's: every ReplicaSet and DaemonSet is synced again then "
                                 "(env KUBUS_MIN_RESYNC_PERIOD, default 12h; 0 disables)")
+        if name in ("up", "ingest"):
+            p.add_argument("--state-tombstone-ttl", type=_tombstone_ttl, metavar="DURATION",
+                           default=os.environ.get("KUBUS_STATE_TOMBSTONE_TTL") or DEFAULT_TOMBSTONE_TTL,
+                           help="how long KUBUS_STATE keeps a deleted object's last event, e.g. 1h; off keeps them "
+                                "for ever (env KUBUS_STATE_TOMBSTONE_TTL, default "
+                                f"{DEFAULT_TOMBSTONE_TTL}; keep it well above the 120 s duplicate window and any "
+                                "ingest lag)")
         if name == "reconcile":
             flags.add_lease_ttl(p)
         if name == "up":
@@ -69,6 +76,19 @@ def add_parsers(sub: Any) -> None:
 
 
 DEFAULT_RETENTION = "30d"
+DEFAULT_TOMBSTONE_TTL = "1h"
+
+
+def _tombstone_ttl(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        ttl = parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if ttl <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"must be more than 0 (or off): {text!r}")
+    return ttl.total_seconds()
 
 
 def _feature_gates(text: str) -> FeatureGates:
@@ -128,7 +148,7 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
         assert store is not None
         ingest = Ingest(IngestConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                      context=args.context, instance=f"ingest-{args.instance}",
-                                     checkpoints=SqlCheckpoints(store)))
+                                     checkpoints=SqlCheckpoints(store), tombstone_ttl=args.state_tombstone_ttl))
         parts["ingest"] = lambda: ingest.run(bus, health)
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler

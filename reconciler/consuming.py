@@ -19,12 +19,20 @@ In a split deployment (reconciler.partitioned) a Reconciler is given the partiti
 leases on, with their epochs: it bootstraps, replays and decides for those (and reads the cluster
 partition), and ends every committing transaction with `check_fence`, so a reconciler that lost a
 lease commits nothing. It runs until `stop()`; a change of its partitions builds a new one.
+
+Stream loss: positions mean something only in the KUBUS_EVENTS that numbered them. A starting reconciler
+compares the stream (its creation time, and its end against the positions) with what the store recorded
+(store/streams.py); the loop checks again every STREAM_CHECK_INTERVAL and ends with StreamReset when the
+stream changed under it. The next one to start resets the positions (an error line, kubus_stream_resets_total,
+a stream_resets row), waits for ingest to have relisted into the new stream, and bootstraps afresh. Every
+commit is fenced by the stream it started on, so a peer still on the old one commits nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,10 +52,11 @@ from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, serving
-from runtime.bus import Bus
+from runtime.bus import Bus, events_info, identity, renew_state
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
 from store.results import ResultRow
+from store.streams import INGEST, RECONCILER, Reset, StreamChanged
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -60,12 +69,22 @@ partition_of_subject = stepping.partition_of_subject
 Pending = list[tuple[list[ActionResult], list[ResultRow], asyncio.Future[None]]]
 
 
+STREAM_CHECK_INTERVAL = 5.0  # seconds between two looks at whether KUBUS_EVENTS is still the stream we started on
+INGEST_RELIST_WAIT = 120.0  # seconds a reset waits for ingest to relist into the new stream before going on
+INGEST_POLL = 0.5  # seconds between two looks at whether it has
+
+
 class Stopped(Exception):
     """The reconciler stopped (its partitions changed) before it committed these results."""
 
 
 class Halted(Stopped):
     """The reconciler stopped at a message of a newer kubus: it decides nothing more until it is upgraded."""
+
+
+class StreamReset(Exception):
+    """KUBUS_EVENTS is not the stream this loop started on: created anew, or it lost events the loop had
+    read. The loop ended; a new one resets the positions and bootstraps from a fresh relist."""
 
 
 class Reconciler:
@@ -85,6 +104,8 @@ class Reconciler:
         self._fence = Fence(instance, self.fence, lease_ttl)
         self._stopping = False
         self._stop_requested = asyncio.Event()
+        self.stream: str | None = None  # the identity of the KUBUS_EVENTS this loop started on (runtime.bus.identity)
+        self._next_check = 0.0
         self.bootstrapped_to = 0  # the newest event sequence the cache was bootstrapped with
         self._consistent_to = 0  # every event up to this one is reflected in the bootstrapped cache
         self.store = store
@@ -124,7 +145,11 @@ class Reconciler:
         return done
 
     async def _load(self) -> batch.State:
-        """Bootstrap, then the store's state: the reconciler as it starts its first batch."""
+        """The stream checked (reset if it must be), bootstrap, then the store's state: the reconciler as it
+        starts its first batch."""
+        self.stream = await self._settle_stream()
+        await self._note_recreated_queues()
+        self._fence = dataclasses.replace(self._fence, stream=self.stream)
         done = await self.bootstrap()
         loaded = done.loaded
         stored = await self.store.load(CONSUMER)
@@ -137,6 +162,100 @@ class Reconciler:
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(state.controllers.expectations), state.first_seq)
         return state
+
+    # --- stream loss --------------------------------------------------------------------------------
+    async def _settle_stream(self) -> str:
+        """The identity of KUBUS_EVENTS as it is now, after resetting the store's positions if they refer to
+        another stream (created anew since they were recorded) or lie past its end (it lost events)."""
+        name = self.bus.stream(subjects.EVENTS_STREAM)
+        recorded = await self.store.stream_identity(RECONCILER)
+        positions = (await self.store.load(CONSUMER)).positions  # read before the stream's end: they are behind it
+        info = await events_info(self.bus)
+        current, last = identity(info), info.state.last_seq
+        past = {p: s for p, s in positions.items() if s > last}
+        if not past and recorded in (None, current):
+            if recorded is None:  # first use (or a store from before kubus recorded it): this stream it is
+                await self.store.record_stream_identity(RECONCILER, name, current)
+            self._note_discarded(info.state.first_seq, positions)
+            return current
+        recreated = recorded is not None and recorded != current
+        reason = "created anew" if recreated else "lost events: positions past its end"
+        log.error("stream %s was reset (%s): the reconciler's positions %s refer to the stream created %s; it is "
+                  "now the one created %s, last sequence %d. Starting over from a fresh relist: positions reset, "
+                  "cache rebuilt", name, reason, _positions(positions), recorded or "(not recorded)", current, last)
+        serving.STREAM_RESETS.labels(stream=name, service="reconciler").inc()
+        await renew_state(self.bus)
+        if recreated:
+            await self._wait_for_ingest(current)
+        done = await self.store.reset_stream(CONSUMER, Reset(
+            stream=name, old_created=recorded, new_created=current, reason=reason, positions=positions,
+            last_seq=last, instance=self.instance))
+        if not done:
+            log.info("stream %s: another reconciler reset the positions already", name)
+        return current
+
+    async def _note_recreated_queues(self) -> None:
+        """Says loudly when KUBUS_ACTIONS or KUBUS_RESULTS was created anew since the last start (docs/production.md,
+        "Stream loss"): actions relayed before and not yet taken, and results not yet recorded, are gone. Nothing
+        is replayed: the expectations they would have met time out (5 minutes) and their controllers act again."""
+        for base, lost in ((subjects.ACTIONS_STREAM, "actions relayed before that no executor had taken"),
+                           (subjects.RESULTS_STREAM, "executors' results not yet recorded")):
+            name = self.bus.stream(base)
+            current = identity(await self.bus.js.stream_info(name))
+            recorded = await self.store.stream_identity(f"stream:{base}")
+            if recorded == current:
+                continue
+            if recorded is not None:
+                log.error("stream %s was created anew (it was the one created %s, it is now the one created %s): "
+                          "%s are lost; the controllers waiting for them act again once their expectations time "
+                          "out (5 minutes)", name, recorded, current, lost)
+                serving.STREAM_RESETS.labels(stream=name, service="reconciler").inc()
+            await self.store.record_stream_identity(f"stream:{base}", name, current)
+
+    async def _wait_for_ingest(self, current: str) -> None:
+        """Waits (up to INGEST_RELIST_WAIT, or a stop) for ingest to have relisted every kind into the stream
+        created at `current`: a cache bootstrapped before that lacks objects (a ReplicaSet seen before its pods
+        would be given new ones)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + INGEST_RELIST_WAIT
+        log.info("waiting for ingest to relist into the stream created %s", current)
+        while await self.store.stream_identity(INGEST) != current:
+            if self._stopping:
+                return
+            if loop.time() > deadline:
+                log.warning("ingest has not relisted into the stream created %s within %.0f s; bootstrapping "
+                            "from what it holds", current, INGEST_RELIST_WAIT)
+                return
+            with contextlib.suppress(TimeoutError):  # a poll of the store, ended early by a stop
+                await asyncio.wait_for(self._stop_requested.wait(), INGEST_POLL)
+
+    def _note_discarded(self, first_seq: int, positions: Mapping[int, int]) -> None:
+        """Says when the stream's limits discarded events a position has not reached (they are lost to it)."""
+        behind = {p: s for p, s in positions.items() if s + 1 < first_seq}
+        if behind:
+            log.warning("stream %s discarded events before this reconciler read them: it starts at %d, positions "
+                        "%s (its limits are too small for how far the reconciler fell behind; the bootstrap from "
+                        "KUBUS_STATE covers the objects, not the events)", self.bus.stream(subjects.EVENTS_STREAM),
+                        first_seq, _positions(behind))
+
+    async def _check_stream(self, state: batch.State) -> None:
+        """Every STREAM_CHECK_INTERVAL: raises StreamReset when KUBUS_EVENTS is not the stream the loop started
+        on, or ends before what the loop has read. A look NATS cannot answer is the next round's."""
+        now = asyncio.get_running_loop().time()
+        if now < self._next_check:
+            return
+        self._next_check = now + STREAM_CHECK_INTERVAL
+        try:
+            info = await events_info(self.bus)
+        except Exception as exc:  # NATS reconnecting, a leader election, the stream being re-created
+            log.debug("stream check skipped: %s", exc or type(exc).__name__)
+            return
+        current, last = identity(info), info.state.last_seq
+        read = max(state.positions.values(), default=0)
+        if current != self.stream or last < read:
+            raise StreamReset(f"stream {self.bus.stream(subjects.EVENTS_STREAM)} changed under the loop: started "
+                              f"on the one created {self.stream}, now the one created {current}, last sequence "
+                              f"{last} (read up to {read})")
 
     # --- consuming --------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -171,6 +290,7 @@ class Reconciler:
             if target < state.first_seq:
                 self._caught_up(state)
             while not self._stopping:
+                await self._check_stream(state)
                 msgs = await self._next_batch()
                 async with self._lock:
                     last, halt = await self._process(state, msgs)
@@ -227,6 +347,8 @@ class Reconciler:
                 timeout = 0.0
             elif ready_at is not None:
                 timeout = max(0.0, (ready_at - self.clock()).total_seconds())
+        # woken at least every STREAM_CHECK_INTERVAL, to look at the stream
+        timeout = STREAM_CHECK_INTERVAL if timeout is None else min(timeout, STREAM_CHECK_INTERVAL)
         first: Msg | None = None
         if timeout == 0.0:
             first = None if self._queue.empty() else self._queue.get_nowait()
@@ -328,6 +450,64 @@ class Reconciler:
         self._results.append((results, rows, done))
         self.kick()
         await done
+
+
+def _positions(positions: Mapping[int, int]) -> str:
+    return "{" + ", ".join(f"{p}: {s}" for p, s in sorted(positions.items())) + "}"
+
+
+class SoleReconciler:
+    """The one reconciler of `kubus up` (every partition, unfenced), built again when the stream is reset."""
+
+    def __init__(self, bus: Bus, store: ReconcilerPort, instance: str, settings: Settings | None = None,
+                 halts: Halts | None = None) -> None:
+        self._bus, self._store, self._instance, self._settings = bus, store, instance, settings
+        self._halts = halts or Halts()
+        self.current = self._make()
+        self.relay_wakeup = self.current.relay_wakeup
+        self._stopping = False
+        self._replaced = asyncio.Event()
+
+    def _make(self) -> Reconciler:
+        return Reconciler(self._bus, self._store, instance=self._instance, settings=self._settings,
+                          halts=self._halts)
+
+    @property
+    def caught_up(self) -> bool:
+        return self.current.caught_up
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._replaced.set()
+        self.current.stop()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.current.run()
+                return
+            except (StreamReset, StreamChanged) as exc:
+                if self._stopping:
+                    return
+                log.warning("%s; starting the reconciler over", exc)
+            self.current = self._make()
+            self.current.relay_wakeup = self.relay_wakeup
+            self._replaced.set()
+            self._replaced = asyncio.Event()
+
+    async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
+        """Hands the results to the current loop; results a loop ended by a reset did not commit go to the next
+        one (recording them is idempotent by key)."""
+        while True:
+            current, replaced = self.current, self._replaced
+            try:
+                await current.record_results(results, rows)
+                return
+            except Stopped:
+                if self._stopping:
+                    raise
+                if self.current is current:
+                    await replaced.wait()
 
 
 def _fail(pending: Pending, exc: Exception) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from kube.times import Clock, utcnow
 from messages import subjects
-from reconciler.consuming import Reconciler
+from reconciler.consuming import Reconciler, StreamReset
 from reconciler.core.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
@@ -29,6 +29,7 @@ from runtime.bus import Bus
 from runtime.deadletter import Halts
 from store.leases import LeaseLost
 from store.port import ReconcilerPort
+from store.streams import StreamChanged
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -138,6 +139,9 @@ class PartitionedReconciler:
                 log.warning("stopped deciding for partition(s) %s: %s", _fmt(exc.partitions), exc)
                 self.keeper.lost(exc.partitions)
                 self.keeper.wake()
+            except (StreamReset, StreamChanged) as exc:
+                # the next loop, for the same leases, resets the positions (or finds a peer did) and bootstraps
+                log.warning("partition(s) %s: %s; starting the loop over", _fmt(frozenset(fence)), exc)
         finally:
             reconciler.stop()
             stop_results.set()  # ends within a fetch; cancelling it would strand what the server sent

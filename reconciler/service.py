@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from kube.features import FeatureGates
 from kube.times import Clock, utcnow
-from reconciler.consuming import Reconciler
+from reconciler.consuming import SoleReconciler
 from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
@@ -46,9 +46,9 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     health.ready_when("reconciler-no-newer-messages", halts.ready)
     stop = asyncio.Event()
     keeper_task: asyncio.Task[None] | None = None
-    loop: Reconciler | PartitionedReconciler
+    loop: SoleReconciler | PartitionedReconciler
     if lease_ttl is None:
-        loop = reconciler = Reconciler(bus, store, instance=instance, settings=settings, halts=halts)
+        loop = reconciler = SoleReconciler(bus, store, instance=instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
                  asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop), name="outbox-relay"),
@@ -77,7 +77,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
 STOP_GRACE = 10.0  # seconds the parts of a stopping reconciler get to finish what they are writing
 
 
-async def _stop(loop: Reconciler | PartitionedReconciler, stop: asyncio.Event, parts: list[asyncio.Task[None]],
+async def _stop(loop: SoleReconciler | PartitionedReconciler, stop: asyncio.Event, parts: list[asyncio.Task[None]],
                 keeper: asyncio.Task[None] | None) -> None:
     """A clean stop: the loop finishes its batch, the relay and retention their round, the recorders their
     fetch; only then the keeper leaves (releasing the leases in a transaction of its own). Cancelling them

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -221,7 +222,54 @@ async def _ensure_all(js: JetStreamContext, prefix: str, partitions: int, histor
         partitions = _recorded_partitions(existing.config, partitions)
     for config in wanted(prefix, partitions, history_max_age, settings):
         await _ensure(js, config, settings)
+    await _renew_state(js, prefix, partitions, history_max_age, settings)
     return partitions
+
+
+def identity(info: StreamInfo) -> str:
+    """A stream's identity: its creation time as the server reports it. A stream deleted and created again (by an
+    operator, or by kubus after JetStream lost its data) has another one, and numbers its messages from 1 again."""
+    if info.created is None:  # every nats-server kubus runs on (2.10 and later) reports it
+        raise StreamError(f"stream {info.config.name} reports no creation time; kubus needs nats-server 2.10 or later")
+    return info.created.isoformat()
+
+
+async def events_info(bus: Bus) -> StreamInfo:
+    """KUBUS_EVENTS's info: its identity (`identity`) and how far it goes."""
+    return await bus.js.stream_info(bus.stream(subjects.EVENTS_STREAM))
+
+
+async def renew_state(bus: Bus) -> bool:
+    """Rebuilds KUBUS_STATE when it was built from an earlier KUBUS_EVENTS (see _renew_state): True if it did."""
+    return await _renew_state(bus.js, bus.prefix, bus.partitions, HISTORY_MAX_AGE, bus.settings)
+
+
+async def _renew_state(js: JetStreamContext, prefix: str, partitions: int, history_max_age: float,
+                       settings: StreamSettings) -> bool:
+    """KUBUS_STATE is created after KUBUS_EVENTS and copies it; a KUBUS_STATE older than KUBUS_EVENTS holds the
+    objects of a stream that is gone, with sequences of that stream (which the reconciler's bootstrap and cache
+    order by), and JetStream does not copy the new stream into it (its source waits for the old stream's next
+    sequence). It is derived data: deleted and created again, it copies the new KUBUS_EVENTS from its start,
+    and ingest's relist into the new stream fills both. Two processes doing it at once cost one more copy."""
+    events_name = subjects.stream_name(subjects.EVENTS_STREAM, prefix)
+    events, state = await _info(js, events_name), await _info(js, subjects.stream_name(subjects.STATE_STREAM, prefix))
+    if events is None or state is None or events.created is None or state.created is None:
+        return False
+    if state.created >= events.created:
+        return False
+    log.error("stream %s (created %s) holds the state of an earlier %s, not of the one created %s: "
+              "rebuilding it from %s (ingest relists into it)", state.config.name, identity(state), events_name,
+              identity(events), events_name)
+    want = wanted(prefix, partitions, history_max_age, settings)[1]
+    assert want.name is not None and want.name == state.config.name
+    with contextlib.suppress(NotFoundError):
+        await js.delete_stream(want.name)
+    # its limits were the operator's: keep them, as for every stream kubus did not just create
+    keep = state.config
+    await _ensure(js, dataclasses.replace(want, num_replicas=keep.num_replicas or settings.replicas,
+                                          max_bytes=keep.max_bytes, max_age=keep.max_age, placement=keep.placement),
+                  settings)
+    return True
 
 
 def wanted(prefix: str, partitions: int, history_max_age: float, settings: StreamSettings) -> list[StreamConfig]:

@@ -46,6 +46,9 @@ STREAM_BYTES = Gauge("kubus_stream_bytes", "Bytes a stream holds", ["stream"])
 STREAM_FULLNESS = Gauge("kubus_stream_fullness_ratio",
                         "A stream's bytes over its max_bytes (only streams with a byte limit): at 1 a history "
                         "stream discards its oldest messages, KUBUS_ACTIONS refuses new actions", ["stream"])
+STREAM_RESETS = Counter("kubus_stream_resets_total",
+                        "Times this process found KUBUS_EVENTS reset (created anew, or it lost events it had "
+                        "stored) and started over from a fresh relist", ["stream", "service"])
 STREAMS_REFRESH = 15.0  # seconds; Prometheus's default scrape interval
 
 

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import sql
+from store.streams import INGEST
 from store.tables import ingest_checkpoints as t
 
 
@@ -36,6 +37,10 @@ class CheckpointStore(Protocol):
 
     async def save_checkpoint(self, kind: str, resource_version: str) -> None: ...
 
+    async def stream_identity(self, name: str) -> str | None: ...
+
+    async def record_stream_identity(self, name: str, stream: str, created: str) -> None: ...
+
 
 class SqlCheckpoints:
     """Ingest's resume points in the SQL store: the SQL adapter of ingest.checkpoints.Checkpoints (what
@@ -49,3 +54,10 @@ class SqlCheckpoints:
 
     async def save(self, kind: str, rv: str) -> None:
         await self.store.save_checkpoint(kind, rv)
+
+    async def stream_identity(self) -> str | None:
+        return await self.store.stream_identity(INGEST)
+
+    async def save_stream_identity(self, stream: str, created: str) -> None:
+        # next to the checkpoints: a reconciler that found the stream reset waits for this (store/streams.py)
+        await self.store.record_stream_identity(INGEST, stream, created)

@@ -22,7 +22,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from kube.times import Clock, utcnow
 from reconciler.core.batch import Stored
-from store import audit, backoff, checkpoints, decisions, expectations, migrating, outbox, positions, results, retention
+from store import (
+    audit,
+    backoff,
+    checkpoints,
+    decisions,
+    expectations,
+    migrating,
+    outbox,
+    positions,
+    results,
+    retention,
+    streams,
+)
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
@@ -171,6 +183,23 @@ class Store:
                           expectations={k: expectations.value_of(v)
                                         for k, v in (await expectations.load_all(conn)).items()},
                           backoff={k: backoff.value_of(v) for k, v in (await backoff.load_all(conn)).items()})
+
+    # which KUBUS_EVENTS the positions and checkpoints refer to (store/streams.py)
+    async def stream_identity(self, name: str) -> str | None:
+        async with self.engine.connect() as conn:
+            return await streams.identity(conn, name)
+
+    async def record_stream_identity(self, name: str, stream: str, created: str) -> None:
+        async with self._writing() as conn:
+            await streams.record(conn, name, stream, created, at=self._clock())
+
+    async def reset_stream(self, consumer: str, reset: streams.Reset) -> bool:
+        async with self._writing() as conn:
+            return await streams.reset(conn, consumer, reset, at=self._clock())
+
+    async def stream_resets(self) -> list[dict[str, object]]:
+        async with self.engine.connect() as conn:
+            return await streams.resets(conn)
 
     # outbox relay
     async def pending(self, limit: int, subjects: Collection[str] | None = None) -> list[OutboxRow]:

@@ -31,6 +31,7 @@ from store.events import ObservedEventRow
 from store.outbox import OutboxRow
 from store.port import UNFENCED, Fence, ReconcilerPort, RelayPort, TrailPort
 from store.results import ResultRow
+from store.streams import RECONCILER, Reset
 
 
 class MemoryStore:
@@ -49,6 +50,8 @@ class MemoryStore:
         self.outbox: dict[str, OutboxRow] = {}  # without targets, as the SQL store reads rows back
         self.targets: dict[str, tuple[str, Target]] = {}  # effect key -> (the outbox row's key, its target)
         self.ticks: list[Tick] = []
+        self.identities: dict[str, str] = {}  # which stream the positions refer to (store/streams.py)
+        self.resets: list[Reset] = []
         self._last_decision = 0
         self._last_tick = 0
 
@@ -68,6 +71,22 @@ class MemoryStore:
     def load_now(self, consumer: str = CONSUMER) -> Stored:
         return Stored(positions=dict(self.positions.get(consumer, {})), expectations=dict(self.expectations),
                       backoff=dict(self.backoff))
+
+    async def stream_identity(self, name: str) -> str | None:
+        return self.identities.get(name)
+
+    async def record_stream_identity(self, name: str, stream: str, created: str) -> None:
+        self.identities[name] = created
+
+    async def reset_stream(self, consumer: str, reset: Reset) -> bool:
+        """store.streams.reset on dicts (the audit trail's events keep their sequences: a memory store
+        belongs to one run, which never sees two generations of a stream)."""
+        if self.identities.get(RECONCILER) != reset.old_created:
+            return False
+        self.positions.pop(consumer, None)
+        self.identities[RECONCILER] = reset.new_created
+        self.resets.append(reset)
+        return True
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[MemoryTransaction]:

@@ -28,17 +28,22 @@ from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.outbox import OutboxRow
 from store.results import ResultRow
+from store.streams import Reset
 
 
 @dataclass(frozen=True, slots=True)
 class Fence:
     """The lease check that ends a committing transaction (store.leases.check_fence): `owner` must still hold
     every partition of `epochs` under that epoch, unexpired at the commit's clock; with `ttl` the leases are
-    extended to that clock + ttl. No epochs: nothing to check (a reconciler alone by construction)."""
+    extended to that clock + ttl. No epochs: nothing to check (a reconciler alone by construction).
+
+    `stream`: the KUBUS_EVENTS (its creation time) the commit's positions refer to; the store refuses the commit
+    (store.streams.StreamChanged) once its positions refer to another one, reset by a peer meanwhile."""
 
     owner: str = ""
     epochs: Mapping[int, int] = field(default_factory=dict)
     ttl: float | None = None
+    stream: str | None = None
 
 
 UNFENCED = Fence()
@@ -62,6 +67,18 @@ class ReconcilerPort(Protocol):
 
     def transaction(self) -> AbstractAsyncContextManager[ReconcilerTransaction]:
         """A unit of work: commits when the block ends, rolls back everything if it raises."""
+        ...
+
+    async def stream_identity(self, name: str) -> str | None:
+        """The KUBUS_EVENTS creation time `name` (store.streams.RECONCILER, INGEST) refers to; None: never recorded."""
+        ...
+
+    async def record_stream_identity(self, name: str, stream: str, created: str) -> None:
+        """Records `name`'s identity (its first use of the stream)."""
+        ...
+
+    async def reset_stream(self, consumer: str, reset: Reset) -> bool:
+        """Starts the consumer over on a new stream generation (store.streams.reset): False when a peer did."""
         ...
 
 

@@ -76,6 +76,31 @@ consumer_positions = sa.Table(
     _at("updated_at"),
 )
 
+# Which KUBUS_EVENTS the positions (name "reconciler") and ingest's checkpoints ("ingest") refer to: the stream's
+# creation time as the server reports it. A stream created anew (deleted, its data lost) has another.
+stream_identities = sa.Table(
+    "stream_identities", metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("stream", sa.Text, nullable=False),
+    sa.Column("created", sa.Text, nullable=False),
+    _at("updated_at"),
+)
+
+# One row per reset of the reconciler's positions (store/streams.py, docs/audit.md "Stream resets").
+stream_resets = sa.Table(
+    "stream_resets", metadata,
+    sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
+    _at("at"),
+    sa.Column("stream", sa.Text, nullable=False),
+    sa.Column("old_created", sa.Text, nullable=True),
+    sa.Column("new_created", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("positions", JSON, nullable=False),  # {partition: sequence} as they were
+    sa.Column("last_seq", sa.BigInteger, nullable=False),  # the stream's last sequence when it was found
+    sa.Column("shifted_by", sa.BigInteger, nullable=False),  # subtracted from the earlier events' stream_seq
+    sa.Column("instance", sa.Text, nullable=False),
+)
+
 expectations = sa.Table(
     "expectations", metadata,
     sa.Column("controller_key", sa.Text, primary_key=True),

@@ -12,7 +12,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kube.times import Clock
 from reconciler.core.batch import Commit
-from store import backoff, checkpoints, decisions, events, expectations, leases, outbox, positions, results, ticks
+from store import (
+    backoff,
+    checkpoints,
+    decisions,
+    events,
+    expectations,
+    leases,
+    outbox,
+    positions,
+    results,
+    streams,
+    ticks,
+)
 from store.backoff import BackoffRow
 from store.decisions import Decision
 from store.events import ObservedEventRow
@@ -58,6 +70,7 @@ class Transaction:
             await self.advance(commit.consumer, partition, seq)
         for tick in commit.ticks(ids):
             await self.record_tick(tick)
+        await streams.check(self.conn, streams.RECONCILER, fence.stream)
         await leases.check_fence(self.conn, fence.owner, fence.epochs, now=commit.at, ttl=fence.ttl)
         return ids
 

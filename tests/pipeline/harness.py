@@ -12,10 +12,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
@@ -26,13 +29,17 @@ SERVICES = ("ingest", "reconcile", "execute")
 
 class Pipeline:
     def __init__(self, workdir: Path, *sim_args: str, nats_url: str | None = None,
-                 service_args: Sequence[str] = ()):
+                 service_args: Sequence[str] = (), args_for: dict[str, Sequence[str]] | None = None,
+                 metrics: bool = False):
         self.workdir = workdir
         self.prefix = f"p{uuid.uuid4().hex[:8]}"
         self.nats_port = free_port()
         self.nats_url = nats_url or f"nats://127.0.0.1:{self.nats_port}"
         self.nats: subprocess.Popen[bytes] | None = None
         self.service_args = tuple(service_args)
+        self.args_for = {service: tuple(args) for service, args in (args_for or {}).items()}
+        # with `metrics`, each service serves /metrics on a port of its own (`metric` reads it)
+        self.metrics_ports = {service: free_port() for service in SERVICES} if metrics else {}
         if nats_url is None:
             self.start_nats()
         self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
@@ -59,9 +66,11 @@ class Pipeline:
         self.procs[service] = subprocess.Popen(
             [sys.executable, "-m", "kubus", service, "--nats-url", self.nats_url, "--prefix", self.prefix,
              "--partitions", "4", "--data-dir", str(self.workdir / "data"), "--kubeconfig", str(self.sim.kubeconfig),
-             "--metrics-port", "0", "--instance", f"{service}-{self.restarts[service]}",
+             "--metrics-port", str(self.metrics_ports.get(service, 0)),
+             "--instance", f"{service}-{self.restarts[service]}",
              *(["--ack-wait", "3"] if service == "execute" else []),
-             *(["--lease-ttl", "3"] if service == "reconcile" else []), *self.service_args],
+             *(["--lease-ttl", "3"] if service == "reconcile" else []), *self.service_args,
+             *self.args_for.get(service, ())],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
 
@@ -95,6 +104,18 @@ class Pipeline:
         self.sim.stop()
         if self.nats is not None and self.nats.poll() is None:
             self.stop_nats()
+
+    def metric(self, process: str, name: str, **labels: str) -> float:
+        """The sum of the samples of metric `name` with `labels` that `process` (a service) serves (0: none yet)."""
+        url = f"http://127.0.0.1:{self.metrics_ports[process]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.workdir.glob("*.log")))
