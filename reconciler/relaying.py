@@ -5,8 +5,9 @@ marks them sent only after JetStream acknowledged them. A crash between the publ
 mark republishes the row, and JetStream's de-duplication drops the copy; a crash before the
 publish leaves the row pending for the next scan. Nothing is lost and nothing is doubled.
 
-A row NATS can never take (larger than the server's max_payload: a single pod, status or revision too
-large, since a sync cuts a CreatePods to fit, core/sizing.py) is dead-lettered: a note goes to KUBUS_DEAD,
+A row larger than the server's max_payload (a single pod, status or revision too large: a sync cuts a
+CreatePods of several pods to fit, core/sizing.py) is published compressed; one NATS can never take even
+so is dead-lettered: a note goes to KUBUS_DEAD,
 a failed result (reason TooLarge, naming the action, the object and the size against the limit) to
 KUBUS_RESULTS for each of its effects, and the row leaves the outbox. It is never retried in front of the
 rows after it; the controllers read the result as any failed create or write (expectations lowered,
@@ -133,8 +134,7 @@ async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | Non
         return 0
     # publish_async_bounded: a row over max_payload is never written (nor leaks a slot of nats-py's window),
     # its ack fails with TooLarge and `stored` hands it back in `refused`
-    sent = [await publish_async(bus.js, row.subject, row.payload, {"Nats-Msg-Id": row.key})
-            for row in rows]
+    sent = [await publish_async(bus.js, row.subject, _wire(bus, row), {"Nats-Msg-Id": row.key}) for row in rows]
     refused: list[Sent] = []
     try:
         await stored(bus.js, sent, refused=refused)  # an ack lost to a reconnect is published again
@@ -153,6 +153,15 @@ async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | Non
     return len(rows)
 
 
+def _wire(bus: Bus, row: OutboxRow) -> bytes:
+    """What goes on the bus for `row`: its payload, or compressed when that is over max_payload (an action
+    with one pod, status or revision that large: a sync cuts only a CreatePods of several pods). Executors
+    decode either (messages/codec.py); the outbox keeps the payload as the sync encoded it."""
+    if wire_size(row.payload, {"Nats-Msg-Id": row.key}) <= bus.nc.max_payload:
+        return row.payload
+    return codec.compress(row.payload)
+
+
 def _acked(message: Sent) -> bool:
     return message.ack.done() and not message.ack.cancelled() and message.ack.exception() is None
 
@@ -168,8 +177,8 @@ async def dead_letter(bus: Bus, row: OutboxRow, message: Sent) -> None:
         log.error("outbox row %s cannot be read (%s); no result can be recorded for it", row.key, exc)
         action = None
     what = f"{action.controller} {type(action).__name__}" if action is not None else "action"
-    reason = (f"{what} {row.key} is {size} bytes, over NATS's max_payload of {limit} bytes: it can never be "
-              f"published, and was dead-lettered")
+    reason = (f"{what} {row.key} is {len(row.payload)} bytes ({size} on the wire), over NATS's "
+              f"max_payload of {limit} bytes: it can never be published, and was dead-lettered")
     log.error("outbox row dead-lettered: %s", reason)
     serving.RELAY_DEAD_LETTERED.labels(action=_tag(action)).inc()
     note = codec.encode({"key": row.key, "subject": row.subject, "decision_id": row.decision_id,

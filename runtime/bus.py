@@ -440,10 +440,9 @@ async def publish_async_bounded(js: JetStreamContext, subject: str, payload: byt
     sends more than max_payload): such a message, or a write that failed, is a future holding the error
     (TooLarge for the size), to be handled with the others' acks."""
     failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
-    size = wire_size(payload, headers)
-    if size > js._nc.max_payload:
-        failed.set_exception(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload "
-                                      f"{js._nc.max_payload}"))
+    size, limit = wire_size(payload, headers), max_payload_of(js)
+    if limit is not None and size > limit:
+        failed.set_exception(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
         return failed
     try:
         return await js.publish_async(subject, payload, headers=headers)
@@ -453,6 +452,12 @@ async def publish_async_bounded(js: JetStreamContext, subject: str, payload: byt
         _release_orphan(js)
         failed.set_exception(exc)
         return failed
+
+
+def max_payload_of(js: JetStreamContext) -> int | None:
+    """The max_payload of the connection `js` publishes on (None for a stand-in without one, in tests)."""
+    nc: Client | None = getattr(js, "_nc", None)
+    return None if nc is None else nc.max_payload
 
 
 def _release_orphan(js: JetStreamContext) -> None:

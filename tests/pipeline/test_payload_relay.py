@@ -5,7 +5,9 @@ max_payload is 64 KiB, so that "too large" is cheap to make."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Collection, Iterable
 from datetime import UTC, datetime
@@ -17,12 +19,13 @@ import pytest
 from nats.js.errors import APIError
 
 from messages import codec, subjects
-from messages.actions import FAILED, CreatePods, DeletePod, PodToCreate
-from reconciler.relaying import DEAD_LETTER_REASON, RelayProgress, relay, relay_once
+from messages.actions import FAILED, ActionResult, CreatePods, DeletePod, PodToCreate
+from reconciler.relaying import DEAD_LETTER_REASON, RelayProgress, record_results, relay, relay_once
 from runtime import serving
 from runtime.bus import Bus, TooLarge, connect, ensure_streams, publish_async_bounded
 from runtime.natsserver import EmbeddedNats
 from store.outbox import OutboxRow
+from store.results import ResultRow
 from tests.leases.test_split_reconcilers import until
 
 MAX_PAYLOAD = 64 * 1024
@@ -71,9 +74,12 @@ def delete(key: str) -> DeletePod:
                      name=f"pod-{key}", uid="u")
 
 
-def huge_create() -> CreatePods:
-    """One pod whose body alone is over max_payload: no cutting makes it fit."""
-    body = {"metadata": {"name": "web-big", "namespace": "shop"}, "spec": {"x": "y" * (MAX_PAYLOAD + 100)}}
+def huge_create(compressible: bool = False) -> CreatePods:
+    """One pod whose body alone is over max_payload: no cutting makes it fit (nor compressing, unless
+    `compressible`)."""
+    noise = base64.b64encode(b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(MAX_PAYLOAD // 24)))
+    blob = "y" * (MAX_PAYLOAD + 100) if compressible else noise.decode()
+    body = {"metadata": {"name": "web-big", "namespace": "shop"}, "spec": {"x": blob}}
     return CreatePods(key="ReplicaSet/shop/web@5-1/create", decision_id=8, controller="ReplicaSet/shop/web",
                       issued_at="now", namespace="shop",
                       pods=[PodToCreate(key="ReplicaSet/shop/web@5-1/create/0", pod=msgspec.Raw(codec.encode(body)))])
@@ -109,6 +115,34 @@ async def test_a_row_too_large_is_dead_lettered_with_a_failed_result_and_the_oth
     outbox.rows["d"] = row(bus, delete("d"))
     assert await relay_once(bus, outbox) == 1
     assert len(await messages(bus, subjects.RESULTS_STREAM)) == 1
+    # the results path hands it to the reconciler as any executor's result
+    recorded: list[ActionResult] = []
+
+    class Recorder:
+        async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
+            recorded.extend(results)
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(record_results(bus, Recorder(), stop=stop))
+    try:
+        async def handed_over() -> bool:
+            return bool(recorded)
+
+        await until(handed_over, "the result recorded", timeout=10)
+        assert recorded == [result]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_row_over_max_payload_that_compresses_is_published_compressed(bus: Bus) -> None:
+    action = huge_create(compressible=True)
+    outbox = Outbox([row(bus, action)])
+    assert await relay_once(bus, outbox) == 1 and outbox.rows == {}
+    [raw] = await messages(bus, subjects.ACTIONS_STREAM)
+    assert codec.is_compressed(bytes(raw)) and len(raw) < MAX_PAYLOAD
+    assert codec.decode_action(bytes(raw)) == action  # what an executor reads
+    assert await messages(bus, subjects.RESULTS_STREAM) == []
 
 
 async def test_the_relay_loop_keeps_going_past_it(bus: Bus) -> None:
