@@ -12,6 +12,8 @@ class Counters:
         self.duplicates: Counter[str] = Counter()  # kind -> publishes JetStream de-duplicated
         self.publish_retries: Counter[str] = Counter()  # kind -> publishes resent after a failure
         self.quarantined: Counter[str] = Counter()
+        self.compressed: Counter[str] = Counter()  # kind -> events published compressed (over max_payload)
+        self.too_large: Counter[str] = Counter()  # kind -> objects too large even compressed (quarantined)
         self.unroutable: Counter[str] = Counter()  # objects without a uid: logged, not published
         self.lists: Counter[str] = Counter()  # kind -> full lists (start without checkpoint, 410 Gone)
         self.gone: Counter[str] = Counter()  # kind -> 410 Gone answers that forced a relist
@@ -30,6 +32,8 @@ class Counters:
             "duplicates_total": sum(self.duplicates.values()),
             "publish_retries": dict(self.publish_retries),
             "quarantined": dict(self.quarantined),
+            "compressed": dict(self.compressed),
+            "too_large": dict(self.too_large),
             "unroutable": dict(self.unroutable),
             "lists": dict(self.lists),
             "relists": sum(self.lists.values()),

@@ -15,6 +15,7 @@ import msgspec
 from ingest.kinds import KindSpec
 from kube import codec
 from kube.meta import Status
+from messages import codec as bus_codec
 from messages.observed import QUARANTINED, ObservedEvent
 
 BOOKMARK = "BOOKMARK"
@@ -96,3 +97,29 @@ def observe(spec: KindSpec, event_type: str, raw: msgspec.Raw, origin: Origin) -
     return ObservedEvent(kind=spec.kind, type=event_type, namespace=ns, name=name, uid=uid,
                          resource_version=rv, observed_at=origin.observed_at, ingest=origin.ingest,
                          object=raw, error=error)
+
+
+def fitted(event: ObservedEvent, limit: int) -> tuple[bytes, str | None]:
+    """The message to publish for `event`, at most `limit` bytes (NATS's max_payload less headroom), and the
+    error when it is not the event itself.
+
+    An event that fits goes as it is (JSON). One that does not goes compressed: a Pod the API accepts is up
+    to ~1.5 MiB, more than NATS's default 1 MiB, and its JSON compresses several times over (the numbers
+    are in docs/production.md, "Large objects"). One still too large compressed becomes a QUARANTINED event
+    carrying only the object's identity and the error naming the object and the sizes: the bus keeps the
+    fact, no controller is handed a partial object, and the events after it are published (never a wedge)."""
+    data = bus_codec.encode(event)
+    if len(data) <= limit:
+        return data, None
+    packed = bus_codec.compress(data)
+    if len(packed) <= limit:
+        return packed, None
+    where = f"{event.namespace}/{event.name}" if event.namespace else event.name
+    error = (f"{event.kind} {where} (uid {event.uid}, resourceVersion {event.resource_version}) is too large "
+             f"for NATS: {len(data)} bytes, {len(packed)} compressed, over the {limit}-byte limit (the server's "
+             f"max_payload less headroom); raise max_payload in the NATS configuration (in a {event.type} event)")
+    identity = {"metadata": {"name": event.name, "namespace": event.namespace, "uid": event.uid,
+                             "resourceVersion": event.resource_version}}
+    stand_in = msgspec.structs.replace(event, type=QUARANTINED, error=error,
+                                       object=msgspec.Raw(msgspec.json.encode(identity)))
+    return bus_codec.encode(stand_in), error

@@ -25,6 +25,7 @@ from nats.js.api import PubAck
 
 from ingest.backoff import Backoff
 from ingest.counting import Counters
+from runtime.bus import TooLarge, max_payload_of, publish_async_bounded, too_large, wire_size
 
 log = logging.getLogger("kubus.ingest")
 
@@ -67,10 +68,12 @@ class OrderedPublisher:
         loop = asyncio.get_running_loop()
         entry = _Entry(subject, msg_id, event_type, payload, position, None, loop.time() + self._ack_timeout)
         try:
-            entry.future = await self._js.publish_async(subject, payload, headers={MSG_ID: msg_id})
+            # a write that fails (closed, over its reconnect buffer, too large) is a failed future, its slot
+            # of nats-py's window given back: resent in order by _recover
+            entry.future = await publish_async_bounded(self._js, subject, payload, {MSG_ID: msg_id})
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # closed or over its reconnect buffer: resent in order by _recover
+        except Exception as exc:  # anything else the write raised: resent in order by _recover as well
             entry.future = loop.create_future()
             entry.future.set_exception(exc)
         self._pending.append(entry)
@@ -134,19 +137,32 @@ class OrderedPublisher:
         log.warning("%d of %d %s events were not acked; resending them in order", len(failed),
                     len(entries), self.kind)
         for entry in failed:
-            entry.ack = await self._resend(entry)
+            entry.ack = await self._resend(entry)  # None: refused for its size, dropped
         self._pending.clear()
         for entry in entries:
             self._account(entry)
 
-    async def _resend(self, entry: _Entry) -> PubAck:
+    async def _resend(self, entry: _Entry) -> PubAck | None:
+        """The entry's ack once NATS took it; None when NATS refuses it for its size, which no retry changes
+        (the watcher fits every event to the limit it reads from the server, so only a server whose
+        max_payload shrank since can refuse one): it is logged and dropped, never retried in front of the
+        events after it."""
         while True:
             try:
+                limit = max_payload_of(self._js)
+                if limit is not None and wire_size(entry.payload, {MSG_ID: entry.msg_id}) > limit:
+                    raise TooLarge(f"{len(entry.payload)} bytes, over NATS's max_payload {limit}")
                 ack = await self._js.publish(entry.subject, entry.payload, timeout=self._ack_timeout,
                                              headers={MSG_ID: entry.msg_id})
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # NATS away (timeouts, no responders, closed): keep trying, in order
+            except Exception as exc:
+                if too_large(exc):
+                    self._counters.too_large[self.kind] += 1
+                    log.error("dropping %s event %s on %s: NATS refuses it for its size (%s)", self.kind,
+                              entry.msg_id, entry.subject, exc)
+                    return None
+                # NATS away (timeouts, no responders, closed): keep trying, in order
                 self._counters.publish_retries[self.kind] += 1
                 delay = self._backoff.next()
                 log.warning("publishing %s %s failed (%s: %s); retrying in %.1fs", self.kind, entry.msg_id,
@@ -160,7 +176,9 @@ class OrderedPublisher:
         if entry.future is not None:
             if self._inflight.get(entry.subject) is entry:
                 del self._inflight[entry.subject]
-            if entry.ack is not None:
+            if entry.ack is None:
+                pass  # dropped, refused for its size: counted and logged in _resend
+            else:
                 self.max_seq = max(self.max_seq, entry.ack.seq)
             if entry.ack is not None and entry.ack.duplicate:
                 self._counters.duplicates[self.kind] += 1

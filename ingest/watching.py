@@ -27,14 +27,24 @@ from ingest.backoff import Backoff
 from ingest.checkpoints import Checkpoints
 from ingest.counting import Counters
 from ingest.kinds import KindSpec
-from ingest.observing import BOOKMARK, ERROR, Origin, Unroutable, bookmark_rv, observe, parse_line, parse_status
+from ingest.observing import (
+    BOOKMARK,
+    ERROR,
+    Origin,
+    Unroutable,
+    bookmark_rv,
+    fitted,
+    observe,
+    parse_line,
+    parse_status,
+)
 from ingest.publishing import OrderedPublisher
 from ingest.relisting import plan_relist, read_known
 from kube.times import format_micro_time
 from messages import subjects
-from messages.codec import NewerSchema, encode
+from messages.codec import NewerSchema, is_compressed
 from messages.observed import ObservedEvent
-from runtime.bus import Bus
+from runtime.bus import Bus, payload_limit
 from runtime.deadletter import Halts
 
 log = logging.getLogger("kubus.ingest")
@@ -236,7 +246,15 @@ class KindWatcher:
     async def _publish(self, event: ObservedEvent, position: str | None) -> None:
         subject = subjects.event_subject(self._bus.partition_of(event.namespace), self.kind, event.uid,
                                          self._bus.prefix)
-        await self.publisher.publish(subject, event.msg_id, event.type, encode(event), position)
+        # the limit as the server's INFO says now (it is read again at every reconnect)
+        payload, too_large = fitted(event, payload_limit(self._bus.nc))
+        if too_large is not None:
+            self._counters.too_large[self.kind] += 1
+            self._counters.quarantined[self.kind] += 1
+            log.error("quarantined %s: %s", self.kind, too_large)
+        elif is_compressed(payload):
+            self._counters.compressed[self.kind] += 1
+        await self.publisher.publish(subject, event.msg_id, event.type, payload, position)
 
 
 def _short(exc: BaseException) -> str:

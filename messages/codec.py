@@ -8,10 +8,16 @@ character, which PostgreSQL's text refuses; integers within their column). A mes
 `kubus_dead_lettered_total{origin,reason}` metric. A message of a newer schema version than this process
 understands is not bad but early: `NewerSchema`, which its consumer stops at until this process is upgraded
 (docs/production.md, "Upgrades").
+
+A message may travel compressed (`compress`): zlib behind a marker no JSON document begins with. Every
+decoder here takes either form, so a consumer (the reconciler's batches, its bootstrap from KUBUS_STATE,
+ingest's relist, the replay) reads a compressed event like any other. Ingest compresses only an event too
+large for NATS's max_payload (docs/production.md, "Large objects"); everything else stays plain JSON.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Container
 from typing import Any, Final, Protocol, TypeVar
 
@@ -43,7 +49,9 @@ BAD_TIMESTAMP: Final = "bad_timestamp"  # observed_at, finished_at or issued_at 
 BAD_SUBJECT: Final = "bad_subject"  # a subject that does not name a partition (and kind and uid) of this bus
 BAD_OBJECT: Final = "bad_object"  # an event whose object does not decode into its kind's model
 EXECUTOR_ERROR: Final = "executor_error"  # an action that broke the executor on its last delivery
-REASONS: Final = (UNDECODABLE, WRONG_KIND, MALFORMED, BAD_TIMESTAMP, BAD_SUBJECT, BAD_OBJECT, EXECUTOR_ERROR)
+TOO_LARGE: Final = "too_large"  # an outbox row over NATS's max_payload even compressed: never published
+REASONS: Final = (UNDECODABLE, WRONG_KIND, MALFORMED, BAD_TIMESTAMP, BAD_SUBJECT, BAD_OBJECT, EXECUTOR_ERROR,
+                  TOO_LARGE)
 
 INT32: Final = 2**31 - 1  # the store's Integer columns (a result's code and attempts)
 INT64: Final = 2**63 - 1  # its BigInteger columns (decision ids)
@@ -72,10 +80,46 @@ def encode(message: Any) -> bytes:
     return _encoder.encode(message)
 
 
+# The marker of a compressed message: a NUL byte cannot begin a JSON document, so nothing older is mistaken
+# for one, and a reader that predates compression reports it as "not a ... message" rather than misreading it.
+COMPRESSED = b"\x00kubus-zlib\x00"
+# The most a compressed message may inflate to: above kube-apiserver's largest object (etcd's 1.5 MiB request
+# limit) with room to spare, and a bound on what a corrupt or hostile message can make a consumer allocate.
+MAX_INFLATED = 16 * 1024 * 1024
+COMPRESSION_LEVEL = 6  # zlib's default: of the levels measured, the best size for the time (bench/RESULTS.md)
+
+
+def compress(data: bytes) -> bytes:
+    """`data` (an encoded message) compressed, behind the COMPRESSED marker."""
+    return COMPRESSED + zlib.compress(data, COMPRESSION_LEVEL)
+
+
+def is_compressed(data: bytes) -> bool:
+    return data[:len(COMPRESSED)] == COMPRESSED
+
+
+def inflated(data: bytes) -> bytes:
+    """A message as encoded: compressed ones inflated, others as they are. BadMessage when a compressed one
+    is corrupt or inflates beyond MAX_INFLATED."""
+    if not is_compressed(data):
+        return data
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(memoryview(data)[len(COMPRESSED):], MAX_INFLATED)
+    except zlib.error as exc:
+        raise BadMessage(UNDECODABLE, f"compressed message is corrupt: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise BadMessage(UNDECODABLE, f"compressed message inflates beyond {MAX_INFLATED} bytes") from None
+    if not inflater.eof:
+        raise BadMessage(UNDECODABLE, "compressed message is truncated") from None
+    return out
+
+
 def _decode(data: bytes, decoder: msgspec.json.Decoder[V], what: str, tags: Container[str]) -> V:
     """The message, parsed once: its schema version is a field of it. Only a message that does not decode is
     parsed a second time, to tell one from a newer kubus (its version) from one of another kind (its tag)
     from a malformed one."""
+    data = inflated(data)
     try:
         message = decoder.decode(data)
     except msgspec.DecodeError as malformed:

@@ -5,6 +5,14 @@ marks them sent only after JetStream acknowledged them. A crash between the publ
 mark republishes the row, and JetStream's de-duplication drops the copy; a crash before the
 publish leaves the row pending for the next scan. Nothing is lost and nothing is doubled.
 
+A row larger than the server's max_payload (a single pod, status or revision too large: a sync cuts a
+CreatePods of several pods to fit, core/sizing.py) is published compressed; one NATS can never take even
+so is dead-lettered: a note goes to KUBUS_DEAD,
+a failed result (reason TooLarge, naming the action, the object and the size against the limit) to
+KUBUS_RESULTS for each of its effects, and the row leaves the outbox. It is never retried in front of the
+rows after it; the controllers read the result as any failed create or write (expectations lowered,
+the sync retried with backoff), and the audit trail shows it.
+
 The recorder hands the executors' results to the reconciler, which stores them (idempotent on
 the result key) and lets its controllers react (failed or skipped creations lower expectations,
 as upstream does for creations that will never be observed); they are acknowledged only after
@@ -16,21 +24,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import msgspec
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
-from kube.times import parse_time
+from kube.codec import decode_head
+from kube.times import format_micro_time, parse_time
 from messages import codec, subjects
-from messages.actions import ActionResult
+from messages.actions import FAILED, Action, ActionResult, CreateControllerRevision, CreatePods
 from reconciler.consuming import Stopped
 from runtime import failpoints, serving
-from runtime.bus import Bus, publish_async, stored
-from runtime.deadletter import RESULTS, Halts, Original, dead_letter
+from runtime.bus import Bus, Sent, publish_async, stored, wire_size
+from runtime.deadletter import ACTIONS, RESULTS, Halts, Original, dead_letter, one_line
+from store.outbox import OutboxRow
 from store.port import RelayPort
 from store.results import ResultRow
 
@@ -52,12 +65,48 @@ class Recorder(Protocol):
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None: ...
 
 
+RELAY_STALL_LIMIT = 120.0  # seconds a relay may fail round after round before /healthz says it is stuck
+DEAD_LETTER_REASON = "TooLarge"  # the reason of the failed results of a dead-lettered row
+RELAY_EXECUTOR = "outbox-relay"  # what a dead-lettered row's results name as their executor
+
+
+class RelayProgress:
+    """Whether the relay moves: since when its rounds have been failing (None while they succeed). Read by
+    /healthz (`healthy`) and the kubus_outbox_relay_stalled_seconds gauge."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, limit: float = RELAY_STALL_LIMIT):
+        self._clock = clock
+        self.limit = limit
+        self.failing_since: float | None = None
+
+    def succeeded(self) -> None:
+        self.failing_since = None
+        serving.RELAY_STALLED.set(0)
+
+    def failed(self) -> float:
+        """Records a failed round; how long the rounds have been failing."""
+        if self.failing_since is None:
+            self.failing_since = self._clock()
+        stalled = self.stalled_for()
+        serving.RELAY_STALLED.set(stalled)
+        return stalled
+
+    def stalled_for(self) -> float:
+        return 0.0 if self.failing_since is None else self._clock() - self.failing_since
+
+    def healthy(self) -> bool:
+        return self.stalled_for() < self.limit
+
+
 async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: float = 1.0,
-                subjects_of: SubjectsOf | None = None, stop: asyncio.Event | None = None) -> None:
+                subjects_of: SubjectsOf | None = None, stop: asyncio.Event | None = None,
+                progress: RelayProgress | None = None) -> None:
     """Publishes the pending outbox rows, on a wakeup or every `interval` seconds; with `subjects_of`,
     only those bound for the subjects it returns (a split reconciler relays its own partitions'). Ends
-    between two rounds once `stop` is set (never in the middle of a write: see run_reconciler)."""
+    between two rounds once `stop` is set (never in the middle of a write: see run_reconciler).
+    `progress` learns of every round's success or failure (see RelayProgress)."""
     stop = stop or asyncio.Event()
+    progress = progress or RelayProgress()
     while not stop.is_set():
         woken = asyncio.ensure_future(wakeup.wait())
         stopped = asyncio.ensure_future(stop.wait())
@@ -74,8 +123,11 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
         try:
             while await relay_once(bus, store, subjects_of() if subjects_of else None) == RELAY_BATCH:
                 pass
-        except Exception as exc:  # NATS or the database away: the next round retries the same rows
-            log.warning("outbox relay paused: %s", exc)
+        except Exception as exc:  # NATS or the database away: the next round retries the rows not yet taken
+            stalled = progress.failed()
+            log.warning("outbox relay paused (failing for %.0f s): %s", stalled, exc)
+        else:
+            progress.succeeded()
 
 
 async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None) -> int:
@@ -83,12 +135,98 @@ async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | Non
     serving.OUTBOX_DEPTH.set(len(rows))
     if not rows:
         return 0
-    sent = [await publish_async(bus.js, row.subject, row.payload, {"Nats-Msg-Id": row.key})
-            for row in rows]
-    await stored(bus.js, sent)  # an ack lost to a reconnect is published again, never waited for for ever
+    # publish_async_bounded: a row over max_payload is never written (nor leaks a slot of nats-py's window),
+    # its ack fails with TooLarge and `stored` hands it back in `refused`
+    sent = [await publish_async(bus.js, row.subject, _wire(bus, row), {"Nats-Msg-Id": row.key}) for row in rows]
+    refused: list[Sent] = []
+    try:
+        await stored(bus.js, sent, refused=refused)  # an ack lost to a reconnect is published again
+    except Exception:
+        # what JetStream did store is marked, so the next round does not publish it again
+        taken = [row.key for row, message in zip(rows, sent, strict=True) if _acked(message)]
+        if taken:
+            await store.mark_sent(taken)
+        raise
     failpoints.hit("relay.after-publish")
+    dead = {id(message) for message in refused}
+    for row, message in zip(rows, sent, strict=True):
+        if id(message) in dead:
+            await dead_letter_row(bus, row, message)
     await store.mark_sent([row.key for row in rows])
     return len(rows)
+
+
+def _wire(bus: Bus, row: OutboxRow) -> bytes:
+    """What goes on the bus for `row`: its payload, or compressed when that is over max_payload (an action
+    with one pod, status or revision that large: a sync cuts only a CreatePods of several pods). Executors
+    decode either (messages/codec.py); the outbox keeps the payload as the sync encoded it."""
+    if wire_size(row.payload, {"Nats-Msg-Id": row.key}) <= bus.nc.max_payload:
+        return row.payload
+    return codec.compress(row.payload)
+
+
+def _acked(message: Sent) -> bool:
+    return message.ack.done() and not message.ack.cancelled() and message.ack.exception() is None
+
+
+async def dead_letter_row(bus: Bus, row: OutboxRow, message: Sent) -> None:
+    """A row NATS will never take: a note on KUBUS_DEAD and a failed result per effect on KUBUS_RESULTS,
+    both stored before the caller marks the row (a crash in between publishes both again, and JetStream's
+    de-duplication keeps one of each)."""
+    size, limit = wire_size(message.payload, message.headers), bus.nc.max_payload
+    try:
+        action: Action | None = codec.decode_action(row.payload)
+    except codec.BadMessage as exc:  # the store wrote it: only a newer kubus's row can be unreadable
+        log.error("outbox row %s cannot be read (%s); no result can be recorded for it", row.key, exc)
+        action = None
+    what = f"{action.controller} {type(action).__name__}" if action is not None else "action"
+    reason = (f"{what} {row.key} is {len(row.payload)} bytes ({size} on the wire), over NATS's "
+              f"max_payload of {limit} bytes: it can never be published, and was dead-lettered")
+    log.error("outbox row dead-lettered: %s", reason)
+    note = codec.encode({"key": row.key, "subject": row.subject, "decision_id": row.decision_id,
+                         "action": _tag(action), "size": size, "max_payload": limit, "reason": reason})
+    # the headers every dead letter has (runtime/deadletter.py), the row standing for the message never sent
+    notes = [await publish_async(bus.js, subjects.dead_subject(ACTIONS, bus.prefix), note, {
+        "Nats-Msg-Id": f"dead/outbox/{row.key}", "Kubus-Dead-Reason": codec.TOO_LARGE,
+        "Kubus-Dead-Error": one_line(reason), "Kubus-Dead-By": RELAY_EXECUTOR, "Kubus-Original-Subject": row.subject})]
+    if action is not None:
+        results = subjects.result_subject(row.subject.rsplit(".", 1)[-1], bus.prefix)
+        now = format_micro_time(datetime.now(UTC))
+        for key, subject in _effects(action):
+            result = ActionResult(
+                key=key, action_key=action.key, action=_tag(action), decision_id=action.decision_id,
+                controller=action.controller, outcome=FAILED, reason=DEAD_LETTER_REASON,
+                message=f"{reason} ({subject or action.namespace})", executor=RELAY_EXECUTOR, attempts=0,
+                finished_at=now, subject=subject)
+            notes.append(await publish_async(bus.js, results, codec.encode(result), {"Nats-Msg-Id": f"result/{key}"}))
+    await stored(bus.js, notes)
+    serving.DEAD_LETTERED.labels(origin=ACTIONS, reason=codec.TOO_LARGE).inc()
+
+
+def _tag(action: Action | None) -> str:
+    return "unknown" if action is None else type(action).__struct_config__.tag  # type: ignore[return-value]
+
+
+def _effects(action: Action) -> list[tuple[str, str]]:
+    """(result key, the object the effect was on as ActionResult.subject names it), one per effect: each pod
+    of a CreatePods, else the action itself."""
+    if isinstance(action, CreatePods):
+        return [(pod.key, _subject(action.namespace, _name_of(pod.pod))) for pod in action.pods]
+    if isinstance(action, CreateControllerRevision):
+        return [(action.key, _subject(action.namespace, _name_of(action.revision)))]
+    name = getattr(action, "name", "")
+    return [(action.key, _subject(action.namespace, name) if name else action.namespace)]
+
+
+def _name_of(raw: msgspec.Raw) -> str:
+    try:
+        return decode_head(raw).metadata.name
+    except (msgspec.DecodeError, ValueError):
+        return ""
+
+
+def _subject(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
 
 
 async def record_results(bus: Bus, recorder: Recorder, partitions: Collection[int] | None = None,

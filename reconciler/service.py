@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -15,8 +16,8 @@ from reconciler.consuming import SoleReconciler
 from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
-from reconciler.relaying import record_results, relay
-from runtime.bus import Bus
+from reconciler.relaying import RelayProgress, record_results, relay
+from runtime.bus import Bus, payload_limit
 from runtime.deadletter import Halts
 from runtime.serving import Health
 from store.engine import Store
@@ -37,13 +38,17 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     `feature_gates` and `min_resync_period` are kube-controller-manager's flags of those names: the
     controllers built under this call (one, or one per change of the partitions held) take them, with the
     resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`)."""
-    settings = settings_of(feature_gates, min_resync_period, instance)
-    log.info("feature gates %s; informers' resync every %s", settings.feature_gates.as_dict(),
-             settings.resync_period or "never")
+    # actions are cut to fit the server's max_payload as its INFO said at this start (recorded for replay)
+    settings = dataclasses.replace(settings_of(feature_gates, min_resync_period, instance),
+                                   max_action_bytes=payload_limit(bus.nc))
+    log.info("feature gates %s; informers' resync every %s; actions up to %d bytes", settings.feature_gates.as_dict(),
+             settings.resync_period or "never", settings.max_action_bytes)
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     # a consumer stopped at a message of a newer kubus: not ready, still alive (docs/production.md, "Upgrades")
     halts = Halts()
     health.ready_when("reconciler-no-newer-messages", halts.ready)
+    progress = RelayProgress()
+    health.alive_when("outbox-relay", progress.healthy)  # false once its rounds fail for RELAY_STALL_LIMIT
     stop = asyncio.Event()
     keeper_task: asyncio.Task[None] | None = None
     loop: SoleReconciler | PartitionedReconciler
@@ -51,7 +56,8 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
         loop = reconciler = SoleReconciler(bus, store, instance=instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
-                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop), name="outbox-relay"),
+                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop, progress=progress),
+                                     name="outbox-relay"),
                  asyncio.create_task(record_results(bus, reconciler, stop=stop, by=instance, halts=halts),
                                      name="results-recorder")]
     else:
@@ -63,7 +69,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
         tasks = [keeper_task,
                  asyncio.create_task(split.run(), name="reconciler"),
                  asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects,
-                                           stop=stop), name="outbox-relay")]
+                                           stop=stop, progress=progress), name="outbox-relay")]
     if retention is not None:
         tasks.append(asyncio.create_task(enforce_retention(store, retention, stop=stop), name="retention"))
     try:

@@ -434,20 +434,109 @@ class Sent:
     headers: dict[str, str]
 
 
+# What a message's headers cost beyond their text ("NATS/1.0\r\n", ": " and "\r\n" per header, the closing
+# "\r\n"), with room to spare: the server counts headers and payload together against max_payload.
+HEADER_OVERHEAD = 64
+# Room kept below max_payload for what is added around a payload after its size was decided: the headers
+# (Nats-Msg-Id and the like), and the decision id the store writes into an action planned with 0.
+ENVELOPE_HEADROOM = 4096
+# JetStream's answer for a message larger than a stream's max_msg_size (NATS's JSStreamMessageExceedsMaximumErr)
+MESSAGE_TOO_LARGE = 10054
+
+
+def wire_size(payload: bytes, headers: dict[str, str] | None = None) -> int:
+    """What NATS counts against max_payload for a message: its payload and its headers together."""
+    head = sum(len(k) + len(v) + 4 for k, v in (headers or {}).items())
+    return len(payload) + (head + HEADER_OVERHEAD if headers else 0)
+
+
+def payload_limit(nc: Client) -> int:
+    """The largest payload kubus plans to publish on `nc`: the server's max_payload (from its INFO, read at
+    every (re)connect) less ENVELOPE_HEADROOM."""
+    return max(nc.max_payload - ENVELOPE_HEADROOM, 1)
+
+
+class TooLarge(ValueError):
+    """A message NATS will never take: larger than max_payload (or than the stream's max_msg_size)."""
+
+
+def too_large(exc: BaseException | None) -> bool:
+    """Whether NATS refused a message for its size: nats-py's own check against the server's max_payload
+    ("nats: maximum payload exceeded") or JetStream's for the stream's max_msg_size. Publishing it again
+    cannot succeed."""
+    if isinstance(exc, TooLarge | nats.errors.MaxPayloadError):
+        return True
+    if isinstance(exc, APIError):
+        return exc.err_code == MESSAGE_TOO_LARGE or "maximum payload" in (exc.description or "").lower()
+    return exc is not None and "maximum payload exceeded" in str(exc).lower()
+
+
+# nats-py's publish_async takes a slot of its pending window (a semaphore) and registers the ack's future
+# before it writes the message; when the write raises (the payload over max_payload, the reconnect buffer
+# full, the connection closed) the future is never resolved and the slot never given back. Every such
+# failure would shrink the window for good, until publish_async blocks for ever. These are the errors the
+# write raises after the future was registered (and nothing else can have run in between).
+_AFTER_REGISTERING = (nats.errors.MaxPayloadError, nats.errors.OutboundBufferLimitError,
+                      nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError,
+                      nats.errors.BadSubjectError)
+
+
+async def publish_async_bounded(js: JetStreamContext, subject: str, payload: bytes,
+                                headers: dict[str, str]) -> asyncio.Future[PubAck]:
+    """js.publish_async that never leaks a slot of nats-py's window, and never writes a message NATS would
+    refuse for its size (the server counts the headers too and closes the connection of a client that
+    sends more than max_payload): such a message, or a write that failed, is a future holding the error
+    (TooLarge for the size), to be handled with the others' acks."""
+    failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+    size, limit = wire_size(payload, headers), max_payload_of(js)
+    if limit is not None and size > limit:
+        failed.set_exception(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
+        return failed
+    try:
+        return await js.publish_async(subject, payload, headers=headers)
+    except asyncio.CancelledError:
+        raise
+    except _AFTER_REGISTERING as exc:
+        _release_orphan(js)
+        failed.set_exception(exc)
+        return failed
+
+
+def max_payload_of(js: JetStreamContext) -> int | None:
+    """The max_payload of the connection `js` publishes on (None for a stand-in without one, in tests)."""
+    nc: Client | None = getattr(js, "_nc", None)
+    return None if nc is None else nc.max_payload
+
+
+def _release_orphan(js: JetStreamContext) -> None:
+    """Resolves the future publish_async registered before its write raised: the last one registered (the
+    write raises synchronously after registering, so no other publish can have come in between), which
+    gives its slot back through nats-py's own done-callback."""
+    futures: dict[str, asyncio.Future[Any]] | None = getattr(js, "_publish_async_futures", None)
+    if not futures:
+        return
+    orphan = next(reversed(futures.values()))
+    if not orphan.done():
+        orphan.cancel()
+
+
 async def publish_async(js: JetStreamContext, subject: str, payload: bytes, headers: dict[str, str]) -> Sent:
-    """publish_async, keeping what was sent, so that `stored` can publish it again."""
-    return Sent(await js.publish_async(subject, payload, headers=headers), subject, payload, headers)
+    """publish_async, keeping what was sent, so that `stored` can publish it again (a failed write is a
+    failed ack: see publish_async_bounded)."""
+    return Sent(await publish_async_bounded(js, subject, payload, headers), subject, payload, headers)
 
 
 async def stored(js: JetStreamContext, sent: Sequence[Sent], *, timeout: float = 30.0,
-                 ack_wait: float = ACK_WAIT) -> None:
+                 ack_wait: float = ACK_WAIT, refused: list[Sent] | None = None) -> None:
     """Returns once JetStream has stored every message `sent`; raises the last error after `timeout`.
 
     nats-py's publish_async futures never time out: an ack lost to a reconnect (the server restarted, or the
     leader moved) would be waited for for ever, and every later publish waited behind it. A message whose ack
     has not come within `ack_wait`, or that failed, is published again, synchronously, with the same
     Nats-Msg-Id (which every kubus message carries): JetStream stores it once whatever the first attempt did.
-    An error JetStream answers (an APIError: the payload too large, no stream) is raised at once."""
+    An error JetStream answers (an APIError: the payload too large, no stream) is raised at once; with
+    `refused`, a message NATS refuses for its size (`too_large`) is added to it instead, and the others are
+    still waited for: publishing it again could never succeed, and must not hold back the rest."""
     if not sent:
         return
     loop = asyncio.get_running_loop()
@@ -458,14 +547,20 @@ async def stored(js: JetStreamContext, sent: Sequence[Sent], *, timeout: float =
     again = [s for s in sent if s.ack in late or s.ack.exception() is not None]
     for message in again:
         error = None if message.ack.cancelled() else message.ack.exception()
-        if isinstance(error, APIError):
+        if refused is not None and too_large(error):
+            refused.append(message)
+            continue
+        if isinstance(error, APIError | TooLarge):
             raise error
         while True:
             wait = max(0.1, min(ack_wait, deadline - loop.time()))
             try:
                 await js.publish(message.subject, message.payload, timeout=wait, headers=message.headers)
                 break
-            except APIError:
+            except (APIError, nats.errors.MaxPayloadError) as exc:
+                if refused is not None and too_large(exc):
+                    refused.append(message)
+                    break
                 raise
             except Exception as exc:  # no answer (reconnecting, no responders yet): try again until the deadline
                 if loop.time() >= deadline:

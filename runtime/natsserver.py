@@ -32,16 +32,23 @@ def free_port() -> int:
 class EmbeddedNats:
     """`nats-server -js` on 127.0.0.1, its JetStream data under `store_dir`."""
 
-    def __init__(self, store_dir: str | os.PathLike[str], port: int = 0):
+    def __init__(self, store_dir: str | os.PathLike[str], port: int = 0, max_payload: int | None = None):
+        """`max_payload`: the server's limit on a message, when not its default (1 MiB)."""
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
+        self.max_payload = max_payload
         self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self, timeout: float = 10.0) -> str:
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        config: list[str] = []
+        if self.max_payload is not None:  # no command-line flag sets it: a configuration file does
+            path = self.store_dir / "nats.conf"
+            path.write_text(f"max_payload: {self.max_payload}\n")
+            config = ["-c", str(path)]
         self._proc = await asyncio.create_subprocess_exec(
-            binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir),
+            binary(), *config, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

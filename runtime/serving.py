@@ -40,6 +40,8 @@ DEAD_LETTERED = Counter("kubus_dead_lettered_total", "Messages copied to KUBUS_D
                         "family they came from and why they could not be used", ["origin", "reason"])
 HALTED = Gauge("kubus_consumer_halted", "1 while a consumer is stopped at a message of a newer schema version than "
                "this process understands: upgrade the process", ["consumer"])
+RELAY_STALLED = Gauge("kubus_outbox_relay_stalled_seconds",
+                      "How long the outbox relay's rounds have been failing (0 while they succeed)")
 # how full each of kubus's streams is, refreshed every STREAMS_REFRESH seconds by every service serving /metrics
 STREAM_MESSAGES = Gauge("kubus_stream_messages", "Messages a stream holds", ["stream"])
 STREAM_BYTES = Gauge("kubus_stream_bytes", "Bytes a stream holds", ["stream"])
@@ -76,7 +78,9 @@ def _ingest_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
     yield events
     for name, key, helptext in (
             ("kubus_ingest_duplicates_total", "duplicates", "Publishes JetStream dropped as duplicates"),
-            ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode"),
+            ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode, or were too large"),
+            ("kubus_ingest_compressed_total", "compressed", "Events published compressed: over max_payload"),
+            ("kubus_ingest_too_large_total", "too_large", "Objects too large for max_payload even compressed"),
             ("kubus_ingest_lists_total", "lists", "Full lists (start without checkpoint, 410 Gone)"),
             ("kubus_ingest_api_reconnects_total", "api_reconnects", "Watches re-opened after an error")):
         family = CounterMetricFamily(name, helptext, labels=["kind"])

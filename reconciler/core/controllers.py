@@ -45,6 +45,7 @@ from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import DaemonSetController
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
+from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import WorkQueue
 
@@ -82,20 +83,26 @@ class Settings:
 
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     resync_period: timedelta | None = None  # None: no periodic resync
+    # the largest action, in bytes, a sync may issue (NATS's max_payload less headroom): a CreatePods over it
+    # is cut into several (core/sizing.py); None: no limit
+    max_action_bytes: int | None = None
 
     def start_state(self) -> dict[str, Any]:
         """The entries a start tick's state records."""
         period = None if self.resync_period is None else self.resync_period // timedelta(microseconds=1)
-        return {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period}
+        return {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period,
+                "max_action_bytes": self.max_action_bytes}
 
     @classmethod
     def from_start_state(cls, state: Mapping[str, Any] | None) -> Settings:
         """What a start tick recorded; a history recorded before these were recorded had the defaults of its
-        time: no gate on and no periodic resync."""
+        time: no gate on, no periodic resync and no limit on an action's size."""
         state = state or {}
         period = state.get("resync_period_us")
+        limit = state.get("max_action_bytes")
         return cls(FeatureGates.from_mapping(state.get("feature_gates") or {}),
-                   None if period is None else timedelta(microseconds=int(period)))
+                   None if period is None else timedelta(microseconds=int(period)),
+                   None if limit is None else int(limit))
 
 
 @dataclass
@@ -337,7 +344,8 @@ class Controllers:
             round_error=self.errors.get(key), round_in_flight=key in self.manage_pending,
             status_in_flight=key in self.status_in_flight))
         decided = Decided(name, key.kind.value, key.namespace, correlation, self.last_seq,
-                          self.triggers.pop(key, None), synced.summary, 0.0, synced.actions, synced.known)
+                          self.triggers.pop(key, None), synced.summary, 0.0,
+                          fit_actions(synced.actions, self.settings.max_action_bytes), synced.known)
         if synced.gone:
             self._forget(controller, key)
             return decided

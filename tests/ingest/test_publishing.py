@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from nats.errors import MaxPayloadError
 from nats.js.api import PubAck
 
 from ingest.backoff import Backoff
@@ -22,6 +23,7 @@ class ScriptedJetStream:
         self.stored: set[str] = set()
         self.failing_resends = 0
         self.refuse_next_send: Exception | None = None
+        self.too_large: set[str] = set()  # msg ids NATS refuses for their size, every time
 
     async def publish_async(self, subject: str, payload: bytes, headers: dict[str, str]) -> asyncio.Future[PubAck]:
         if self.refuse_next_send is not None:
@@ -34,6 +36,8 @@ class ScriptedJetStream:
     async def publish(self, subject: str, payload: bytes, timeout: float, headers: dict[str, str]) -> PubAck:
         msg_id = headers[MSG_ID]
         self.resent.append(msg_id)
+        if msg_id in self.too_large:
+            raise MaxPayloadError
         if self.failing_resends:
             self.failing_resends -= 1
             raise TimeoutError("nats: timeout")
@@ -156,3 +160,19 @@ async def test_a_mark_is_reached_once_everything_before_it_is_acked(
     js.ack("a")
     await pub.drain()
     assert pub.acked_position == "20"
+
+
+async def test_a_message_refused_for_its_size_is_dropped_not_retried_in_front_of_the_others(
+        js: ScriptedJetStream, counters: Counters) -> None:
+    """Issue 15: only a server whose max_payload shrank after the watcher fitted the event can refuse one
+    (ingest compresses or quarantines an event over the limit first); retrying it would stop every event of
+    the kind behind it for good."""
+    pub = publisher(js, counters)
+    js.too_large.add("big")
+    js.refuse_next_send = MaxPayloadError()
+    await send(pub, "big", position="1")
+    await send(pub, "next", position="2")
+    js.ack("next")
+    await asyncio.wait_for(pub.drain(), 5)
+    assert js.resent == ["big"] and pub.acked_position == "2"  # tried once, then dropped; the next went on
+    assert counters.too_large["Pod"] == 1 and counters.published[("Pod", "ADDED")] == 1

@@ -30,7 +30,7 @@ SERVICES = ("ingest", "reconcile", "execute")
 class Pipeline:
     def __init__(self, workdir: Path, *sim_args: str, nats_url: str | None = None,
                  service_args: Sequence[str] = (), args_for: dict[str, Sequence[str]] | None = None,
-                 metrics: bool = False):
+                 metrics: bool = False, max_payload: int | None = None):
         self.workdir = workdir
         self.prefix = f"p{uuid.uuid4().hex[:8]}"
         self.nats_port = free_port()
@@ -40,6 +40,7 @@ class Pipeline:
         self.args_for = {service: tuple(args) for service, args in (args_for or {}).items()}
         # with `metrics`, each service serves /metrics on a port of its own (`metric` reads it)
         self.metrics_ports = {service: free_port() for service in SERVICES} if metrics else {}
+        self.max_payload = max_payload  # the own nats-server's, when not its default (1 MiB)
         if nats_url is None:
             self.start_nats()
         self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
@@ -48,7 +49,12 @@ class Pipeline:
 
     # --- processes --------------------------------------------------------------------------------
     def start_nats(self) -> None:
-        self.nats = subprocess.Popen([nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
+        config: list[str] = []
+        if self.max_payload is not None:  # only a configuration file sets it
+            path = self.workdir / "nats.conf"
+            path.write_text(f"max_payload: {self.max_payload}\n")
+            config = ["-c", str(path)]
+        self.nats = subprocess.Popen([nats_binary(), *config, "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
                                       "-sd", str(self.workdir / "nats")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
