@@ -180,10 +180,10 @@ class OrderedPublisher:
                 pass  # dropped, refused for its size: counted and logged in _resend
             else:
                 self.max_seq = max(self.max_seq, entry.ack.seq)
-            if entry.ack is not None and entry.ack.duplicate:
-                self._counters.duplicates[self.kind] += 1
-            else:
-                self._counters.published[(self.kind, entry.event_type)] += 1
+                if entry.ack.duplicate:
+                    self._counters.duplicates[self.kind] += 1
+                else:
+                    self._counters.published[(self.kind, entry.event_type)] += 1
         if entry.position is not None:
             self._advance(entry.position)
 

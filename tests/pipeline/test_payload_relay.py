@@ -28,6 +28,8 @@ from store.outbox import OutboxRow
 from store.results import ResultRow
 from tests.leases.test_split_reconcilers import until
 
+ISSUED = "2026-11-26T10:00:00.000000Z"  # an RFC 3339 issued_at, as the codec requires
+
 MAX_PAYLOAD = 64 * 1024
 
 
@@ -70,7 +72,7 @@ def row(bus: Bus, action: CreatePods | DeletePod) -> OutboxRow:
 
 
 def delete(key: str) -> DeletePod:
-    return DeletePod(key=key, decision_id=7, controller="ReplicaSet/shop/web", issued_at="now", namespace="shop",
+    return DeletePod(key=key, decision_id=7, controller="ReplicaSet/shop/web", issued_at=ISSUED, namespace="shop",
                      name=f"pod-{key}", uid="u")
 
 
@@ -81,7 +83,7 @@ def huge_create(compressible: bool = False) -> CreatePods:
     blob = "y" * (MAX_PAYLOAD + 100) if compressible else noise.decode()
     body = {"metadata": {"name": "web-big", "namespace": "shop"}, "spec": {"x": blob}}
     return CreatePods(key="ReplicaSet/shop/web@5-1/create", decision_id=8, controller="ReplicaSet/shop/web",
-                      issued_at="now", namespace="shop",
+                      issued_at=ISSUED, namespace="shop",
                       pods=[PodToCreate(key="ReplicaSet/shop/web@5-1/create/0", pod=msgspec.Raw(codec.encode(body)))])
 
 

@@ -14,6 +14,8 @@ from reconciler.core.controllers import Controllers, Outcome, Settings
 from reconciler.core.sizing import fit_actions, part_key, split_create_pods
 from tests.reconciler.builders import NOW, Cluster
 
+ISSUED = "2026-11-26T10:00:00.000000Z"  # an RFC 3339 issued_at, as the codec requires
+
 KEY = "ReplicaSet/shop/web@1-2/create"
 
 
@@ -22,7 +24,7 @@ def create(*sizes: int) -> CreatePods:
     pods = [PodToCreate(key=f"{KEY}/{i}", pod=msgspec.Raw(msgspec.json.encode({"x": "a" * (size - 8)})))
             for i, size in enumerate(sizes)]
     assert [len(p.pod) for p in pods] == list(sizes)
-    return CreatePods(key=KEY, decision_id=0, controller="ReplicaSet/shop/web", issued_at="now",
+    return CreatePods(key=KEY, decision_id=0, controller="ReplicaSet/shop/web", issued_at=ISSUED,
                       namespace="shop", pods=pods, component="replicaset-controller")
 
 
@@ -62,7 +64,7 @@ def test_part_keys() -> None:
 
 def test_without_a_limit_or_within_it_nothing_changes() -> None:
     action = create(*[1000] * 50)
-    other = DeletePod(key="k", decision_id=0, controller="ReplicaSet/shop/web", issued_at="now", namespace="shop",
+    other = DeletePod(key="k", decision_id=0, controller="ReplicaSet/shop/web", issued_at=ISSUED, namespace="shop",
                       name="p", uid="u")
     assert fit_actions([action, other], None) == [action, other]
     assert fit_actions([action, other], size(action)) == [action, other]
