@@ -19,8 +19,9 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
+from nats.errors import NoRespondersError
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from kube.times import parse_time
 from messages import codec, subjects
@@ -133,6 +134,13 @@ async def _record(bus: Bus, recorder: Recorder, subject: str, durable: str, ack_
         except NotFoundError as exc:
             raise StreamMissing(f"stream {stream} is gone ({exc.description or exc}); results on {subject} "
                                 f"cannot be recorded") from None
+        except (TimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+            # JetStream did not answer: a server of the cluster is down and the stream's or the meta leader is
+            # being elected, or NATS is reconnecting. Transient, as in _record_until: a crashed recorder would
+            # take the whole reconciler down (found by tests/chaos, a nats-server killed as a loop started).
+            log.warning("results consumer %s on %s not bound yet (%r); trying again", durable, stream, exc)
+            await asyncio.sleep(1.0)
+            continue
         try:
             gone = await _record_until(bus, recorder, sub, subject, stop)
         finally:
