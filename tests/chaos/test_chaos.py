@@ -201,6 +201,7 @@ class Chaos:
         self.wanted = Wanted()
         self.generation = 1  # of the DaemonSets' images: busybox:<n>
         self.counts: Counter[str] = Counter()
+        self.exits: Counter[str] = Counter()  # services that exited without being killed
 
     # --- faults ---------------------------------------------------------------------------------------
     def next_fault(self) -> str | None:
@@ -255,6 +256,7 @@ class Chaos:
         for name, code in self.dep.dead().items():
             if name not in killed:
                 self.timeline(f"EXITED {name} on its own with code {code}: started again")
+                self.exits[name] += 1
                 self.dep.start(name, self.dep.services[name].kind)
 
     # --- the workload ---------------------------------------------------------------------------------
@@ -397,7 +399,8 @@ def test_chaos(stack: Stack) -> None:
         until(chaos.settled, "every DaemonSet rolled and every ReplicaSet at its count after the chaos",
               QUIET_DEADLINE)
         until(lambda: every_action_answered(dep), "every decision's actions to have results", 60)
-        timeline(f"settled {time.monotonic() - began:.1f}s after the chaos; every action has a result")
+        timeline(f"settled {time.monotonic() - began:.1f}s after the chaos; every action has a result; services "
+                 f"that exited on their own (and were started again): {dict(chaos.exits) or 'none'}")
         assert not dep.dead(), f"services died: {dep.dead()}\n{dep.logs()}"
     finally:
         print(f"\n{timeline}", flush=True)
