@@ -18,7 +18,9 @@ everything is started and the test waits (conditions with deadlines, no sleep) f
 template with one Ready pod per node and its status saying so, every ReplicaSet at its last count, and every
 action of every decision with a result in the audit trail (`audit_actions`, docs/audit.md).
 
-The seed is printed at the start; KUBUS_CHAOS_SEED=<seed> repeats the run's choices (not the machine's timing).
+The seed is printed at the start; KUBUS_CHAOS_SEED=<seed> repeats the RNG's draws (what to do, to whom, the
+pauses). Timing can still change a run: a fault whose victim is still down is skipped, and so is a nats-server
+kill while the cluster has not caught up.
 The timeline of what was killed and when is printed as it happens and again at the end (`pytest -s` shows it;
 a failure shows it always), and written to `timeline.txt` in the run's directory.
 
@@ -371,7 +373,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 def test_chaos(stack: Stack) -> None:
     """See the module's docstring."""
     dep, cluster = stack.dep, stack.cluster
-    print(f"\nchaos seed {SEED} (KUBUS_CHAOS_SEED={SEED} repeats the choices), {SECONDS:g}s of chaos "
+    print(f"\nchaos seed {SEED} (KUBUS_CHAOS_SEED={SEED} repeats the draws), {SECONDS:g}s of chaos "
           f"(KUBUS_CHAOS_SECONDS), work directory {stack.workdir}", flush=True)
     timeline = Timeline(stack.workdir / "timeline.txt")
     chaos = Chaos(dep, cluster, stack.pg, timeline)
