@@ -32,8 +32,9 @@ from typing import Any, Protocol
 
 import msgspec
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from kube.codec import decode_head
 from kube.times import format_micro_time, parse_time
@@ -292,6 +293,13 @@ async def _record(sink: _Sink, subject: str, durable: str, ack_wait: float) -> N
         except NotFoundError as exc:
             raise StreamMissing(f"stream {stream} is gone ({exc.description or exc}); results on {subject} "
                                 f"cannot be recorded") from None
+        except (TimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+            # JetStream did not answer: a server of the cluster is down and the stream's or the meta leader is
+            # being elected, or NATS is reconnecting. Transient, as in _record_until: a crashed recorder would
+            # take the whole reconciler down (found by tests/chaos, a nats-server killed as a loop started).
+            log.warning("results consumer %s on %s not bound yet (%r); trying again", durable, stream, exc)
+            await asyncio.sleep(1.0)
+            continue
         try:
             gone = await _record_until(sink, sub, subject)
         finally:

@@ -66,14 +66,16 @@ class NatsCluster:
                 f"  routes: [{routes}]\n}}\n")
 
     # --- processes ----------------------------------------------------------------------------------
-    def start(self, *names: str, timeout: float = 30.0) -> None:
-        """Starts the named servers (default: all), then waits until every running one is healthy."""
+    def start(self, *names: str, timeout: float = 30.0, wait: bool = True) -> None:
+        """Starts the named servers (default: all), then (unless `wait` is false) waits until every running one
+        is healthy."""
         for name in names or tuple(self.nodes):
             log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
             self.procs[name] = subprocess.Popen([binary(), "-c", str(self.workdir / f"{name}.conf")],
                                                 stdout=log, stderr=subprocess.STDOUT)
             log.close()
-        self.wait_healthy(timeout)
+        if wait:
+            self.wait_healthy(timeout)
 
     def kill(self, name: str) -> None:
         """kill -9: no goodbye to the peers, no flush of what the server had not written."""

@@ -70,11 +70,25 @@ class EmbeddedPostgres:
             self._bin = self._copy_binaries()
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                   "--no-locale", "--no-sync", timeout=120)
+        self.start_server()
+        return self.url
+
+    def start_server(self) -> None:
+        """Start the server on its data directory (after `start`, again after `crash`); waits until it accepts."""
         # fsync off: the data is thrown away at the end, and a crash of the machine is not something to survive
+        # (a crash of the server is: its WAL is in the OS's page cache, which outlives the server's processes)
         options = f"-h 127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start",
                   timeout=90)
-        return self.url
+
+    def running(self) -> bool:
+        """A postmaster runs on the data directory (pg_ctl removes its pid file once a stop is complete)."""
+        return (self.data / "postmaster.pid").exists()
+
+    def crash(self) -> None:
+        """Stop the server the way a crash does (`pg_ctl stop -m immediate`: every process quits at once, no
+        checkpoint, open transactions lost): its next start replays the WAL."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop", timeout=90)
 
     def stop(self) -> None:
         """Stop the server (dropping its connections) and delete its directory."""

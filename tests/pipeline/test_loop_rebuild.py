@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 import pytest
 
 from kube.testing import replicaset
@@ -162,6 +163,41 @@ async def test_the_results_recorder_binds_a_deleted_consumer_again(bus: Bus, mon
         # the new durable starts from the stream's beginning: r1 comes again, recorded idempotently by the store
         await until_true(lambda: "r2" in recorder.keys, "the result published after the consumer was deleted")
         assert (await bus.js.consumer_info(stream, durable)).name == durable
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+class UnansweredJetStream:
+    """bus.js, except that the first `times` binds of a consumer get no answer within nats-py's timeout, as while
+    a killed nats-server's stream and meta leaderships are elected again elsewhere."""
+
+    def __init__(self, bus: Bus, times: int) -> None:
+        self._js = bus.js
+        self.left = times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._js, name)
+
+    async def pull_subscribe(self, *args: Any, **kwargs: Any) -> Any:
+        if self.left:
+            self.left -= 1
+            raise nats.errors.TimeoutError()
+        return await self._js.pull_subscribe(*args, **kwargs)
+
+
+async def test_the_results_recorder_outlives_a_jetstream_that_does_not_answer(bus: Bus) -> None:
+    """Found by tests/chaos: a reconciler whose loop started as a nats-server was killed exited 1 ("reconciler
+    stopped: TimeoutError: nats: timeout"), its recorder's bind having timed out. It binds again instead."""
+    recorder, stop = Recorder(), asyncio.Event()
+    silent = UnansweredJetStream(bus, times=2)
+    task = asyncio.create_task(record_results(dataclasses.replace(bus, js=silent), recorder, [0], ack_wait=5,
+                                              stop=stop))
+    try:
+        await bus.js.publish(subjects.result_subject("0", bus.prefix), codec.encode(result_for(1)[0][0]))
+        await until_true(lambda: recorder.keys == ["r1"] or task.done(), "the result, once the bind is answered")
+        assert not task.done(), task.exception()
+        assert recorder.keys == ["r1"] and silent.left == 0
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

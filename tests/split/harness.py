@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,7 +89,10 @@ class LeaseRow:
 
 class SplitDeployment:
     def __init__(self, workdir: Path, db_url: str, *, nodes: int = 6, partitions: int = 8, lease_ttl: float = 3.0,
-                 ack_wait: float = 3.0, qps: float = 100.0, burst: int = 200) -> None:
+                 ack_wait: float = 3.0, qps: float = 100.0, burst: int = 200, nats_url: str | None = None,
+                 service_args: Sequence[str] = ()) -> None:
+        """`nats_url` (e.g. a cluster's seed URLs, tests/natscluster.py) is used instead of a nats-server of the
+        deployment's own; `service_args` are added to every service's command line (e.g. `--stream-replicas 3`)."""
         self.workdir = workdir
         self.db_url = db_url
         self.partitions = partitions
@@ -98,22 +101,28 @@ class SplitDeployment:
         self.qps, self.burst = qps, burst
         self.prefix = f"s{uuid.uuid4().hex[:8]}"
         self.nats_port = free_port()
-        self.nats_url = f"nats://127.0.0.1:{self.nats_port}"
+        self.nats_url = nats_url or f"nats://127.0.0.1:{self.nats_port}"
+        self.service_args = tuple(service_args)
         self.services: dict[str, Service] = {}
-        self.nats = subprocess.Popen([nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
-                                      "-sd", str(workdir / "nats")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.nats: subprocess.Popen[bytes] | None = None
+        if nats_url is None:
+            self.nats = subprocess.Popen([nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
+                                          "-sd", str(workdir / "nats")],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(self._nats_listening, 15, what="nats-server to listen")
+            if self.nats is not None:
+                wait_for(self._nats_listening, 15, what="nats-server to listen")
             self.sim = Sim(workdir, "--nodes", str(nodes), "--kubelet-delay", "0.05",
                            "--termination-seconds", "0.2", "--seed", "11")
         except BaseException:
-            self.nats.kill()
-            self.nats.wait()
+            if self.nats is not None:
+                self.nats.kill()
+                self.nats.wait()
             raise
         self.nodes = nodes
 
     def _nats_listening(self) -> bool:
+        assert self.nats is not None
         assert self.nats.poll() is None, f"nats-server exited with {self.nats.returncode}"
         try:
             socket.create_connection(("127.0.0.1", self.nats_port), timeout=1).close()
@@ -143,7 +152,7 @@ class SplitDeployment:
         args = [sys.executable, "-m", "kubus", kind, "--nats-url", self.nats_url, "--prefix", self.prefix,
                 "--partitions", str(self.partitions), "--db-url", self.db_url,
                 "--data-dir", str(self.workdir / f"data-{name}"), "--kubeconfig", str(self.sim.kubeconfig),
-                "--metrics-port", "0", "--instance", instance]
+                "--metrics-port", "0", "--instance", instance, *self.service_args]
         if kind == "reconcile":
             args += ["--lease-ttl", f"{self.lease_ttl:g}"]
         if kind == "execute":
@@ -190,6 +199,8 @@ class SplitDeployment:
         code = self.sim.stop()
         ended["sim"] = f"exited {code} after {time.monotonic() - began:.1f}s"
         began = time.monotonic()
+        if self.nats is None:
+            return ended
         if self.nats.poll() is None:
             self.nats.terminate()
             try:

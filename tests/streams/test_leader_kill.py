@@ -5,7 +5,12 @@ revision, every action with a result, and no service restarted.
 
 The server killed is the stream leader of KUBUS_ACTIONS (the executors' work queue), of KUBUS_EVENTS (the
 event history the reconciler consumes), or a follower of KUBUS_ACTIONS. It is started again at the end of
-each test and must catch up (the next test starts from a healthy cluster)."""
+each test and must catch up (the next test starts from a healthy cluster).
+
+Then the whole cluster is stopped and started again (same store directories) in the middle of a rollout,
+with a ReplicaSet scaled while no server runs; and a ReplicaSet is scaled up and down while the leaders of
+KUBUS_ACTIONS, KUBUS_EVENTS and KUBUS_RESULTS are killed one after the other. Each ends with one pod per node
+and revision, the ReplicaSet at its count (never over it on the way), and the services never restarted."""
 
 from __future__ import annotations
 
@@ -178,3 +183,111 @@ def test_a_nats_server_killed_mid_rollout(cluster: NatsCluster, pipeline: Pipeli
     assert not dead, f"services died: {dead}\n{pipeline.logs()}"
 
     cluster.start(server)  # it catches up: /healthz on every server is green again
+
+
+# --- ReplicaSets --------------------------------------------------------------------------------------
+def create_replicaset(p: Pipeline, ns: str, replicas: int) -> None:
+    """A ReplicaSet `web` in the existing namespace `ns`."""
+    labels = {"app": "web"}
+    code, body = p.sim.request("POST", f"/apis/apps/v1/namespaces/{ns}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}})
+    assert code == 201, body
+
+
+def scale(p: Pipeline, ns: str, replicas: int) -> None:
+    code, body = p.sim.request("PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/web",
+                               {"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
+    assert code == 200, body
+
+
+def rs_settled(p: Pipeline, ns: str, replicas: int, ceiling: int) -> bool:
+    """Exactly `replicas` pods of the ReplicaSet, none terminating, all Running, and its status saying so for
+    its generation. Fails the test at once when more than `ceiling` pods are active (an over-creation)."""
+    code, rs = p.sim.request("GET", f"/apis/apps/v1/namespaces/{ns}/replicasets/web")
+    assert code == 200, rs
+    pods = [q for q in p.pods(ns) if (q["metadata"].get("labels") or {}).get("app") == "web"]
+    active = [q for q in pods if not q["metadata"].get("deletionTimestamp")]
+    if len(active) > ceiling:
+        pytest.fail(f"{ns}/web has {len(active)} active pods, more than {ceiling}")
+    status = rs.get("status") or {}
+    return (len(pods) == len(active) == replicas and all(q["status"].get("phase") == "Running" for q in active)
+            and status.get("observedGeneration") == rs["metadata"]["generation"]
+            and status.get("replicas") == replicas and status.get("availableReplicas", 0) == replicas)
+
+
+def rs_actions_without_result(p: Pipeline, ns: str) -> list[tuple[Any, ...]]:
+    return p.sql("select t.key, o.state from action_targets t join outbox o on o.key = t.action_key "
+                 "join decisions d on d.id = o.decision_id where d.controller_key = ? and (o.state != 'sent' "
+                 "or not exists (select 1 from action_results r where r.key = t.key))", f"ReplicaSet/{ns}/web")
+
+
+def no_service_died(p: Pipeline) -> None:
+    dead = {s: proc.returncode for s, proc in p.procs.items() if proc.poll() is not None}
+    assert not dead, f"services died: {dead}\n{p.logs()}"
+
+
+def results_leader(cluster: NatsCluster, p: Pipeline) -> str:
+    leader = cluster.stream_leader(subjects.stream_name(subjects.RESULTS_STREAM, p.prefix))
+    assert leader is not None
+    return leader
+
+
+def test_the_whole_cluster_restarted_mid_rollout(cluster: NatsCluster, pipeline: Pipeline) -> None:
+    """All three servers stopped in the middle of a DaemonSet rollout, a ReplicaSet scaled from 2 to 4 while none
+    runs (the API takes it: ingest must publish it once the cluster is back), then all three started again on their
+    store directories and ports. The services reconnect on their own: the rollout ends with one new pod per node,
+    the ReplicaSet at 4 (never more), every action with a result, and no service restarted."""
+    ns, name, web = "whole-cluster-restart", "agent", "whole-cluster-restart-web"  # settled() counts every pod of ns
+    create_daemonset(pipeline, ns, name)
+    code, body = pipeline.sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": web}})
+    assert code == 201, body
+    create_replicaset(pipeline, web, 2)
+    until(pipeline, cluster, lambda: settled(pipeline, ns, name, OLD) and rs_settled(pipeline, web, 2, ceiling=2),
+          "one old pod per node and 2 replicas")
+
+    set_image(pipeline, ns, name, NEW)
+    until(pipeline, cluster, lambda: any(q["spec"]["containers"][0]["image"] == NEW for q in live_pods(pipeline, ns)),
+          "the first pod of the new revision")
+    cluster.stop()
+    assert not list(cluster.running())
+    updated = sum(q["spec"]["containers"][0]["image"] == NEW for q in pipeline.pods(ns))
+    assert updated < len(NODES), f"the rollout was over ({updated} new pods) when the cluster stopped"
+    scale(pipeline, web, 4)
+
+    cluster.start()  # every server on its own store directory: the streams come back with their messages
+    until(pipeline, cluster, lambda: settled(pipeline, ns, name, NEW) and rs_settled(pipeline, web, 4, ceiling=4),
+          "one new pod per node and 4 replicas after the whole cluster restarted", timeout=90)
+    until(pipeline, cluster, lambda: not actions_without_result(pipeline, ns, name)
+          and not rs_actions_without_result(pipeline, web), "every action to have a result")
+    no_service_died(pipeline)
+
+
+@pytest.mark.parametrize("steps", [pytest.param(((2, None), (7, actions_leader), (1, events_leader),
+                                                 (5, results_leader)), id="up-down-up")])
+def test_replicasets_scale_while_stream_leaders_are_killed(
+        cluster: NatsCluster, pipeline: Pipeline,
+        steps: tuple[tuple[int, Callable[[NatsCluster, Pipeline], str] | None], ...]) -> None:
+    """A ReplicaSet scaled 2 -> 7 -> 1 -> 5; right after each scale is accepted by the API the leader of one stream
+    (KUBUS_ACTIONS, KUBUS_EVENTS, KUBUS_RESULTS) is killed with SIGKILL, and started again once the count is met.
+    Each step ends at exactly its count with the status saying so, never more active pods than the larger of the
+    two counts on the way, every action with a result, and no service restarted."""
+    ns = "scale-under-leader-kills"
+    code, body = pipeline.sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+    assert code == 201, body
+    previous = steps[0][0]
+    create_replicaset(pipeline, ns, previous)
+    until(pipeline, cluster, lambda: rs_settled(pipeline, ns, previous, ceiling=previous), f"{previous} replicas")
+    for replicas, victim in steps[1:]:
+        assert victim is not None
+        server = victim(cluster, pipeline)
+        scale(pipeline, ns, replicas)
+        cluster.kill(server)
+        ceiling = max(previous, replicas)
+        until(pipeline, cluster, lambda r=replicas, c=ceiling: rs_settled(pipeline, ns, r, ceiling=c),  # type: ignore[misc]
+              f"{replicas} replicas after {server}, the leader found by {victim.__name__}, was killed")
+        cluster.start(server)
+        previous = replicas
+    until(pipeline, cluster, lambda: not rs_actions_without_result(pipeline, ns), "every action to have a result")
+    no_service_died(pipeline)
