@@ -38,6 +38,7 @@ from store import (
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
+from store.leases import LeaseClock
 from store.outbox import OutboxRow
 from store.results import ResultRow
 from store.transaction import Transaction
@@ -80,8 +81,12 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow) -> Store:
+async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow,
+                     lease_clock: LeaseClock = "database") -> Store:
     """Connect to the database at `url` (None: SQLite in `data_dir`) and make sure its schema fits.
+
+    `lease_clock`: what leases are measured against (store/leases.py): the database's clock, or "local", the
+    callers' (tests that move a fake clock).
 
     Raises DatabaseUnavailable (one line: which database, what failed, how to fix it).
     """
@@ -96,7 +101,7 @@ async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow) -
     except BaseException:
         await engine.dispose()
         raise
-    return Store(engine, target, clock)
+    return Store(engine, target, clock, lease_clock)
 
 
 async def upgrade(url: str | None, data_dir: str) -> str:
@@ -153,11 +158,13 @@ class Store:
     """The database behind kubus: units of work for reconcilers, and the relay, executor-result
     and ingest sides, each a short transaction of its own. The SQL adapter of store/port.py's `Port`."""
 
-    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow,
+                 lease_clock: LeaseClock = "database") -> None:
         self.engine = engine
         self.backend = target.backend
         self.label = target.label
         self._clock = clock
+        self.lease_clock: LeaseClock = lease_clock
 
     async def __aenter__(self) -> Store:
         return self
@@ -173,7 +180,7 @@ class Store:
     async def transaction(self) -> AsyncIterator[Transaction]:
         """A unit of work: commits when the block ends, rolls back everything if it raises."""
         async with self._writing() as conn:
-            yield Transaction(conn, self._clock)
+            yield Transaction(conn, self._clock, self.lease_clock)
 
     # the reconciler's start
     async def load(self, consumer: str) -> Stored:
