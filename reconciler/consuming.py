@@ -415,8 +415,8 @@ class Reconciler:
                 if tx is None:
                     tx = await stack.enter_async_context(self.store.transaction())
                 await tx.commit(commit, self._fence)
-                # a test's pause (runtime/failpoints.py): the batch written, the COMMIT not sent yet
-                await failpoints.reached("reconciler.before-commit")
+                if commit.decisions:  # a test's pause (runtime/failpoints.py): decisions written, not committed
+                    await failpoints.reached("reconciler.before-commit")
         self.committed = self.committed or tx is not None
         for sync in commit.decisions:
             decided = sync.decided

@@ -8,7 +8,7 @@ event loop, until the test deletes it (to restart a database under an open trans
 Several are separated by commas. Unset, a failpoint costs one dictionary lookup.
 
 Points: `reconciler.after-commit` (decisions committed, actions not yet published),
-`reconciler.before-commit` (a batch written in its transaction, the COMMIT not sent yet; async, `reached`),
+`reconciler.before-commit` (a batch with decisions written in its transaction, the COMMIT not sent yet),
 `relay.after-publish` (actions published, outbox rows not yet marked sent),
 `executor.after-apply` (the API call made, the action not yet acknowledged),
 `ingest.after-publish` (events published, the checkpoint not yet saved).

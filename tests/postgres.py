@@ -70,11 +70,20 @@ class EmbeddedPostgres:
             self._bin = self._copy_binaries()
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                   "--no-locale", "--no-sync", timeout=120)
+        self.start_server()
+        return self.url
+
+    def start_server(self) -> None:
+        """Start the server on its data directory (again, after `stop_server`), on the same port."""
         # fsync off: the data is thrown away at the end, and a crash of the machine is not something to survive
         options = f"-h 127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start",
                   timeout=90)
-        return self.url
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data: `fast` rolls back open transactions and closes every connection,
+        `immediate` aborts at once (a crash: the next start recovers from the WAL)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", timeout=90)
 
     def stop(self) -> None:
         """Stop the server (dropping its connections) and delete its directory."""
