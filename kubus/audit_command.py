@@ -161,7 +161,7 @@ async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
     window = parse_window(args, now) if question != "pod" else TimeRange()
     _check_database_exists(args.db_url, args.data_dir)
     try:
-        store = await open_store(args.db_url, args.data_dir)
+        store = await open_store(args.db_url, args.data_dir, statement_timeout=flags.statement_timeout(args))
     except DatabaseUnavailable as exc:
         raise BadQuestion(str(exc)) from None
     try:

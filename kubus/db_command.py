@@ -75,7 +75,8 @@ def run_prune(args: argparse.Namespace) -> int:
     cutoff = datetime.now(UTC) - args.older_than
 
     async def prune() -> dict[str, int]:
-        store = await engine.open_store(args.db_url, args.data_dir)
+        store = await engine.open_store(args.db_url, args.data_dir,
+                                        statement_timeout=flags.statement_timeout(args))
         try:
             return (await store.prune(cutoff)).as_dict()
         finally:

@@ -136,7 +136,8 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
         from store.errors import DatabaseUnavailable
 
         try:
-            store = await open_store(args.db_url, str(runtime.data_dir))
+            store = await open_store(args.db_url, str(runtime.data_dir),
+                                   statement_timeout=flags.statement_timeout(args))
         except DatabaseUnavailable as exc:
             raise StartupError(str(exc)) from None
         stack.push_async_callback(store.close)

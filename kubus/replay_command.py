@@ -206,7 +206,8 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
         if need_store:
             Path(args.data_dir).mkdir(parents=True, exist_ok=True)
             try:
-                store = await open_store(args.db_url, args.data_dir)
+                store = await open_store(args.db_url, args.data_dir,
+                                         statement_timeout=flags.statement_timeout(args))
             except DatabaseUnavailable as exc:
                 raise Refused(str(exc)) from None
             stack.push_async_callback(store.close)

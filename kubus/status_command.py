@@ -106,6 +106,7 @@ class StoreSnapshot:
     leases: list[Any]  # store.leases.Lease
     positions: dict[int, int]
     backlog: dict[str, Any]  # subject -> store.overview.Backlog
+    lease_now: datetime | None = None  # the lease clock (PostgreSQL's) when read; None: this host's `now`
 
 
 @dataclass
@@ -123,12 +124,14 @@ def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatu
     numbers = sorted({*range(count), *(lease.partition for lease in snap.leases),
                       *(p for p in snap.positions if p != CLUSTER_PARTITION)})
     leases = {lease.partition: lease for lease in snap.leases}
+    lease_now = snap.lease_now or now  # leases and heartbeats are measured on the database's clock
     held: dict[str, dict[str, int]] = {}
     for lease in snap.leases:
-        if lease.held_at(now):
+        if lease.held_at(lease_now):
             held.setdefault(lease.owner, {})[str(lease.partition)] = lease.epoch
-    members = [MemberStatus(instance=m.instance, live=m.heartbeat_at > now - timedelta(seconds=ttl),
-                            started_at=m.started_at.isoformat(), heartbeat_age_s=_age(now, m.heartbeat_at) or 0.0,
+    members = [MemberStatus(instance=m.instance, live=m.heartbeat_at > lease_now - timedelta(seconds=ttl),
+                            started_at=m.started_at.isoformat(),
+                            heartbeat_age_s=_age(lease_now, m.heartbeat_at) or 0.0,
                             partitions=held.pop(m.instance, {}), info=dict(m.info))
                for m in snap.members]
     for instance, owned in sorted(held.items()):  # a lease whose holder's membership row is gone
@@ -148,7 +151,7 @@ def build(snap: StoreSnapshot, nats: NatsSnapshot | None, nats_status: NatsStatu
         pending, oldest = by_partition.pop(name, (0, None))
         rows.append(PartitionStatus(
             partition=name, owner=owner, epoch=lease.epoch if lease is not None else None,
-            expires_in_s=None if expires is None else round((expires - now).total_seconds(), 1),
+            expires_in_s=None if expires is None else round((expires - lease_now).total_seconds(), 1),
             position=snap.positions.get(number), lag=None if nats is None else nats.lag.get(number),
             outbox_pending=pending, outbox_oldest_age_s=_age(now, oldest)))
     for name, (pending, oldest) in sorted(by_partition.items()):  # subjects of no known partition
@@ -179,9 +182,12 @@ async def read_store(store: Any, consumer: str = DEFAULT_CONSUMER) -> StoreSnaps
     from store import leases, overview, positions
 
     async with store.engine.connect() as conn:
+        # PostgreSQL: the leases' own clock, not this host's (SQLite: None, the caller's `now`)
+        shared = store.backend == "postgresql" and store.lease_clock == "database"
         return StoreSnapshot(label=store.label, members=await leases.members(conn), leases=await leases.leases(conn),
                              positions=await positions.load_all(conn, consumer),
-                             backlog=await overview.outbox_backlog(conn))
+                             backlog=await overview.outbox_backlog(conn),
+                             lease_now=await leases.lease_now(conn, datetime.now(UTC)) if shared else None)
 
 
 async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partitions: int) -> NatsSnapshot:

@@ -114,6 +114,7 @@ class Reconciler:
         self.cache = Cache()
         self.state: batch.State | None = None  # once started
         self.caught_up = False
+        self.committed = False  # a transaction of this loop committed (the database answered)
         self.relay_wakeup = asyncio.Event()
         self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
         self._lock = asyncio.Lock()
@@ -414,6 +415,9 @@ class Reconciler:
                 if tx is None:
                     tx = await stack.enter_async_context(self.store.transaction())
                 await tx.commit(commit, self._fence)
+                if commit.decisions:  # a test's pause (runtime/failpoints.py): decisions written, not committed
+                    await failpoints.reached("reconciler.before-commit")
+        self.committed = self.committed or tx is not None
         for sync in commit.decisions:
             decided = sync.decided
             result = "error" if "error" in decided.summary else "success"

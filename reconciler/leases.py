@@ -126,6 +126,13 @@ class LeaseKeeper:
     no longer desired (through the listener, or at once without one), acquire what is desired
     and free or expired. A lease that could not be renewed before its expiry is lost.
 
+    Two clocks, each for what it can be trusted with. What is written to and compared with the lease
+    table (heartbeats, expiries, who is live, what is free) is the store's lease clock
+    (`tx.lease_now`: PostgreSQL's, so hosts whose clocks disagree by more than the ttl still agree on
+    who is alive). How long our own leases are good for is measured on `clock`, from the start of
+    the round that renewed them: the database renewed them later than that, so `clock` runs out
+    first, and only its rate matters, not its offset.
+
     With one member (and no configuration) it acquires every partition on its first tick.
     """
 
@@ -225,10 +232,10 @@ class LeaseKeeper:
         """One round. Store failures (and a store that does not answer within the interval) are
         logged and reported, never raised: leases then run out on their own, and are reported lost
         when they do."""
-        now = self.clock()
-        lost = self._expire(now)
+        local = self.clock()
+        lost = self._expire(local)
         try:
-            report = await asyncio.wait_for(self._round(now), self.interval)
+            report = await asyncio.wait_for(self._round(local), self.interval)
         except TimeoutError:
             log.warning("lease round: the store did not answer within %.1f s (holding %s)",
                         self.interval, _fmt(self._owned))
@@ -260,9 +267,11 @@ class LeaseKeeper:
         self._joined = False
         log.info("left the reconciler group, releasing partition(s) %s", _fmt(held))
 
-    async def _round(self, now: datetime) -> TickReport:
+    async def _round(self, local: datetime) -> TickReport:
+        """One round at `local` (our clock); `now` is the lease clock's, read in the round's transaction."""
         lost: set[int] = set()
         async with self.store.transaction() as tx:
+            now = await tx.lease_now(local)
             if self._joined:
                 await lease_rows.heartbeat(tx.conn, self.instance, now=now, info=self.info)
             else:
@@ -276,9 +285,9 @@ class LeaseKeeper:
             if p not in renewed:
                 lost.add(p)
             elif p in self._owned:  # not released by the loop meanwhile
-                self._valid_until[p] = now + timedelta(seconds=self.ttl)
+                self._valid_until[p] = local + timedelta(seconds=self.ttl)
         self._forget(lost)
-        if self.instance not in live:  # our heartbeat is not visible to ourselves: clocks far apart
+        if self.instance not in live:  # our heartbeat not visible to ourselves (a local lease clock far off)
             live = sorted({*live, self.instance})
         current = {lease.partition: lease.owner for lease in table
                    if lease.owner is not None and lease.held_at(now) and lease.partition not in lost}
@@ -291,8 +300,9 @@ class LeaseKeeper:
             released = await self.release(revoke)
             revoke = frozenset()
         for p in revoke:
-            self._revoking[p] = now
-        overdue = {p for p, since in self._revoking.items() if now - since >= timedelta(seconds=self.revoke_timeout)}
+            self._revoking[p] = local
+        overdue = {p for p, since in self._revoking.items()
+                   if local - since >= timedelta(seconds=self.revoke_timeout)}
         if overdue:
             log.warning("partition(s) %s not released by the loop within %.0f s; releasing them",
                         _fmt(overdue), self.revoke_timeout)
@@ -307,10 +317,11 @@ class LeaseKeeper:
         acquired: dict[int, int] = {}
         if free:
             async with self.store.transaction() as tx:
-                acquired = await lease_rows.acquire(tx.conn, self.instance, free, now=now, ttl=self.ttl)
+                acquired = await lease_rows.acquire(tx.conn, self.instance, free, now=await tx.lease_now(local),
+                                                    ttl=self.ttl)
             for p, epoch in acquired.items():
                 self._owned[p] = epoch
-                self._valid_until[p] = now + timedelta(seconds=self.ttl)
+                self._valid_until[p] = local + timedelta(seconds=self.ttl)
             if acquired:
                 log.info("acquired partition(s) %s", ", ".join(f"{p}@{e}" for p, e in sorted(acquired.items())))
         if lost:
@@ -318,9 +329,9 @@ class LeaseKeeper:
         return TickReport(live=tuple(live), acquired=acquired, revoked=revoke, lost=frozenset(lost),
                           released=released, waiting=frozenset(p for p in wanted if p not in acquired))
 
-    def _expire(self, now: datetime) -> set[int]:
-        """Leases our last renewal no longer covers: lost, whatever the store would say."""
-        gone = {p for p, until in self._valid_until.items() if until <= now}
+    def _expire(self, local: datetime) -> set[int]:
+        """Leases our last renewal no longer covers (on our clock): lost, whatever the store would say."""
+        gone = {p for p, until in self._valid_until.items() if until <= local}
         self._forget(gone)
         return gone
 

@@ -11,6 +11,13 @@ LeaseLost (the keeper's view was late) tells the keeper and starts over without 
 
 Rebuilding is what a rebalance costs (one bootstrap, about a second and a half for 50,000
 objects); it happens when members join or leave, not per event.
+
+The database going away (a PostgreSQL restart, a statement that hit --db-statement-timeout, a lost
+connection) ends the running loop the same way: its transaction rolled back, so what it held in memory
+is ahead of the store and is dropped. After a backoff (DB_RETRY_INITIAL, doubling up to DB_RETRY_MAX, reset
+by a loop that committed) a new one starts from what the store committed. The results it had not
+committed are redelivered; nothing is lost, and nothing committed twice. The process does not exit, so a
+database that is down for minutes is not a crash loop of its supervisor.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
 from runtime.bus import Bus
 from runtime.deadletter import Halts
+from store.errors import database_away, describe
 from store.leases import LeaseLost
 from store.port import ReconcilerPort
 from store.streams import StreamChanged
@@ -34,6 +42,8 @@ from store.streams import StreamChanged
 log = logging.getLogger("kubus.reconciler")
 
 STOP_TIMEOUT = 10.0  # seconds a stopped loop and its results consumers get to end
+DB_RETRY_INITIAL = 0.5  # seconds before a loop ended by the database being away starts again; doubled each time
+DB_RETRY_MAX = 30.0
 MIN_RESULTS_ACK_WAIT = 5.0  # seconds; results a dead owner held come back to the next one after this
 
 
@@ -56,6 +66,7 @@ class PartitionedReconciler:
         self._draining: set[asyncio.Task[None]] = set()  # stopped loops' results recorders, winding down
         self._started = False
         self._stopping = False
+        self._retry_delay = 0.0  # after the database went away: how long before the next loop starts
         keeper.listener = self
 
     # --- what the service reads ------------------------------------------------------------------
@@ -113,9 +124,28 @@ class PartitionedReconciler:
                 self.current = None
                 await self._changed.wait()
                 continue
-            await self._run_generation(fence)
+            if await self._run_generation(fence):
+                await self._back_off()
 
-    async def _run_generation(self, fence: dict[int, int]) -> None:
+    async def _back_off(self) -> None:
+        """Waits before the next loop after the database went away: DB_RETRY_INITIAL, doubling up to
+        DB_RETRY_MAX while it stays away; a stop ends the wait (a change of partitions does not: the store
+        is what the next loop needs)."""
+        stopping = asyncio.ensure_future(self._wait_stopping())
+        try:
+            await asyncio.wait([stopping], timeout=self._retry_delay)
+        finally:
+            stopping.cancel()
+
+    async def _wait_stopping(self) -> None:
+        while not self._stopping:
+            await self._changed.wait()
+            self._changed.clear()
+        self._changed.set()  # for _run's loop, which checks _stopping next
+
+    async def _run_generation(self, fence: dict[int, int]) -> bool:
+        """Runs one loop for `fence` until it stops; True when the database being away ended it (the caller
+        backs off before the next)."""
         log.info("deciding for partition(s) %s", ", ".join(f"{p}@{e}" for p, e in sorted(fence.items())))
         reconciler = Reconciler(self.bus, self.store, self.clock, self.instance, partitions=fence,
                                 lease_ttl=self.keeper.ttl, settings=self.settings, halts=self.halts)
@@ -142,6 +172,18 @@ class PartitionedReconciler:
             except (StreamReset, StreamChanged) as exc:
                 # the next loop, for the same leases, resets the positions (or finds a peer did) and bootstraps
                 log.warning("partition(s) %s: %s; starting the loop over", _fmt(frozenset(fence)), exc)
+                return False
+            except Exception as exc:
+                if not database_away(exc):
+                    raise  # a bug, not the weather: the service stops, saying what
+                # a loop that committed found the database back: start the backoff over
+                previous = 0.0 if reconciler.committed else self._retry_delay
+                self._retry_delay = min(max(previous * 2, DB_RETRY_INITIAL), DB_RETRY_MAX)
+                log.warning("the database is away (%s): the loop for partition(s) %s stopped, nothing of its "
+                            "batch committed; starting again from what the store holds in %.1f s",
+                            describe(exc), _fmt(frozenset(fence)), self._retry_delay)
+                return True
+            return False
         finally:
             reconciler.stop()
             stop_results.set()  # ends within a fetch; cancelling it would strand what the server sent

@@ -7,6 +7,6 @@
     kubeconfig.py   the one kubeconfig loader (--kubeconfig, --context)
     flags.py        the flags the commands share, each declared once and read from the environment too
     logs.py         log setup: plain text or JSON lines
-    failpoints.py   crash at a named point, for the crash-recovery tests
+    failpoints.py   crash or pause at a named point, for the crash-recovery tests
     printing.py     plain-text tables, the one way the CLI lines up columns
 """

@@ -24,6 +24,7 @@ from runtime.running import Options
 
 DEFAULT_DATA_DIR = "./.kubus"
 DEFAULT_LEASE_TTL = 10.0
+DEFAULT_STATEMENT_TIMEOUT = 30.0  # store.engine.DEFAULT_STATEMENT_TIMEOUT_S (runtime does not import store)
 
 Flags = argparse._ActionsContainer  # an ArgumentParser or one of its argument groups
 
@@ -74,6 +75,17 @@ def add_database(flags: Flags) -> None:
     flags.add_argument("--data-dir", default=_env("KUBUS_DATA_DIR") or DEFAULT_DATA_DIR, metavar="DIR",
                        help="where the default SQLite database and the embedded nats-server keep their data "
                             f"(env KUBUS_DATA_DIR, default {DEFAULT_DATA_DIR})")
+    flags.add_argument("--db-statement-timeout", type=seconds_or_off, metavar="SECONDS",
+                       default=_env("KUBUS_DB_STATEMENT_TIMEOUT") or f"{DEFAULT_STATEMENT_TIMEOUT:g}",
+                       help="PostgreSQL: seconds a statement (lock waits included) may take before it fails and "
+                            "the service retries as if the database were away; 0: no limit (env "
+                            f"KUBUS_DB_STATEMENT_TIMEOUT, default {DEFAULT_STATEMENT_TIMEOUT:g})")
+
+
+def statement_timeout(args: argparse.Namespace) -> float | None:
+    """open_store's statement_timeout from --db-statement-timeout (0: none)."""
+    value: float = args.db_statement_timeout
+    return value or None
 
 
 def add_kubeconfig(flags: Flags) -> None:
@@ -124,6 +136,16 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
+
+
+def seconds_or_off(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or more seconds: {text!r}")
     return value
 
 

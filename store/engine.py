@@ -38,6 +38,7 @@ from store import (
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
+from store.leases import LeaseClock
 from store.outbox import OutboxRow
 from store.results import ResultRow
 from store.transaction import Transaction
@@ -49,15 +50,24 @@ __all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_st
 # reconciler, relay and executor of `kubus up` share one file.
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 PG_CONNECT_TIMEOUT_S = 10  # asyncpg's default of 60 s is a long time to wait for a typo'd host
+# PostgreSQL's statement_timeout for the services (--db-statement-timeout): a statement stuck on a lock, a
+# hung server or a full disk errors after this long, and the service retries as if the database were away,
+# instead of hanging with its transaction (and the lease rows it locked) open. Lock waits count towards it.
+DEFAULT_STATEMENT_TIMEOUT_S = 30.0
 
 
-def create_engine(target: Database) -> AsyncEngine:
+def create_engine(target: Database, statement_timeout: float | None = None) -> AsyncEngine:
+    """The engine for `target`; on PostgreSQL, every connection with `statement_timeout` seconds (None: the
+    server's own setting, which is no limit unless its administrator set one: migrations run that way)."""
     if target.backend == "sqlite":
         engine = create_async_engine(target.url)
         _configure_sqlite(engine)
         return engine
+    connect_args: dict[str, Any] = {"timeout": PG_CONNECT_TIMEOUT_S}
+    if statement_timeout is not None:
+        connect_args["server_settings"] = {"statement_timeout": str(max(1, round(statement_timeout * 1000)))}
     # pre-ping: a pooled connection that died with a PostgreSQL restart is replaced, not used
-    return create_async_engine(target.url, pool_pre_ping=True, connect_args={"timeout": PG_CONNECT_TIMEOUT_S})
+    return create_async_engine(target.url, pool_pre_ping=True, connect_args=connect_args)
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -80,13 +90,19 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow) -> Store:
+async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow,
+                     statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT_S,
+                     lease_clock: LeaseClock = "database") -> Store:
     """Connect to the database at `url` (None: SQLite in `data_dir`) and make sure its schema fits.
+
+    `statement_timeout`: seconds a PostgreSQL statement may run (None: no limit of kubus's). `lease_clock`:
+    what leases are measured against (store/leases.py): the database's clock, or "local", the callers'
+    (tests that move a fake clock).
 
     Raises DatabaseUnavailable (one line: which database, what failed, how to fix it).
     """
     target = resolve(url, data_dir)
-    engine = create_engine(target)
+    engine = create_engine(target, statement_timeout)
     try:
         await _check_connection(engine, target)
         if target.backend == "sqlite":
@@ -96,7 +112,7 @@ async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow) -
     except BaseException:
         await engine.dispose()
         raise
-    return Store(engine, target, clock)
+    return Store(engine, target, clock, lease_clock)
 
 
 async def upgrade(url: str | None, data_dir: str) -> str:
@@ -153,11 +169,13 @@ class Store:
     """The database behind kubus: units of work for reconcilers, and the relay, executor-result
     and ingest sides, each a short transaction of its own. The SQL adapter of store/port.py's `Port`."""
 
-    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow,
+                 lease_clock: LeaseClock = "database") -> None:
         self.engine = engine
         self.backend = target.backend
         self.label = target.label
         self._clock = clock
+        self.lease_clock: LeaseClock = lease_clock
 
     async def __aenter__(self) -> Store:
         return self
@@ -173,7 +191,7 @@ class Store:
     async def transaction(self) -> AsyncIterator[Transaction]:
         """A unit of work: commits when the block ends, rolls back everything if it raises."""
         async with self._writing() as conn:
-            yield Transaction(conn, self._clock)
+            yield Transaction(conn, self._clock, self.lease_clock)
 
     # the reconciler's start
     async def load(self, consumer: str) -> Stored:

@@ -8,15 +8,21 @@ expired. Safety rests on that check being in the decision's transaction (row loc
 the single writer on SQLite), not on clocks: clocks only decide when a lease counts as expired,
 that is, when another reconciler may take it over (docs/split.md).
 
-Every function takes `now` from the caller: the store never reads a clock of its own.
+One clock measures every lease: expiry = now + ttl, and a lease is expired once now >= its expiry,
+with `now` read from the same clock by whoever renews, takes or checks it. On PostgreSQL that clock
+is the database server's (`lease_now`: `clock_timestamp()`, read in the transaction that uses it),
+so a reconciler whose host clock is off by more than the ttl neither sees its peers as dead nor is
+seen so: heartbeats, expiries and the fence are all one server's time. SQLite is one host, whose
+clock every process shares: there `now` is the caller's. The functions below take `now` as an
+argument (what `lease_now` returned), so the rule is the same whichever clock fed it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,6 +30,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import sql
 from store.tables import partition_leases as t
 from store.tables import reconciler_members as m
+
+LeaseClock = Literal["database", "local"]
+"""Where lease time comes from: "database", PostgreSQL's clock (the default; SQLite has none of its own
+and uses the caller's), or "local", the caller's clock on every backend (tests that move time by hand)."""
+
+
+async def lease_now(conn: AsyncConnection, local: datetime, clock: LeaseClock = "database") -> datetime:
+    """The time leases are measured against, in this transaction: PostgreSQL's `clock_timestamp()` (the
+    server's clock at this statement, not the transaction's start, which a long batch leaves behind),
+    else `local` (the caller's clock: SQLite, or clock="local")."""
+    if clock == "local" or conn.dialect.name != "postgresql":
+        return local
+    value = (await conn.execute(sa.select(sa.func.clock_timestamp()))).scalar_one()
+    assert isinstance(value, datetime)
+    return value.astimezone(UTC)
 
 
 class LeaseLost(Exception):
@@ -170,17 +191,21 @@ async def release(conn: AsyncConnection, me: str, held: Mapping[int, int]) -> se
 
 
 async def check_fence(conn: AsyncConnection, me: str, fence: Mapping[int, int], *, now: datetime,
-                      ttl: float | None = None) -> None:
+                      ttl: float | None = None, clock: LeaseClock = "local") -> None:
     """Inside the transaction that commits decisions: raise LeaseLost unless `me` still holds every
     partition of `fence` ({partition: epoch}) under that epoch and unexpired at `now`.
 
     The rows stay locked until the transaction ends (PostgreSQL), so no other reconciler can take
     one over between the check and the commit. With `ttl`, the leases are also extended to
     now + ttl (a commit is as good a sign of life as a renewal). An empty fence checks nothing.
+
+    With clock="database", `now` is only the caller's reading: the time checked against is `lease_now`'s,
+    read once the rows are locked (the same clock the keeper renews and takes leases by).
     """
     if not fence:
         return
     rows = await _lock(conn, fence)
+    now = await lease_now(conn, now, clock)
     lost = {p for p, epoch in fence.items() if not _valid(rows.get(p), me, epoch, now)}
     if lost:
         raise LeaseLost(lost)

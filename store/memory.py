@@ -191,6 +191,10 @@ class MemoryTransaction:
         self._commits.append((commit, ids))
         return ids
 
+    async def lease_now(self, local: datetime) -> datetime:
+        """One process, one clock: the caller's (and its fences always hold)."""
+        return local
+
     def apply(self) -> None:
         self._store.results.update(self._results)
         for commit, ids in self._commits:

@@ -34,8 +34,10 @@ from store.streams import Reset
 @dataclass(frozen=True, slots=True)
 class Fence:
     """The lease check that ends a committing transaction (store.leases.check_fence): `owner` must still hold
-    every partition of `epochs` under that epoch, unexpired at the commit's clock; with `ttl` the leases are
-    extended to that clock + ttl. No epochs: nothing to check (a reconciler alone by construction).
+    every partition of `epochs` under that epoch, unexpired at the lease clock (`lease_now`: PostgreSQL's
+    clock, the one the lease keeper renews by; SQLite's and the memory store's is the commit's own `at`);
+    with `ttl` the leases are extended to that clock + ttl. No epochs: nothing to check (a reconciler alone
+    by construction).
 
     `stream`: the KUBUS_EVENTS (its creation time) the commit's positions refer to; the store refuses the commit
     (store.streams.StreamChanged) once its positions refer to another one, reset by a peer meanwhile."""
@@ -57,6 +59,12 @@ class ReconcilerTransaction(Protocol):
     async def commit(self, commit: Commit, fence: Fence) -> list[int]:
         """Writes the batch's commit, the fence checked last (store.leases.LeaseLost rolls the whole
         transaction back, result rows included); the ids assigned to commit.decisions, in order."""
+        ...
+
+    async def lease_now(self, local: datetime) -> datetime:
+        """The time leases are measured against in this transaction (store.leases.lease_now): the database's
+        clock on PostgreSQL, so that every reconciler's host agrees on it whatever its own clock says;
+        `local`, the caller's clock, where there is one host (SQLite, the memory store)."""
         ...
 
 

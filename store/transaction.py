@@ -41,9 +41,10 @@ class Transaction:
     back everything (decisions, outbox rows, position) if the block raises.
     """
 
-    def __init__(self, conn: AsyncConnection, clock: Clock) -> None:
+    def __init__(self, conn: AsyncConnection, clock: Clock, lease_clock: leases.LeaseClock = "database") -> None:
         self.conn = conn
         self._now = clock
+        self.lease_clock: leases.LeaseClock = lease_clock
 
     # the reconciler's port
     async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
@@ -71,8 +72,12 @@ class Transaction:
         for tick in commit.ticks(ids):
             await self.record_tick(tick)
         await streams.check(self.conn, streams.RECONCILER, fence.stream)
-        await leases.check_fence(self.conn, fence.owner, fence.epochs, now=commit.at, ttl=fence.ttl)
+        await leases.check_fence(self.conn, fence.owner, fence.epochs, now=commit.at, ttl=fence.ttl,
+                                 clock=self.lease_clock)
         return ids
+
+    async def lease_now(self, local: datetime) -> datetime:
+        return await leases.lease_now(self.conn, local, self.lease_clock)
 
     # consumer positions
     async def position(self, consumer: str, partition: int) -> int:

@@ -88,7 +88,12 @@ class EmbeddedPostgres:
     def crash(self) -> None:
         """Stop the server the way a crash does (`pg_ctl stop -m immediate`: every process quits at once, no
         checkpoint, open transactions lost): its next start replays the WAL."""
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop", timeout=90)
+        self.stop_server("immediate")
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data: `fast` rolls back open transactions and closes every connection,
+        `immediate` aborts at once (a crash: the next start recovers from the WAL)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", timeout=90)
 
     def stop(self) -> None:
         """Stop the server (dropping its connections) and delete its directory."""

@@ -8,9 +8,9 @@ import pytest
 from store.engine import Store
 from tests.audit.scenario import Scenario, build
 from tests.store.builders import FakeClock
-from tests.store.conftest import backend, clock, db_url, pg_url, store
+from tests.store.conftest import backend, clock, db_url, lease_clock, pg_url, store
 
-__all__ = ["backend", "clock", "db_url", "history", "pg_url", "store"]
+__all__ = ["backend", "clock", "db_url", "history", "lease_clock", "pg_url", "store"]
 
 
 @pytest.fixture

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from tests.pipeline.conftest import bus
-from tests.store.conftest import backend, clock, db_url, pg_url, store
+from tests.store.conftest import backend, clock, db_url, lease_clock, pg_url, store
 
-__all__ = ["backend", "bus", "clock", "db_url", "pg_url", "store"]
+__all__ = ["backend", "bus", "clock", "db_url", "lease_clock", "pg_url", "store"]

@@ -15,12 +15,19 @@ import pytest
 from reconciler.leases import LeaseKeeper, StaticLeases
 from store import leases
 from store.engine import Store
-from store.leases import LeaseLost
+from store.leases import LeaseClock, LeaseLost
 from tests.store.builders import FakeClock, decision
 
 P = 16
 TTL = 10.0
 STEP = TTL / 3  # the keeper's default interval
+
+
+@pytest.fixture
+def lease_clock() -> LeaseClock:
+    """These tests move a FakeClock through lease expiries: the store measures leases on it, on PostgreSQL
+    too (test_clock_skew.py runs keepers on PostgreSQL's own clock)."""
+    return "local"
 
 
 class Recorder:

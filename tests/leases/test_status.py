@@ -17,11 +17,19 @@ from runtime.bus import connect, ensure_streams
 from runtime.natsserver import EmbeddedNats, free_port
 from store import leases
 from store.engine import Store, open_store, upgrade
+from store.leases import LeaseClock
 from store.outbox import OutboxRow
 from store.tables import metadata
 from tests.store.builders import T0, decision
 
 TTL = 10.0
+
+
+@pytest.fixture
+def lease_clock() -> LeaseClock:
+    """The scripted store is written at T0, long past: leases measured on the test's clock, on PostgreSQL too
+    (test_clock_skew.py checks that `kubus status` reads PostgreSQL's clock)."""
+    return "local"
 
 
 async def script(store: Store, now: datetime, prefix: str = "kubus") -> None:

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.engine import Store, open_store, upgrade
+from store.leases import LeaseClock
 from store.tables import metadata
 from tests.postgres import fresh_database
 from tests.store.builders import FakeClock
@@ -44,11 +45,19 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def store(backend: str, db_url: str, tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
+def lease_clock() -> LeaseClock:
+    """What the store measures leases against: PostgreSQL's clock, as in production. A module whose tests
+    move a FakeClock through lease expiries overrides it with "local" (its keepers' clock, on PostgreSQL too)."""
+    return "database"
+
+
+@pytest.fixture
+async def store(backend: str, db_url: str, tmp_path: Path, clock: FakeClock,
+                lease_clock: LeaseClock) -> AsyncIterator[Store]:
     """An empty, migrated store (SQLite: a new file; PostgreSQL: the session database, emptied)."""
     if backend == "postgresql":
         await upgrade(db_url, str(tmp_path))
-    opened = await open_store(db_url, str(tmp_path), clock=clock)
+    opened = await open_store(db_url, str(tmp_path), clock=clock, lease_clock=lease_clock)
     try:
         if backend == "postgresql":
             async with opened.engine.begin() as conn:

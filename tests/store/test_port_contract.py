@@ -7,7 +7,7 @@ raises writes nothing (and on SQL, a lost lease is such a raise)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -236,10 +236,10 @@ async def test_a_transaction_that_raises_writes_nothing(port: Adapter) -> None:
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
 async def test_a_lost_lease_rolls_the_whole_commit_back(port: Adapter) -> None:
     """The fence is checked last: a reconciler whose lease moved on commits neither its results nor its batch;
-    one that holds its lease commits, and its lease is extended."""
+    one that holds its lease commits, and its lease is extended from the lease clock's now."""
     assert isinstance(port, Store)
     async with port.transaction() as tx:
-        epochs = await leases.acquire(tx.conn, "a", [0], now=at(0), ttl=10)
+        epochs = await leases.acquire(tx.conn, "a", [0], now=await tx.lease_now(at(0)), ttl=10)
     c = commit(positions={0: 5}, expectations={"a": expecting(1)}, decisions=[sync(decided(1, "a"))],
                start_tick=Tick(instance="a", kind=START, at=at(0), caught_up=False, state={}))
     with pytest.raises(leases.LeaseLost):
@@ -250,11 +250,54 @@ async def test_a_lost_lease_rolls_the_whole_commit_back(port: Adapter) -> None:
     assert await port.pending(10) == [] and await recorded_ticks(port) == []
     async with port.transaction() as tx:
         assert await tx.record_results([result("r1")], at(2)) == ["r1"]
+        before = await tx.lease_now(c.at)
         await tx.commit(c, Fence("a", epochs, ttl=60))
+        after = await tx.lease_now(c.at)
     assert (await port.load(CONSUMER)).positions == {0: 5}
     async with port.engine.connect() as conn:
         [lease] = await leases.leases(conn)
-    assert lease.expires_at == at(1) + timedelta(seconds=60)
+    assert lease.expires_at is not None
+    assert before + timedelta(seconds=60) <= lease.expires_at <= after + timedelta(seconds=60)
+
+
+async def test_the_lease_clock_is_the_databases_where_hosts_share_one(port: Adapter) -> None:
+    """`lease_now`: PostgreSQL's clock, whatever the caller's says (a host 30 s ahead, or a test's fake time);
+    one host's own clock on SQLite and in memory, where there is only one host."""
+    for local in (at(0), datetime.now(UTC) + timedelta(seconds=30)):
+        async with port.transaction() as tx:
+            got = await tx.lease_now(local)
+        if isinstance(port, Store) and port.backend == "postgresql":
+            assert abs(got - datetime.now(UTC)) < timedelta(seconds=5), f"{got} is not the database's clock"
+        else:
+            assert got == local
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_a_fence_is_checked_on_the_databases_clock(port: Adapter) -> None:
+    """PostgreSQL: a reconciler whose clock runs 30 s ahead (three ttls) commits under the lease it holds,
+    and extends it to the database's now + ttl, not its own; one whose clock runs 30 s behind does not
+    commit under a lease that expired on the database's clock."""
+    assert isinstance(port, Store)
+    ttl = 10.0
+    async with port.transaction() as tx:
+        epochs = await leases.acquire(tx.conn, "a", [0, 1], now=await tx.lease_now(at(0)), ttl=ttl)
+    ahead = datetime.now(UTC) + timedelta(seconds=30)
+    async with port.transaction() as tx:
+        before = await tx.lease_now(ahead)
+        await tx.commit(replace(commit(positions={0: 5}), at=ahead), Fence("a", {0: epochs[0]}, ttl=ttl))
+    async with port.engine.connect() as conn:
+        expiry = {lease.partition: lease.expires_at for lease in await leases.leases(conn)}
+    assert expiry[0] is not None and expiry[1] is not None
+    assert before + timedelta(seconds=ttl) <= expiry[0] < ahead, "extended from the database's clock"
+    async with port.engine.begin() as conn:  # partition 1's lease ran out on the database's clock
+        await conn.execute(sa.update(leases.t).where(leases.t.c.partition == 1)
+                           .values(expires_at=before - timedelta(seconds=1)))
+    behind = datetime.now(UTC) - timedelta(seconds=30)
+    with pytest.raises(leases.LeaseLost) as lost:
+        async with port.transaction() as tx:
+            await tx.commit(replace(commit(positions={1: 7}), at=behind), Fence("a", {1: epochs[1]}, ttl=ttl))
+    assert lost.value.partitions == {1}
+    assert (await port.load(CONSUMER)).positions == {0: 5}
 
 
 async def test_a_batch_through_the_core_commits_the_same_everywhere(port: Adapter) -> None:
