@@ -52,8 +52,9 @@ from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, serving
-from runtime.bus import Bus, events_info, identity, renew_state
+from runtime.bus import Bus, bus_away, events_info, identity, renew_state
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
+from store.errors import database_away, describe
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
 from store.results import ResultRow
 from store.streams import INGEST, RECONCILER, Reset, StreamChanged
@@ -460,6 +461,22 @@ def _positions(positions: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{p}: {s}" for p, s in sorted(positions.items())) + "}"
 
 
+RETRY_INITIAL = 0.5  # seconds before a loop ended by the database or NATS being away starts again; doubled each time
+RETRY_MAX = 30.0
+
+
+def next_retry(previous: float, committed: bool) -> float:
+    """The wait before the next loop: RETRY_INITIAL, doubling while the weather lasts, from the start again once
+    a loop committed (it found the database and NATS back)."""
+    return min(max((0.0 if committed else previous) * 2, RETRY_INITIAL), RETRY_MAX)
+
+
+def away(exc: BaseException) -> str:
+    """What was away, in a few words (no credentials): for the log line of a loop that starts over."""
+    what = "the database" if database_away(exc) else "NATS"
+    return f"{what} is away ({describe(exc)})"
+
+
 class SoleReconciler:
     """The one reconciler of `kubus up` (every partition, unfenced), built again when the stream is reset."""
 
@@ -470,6 +487,7 @@ class SoleReconciler:
         self.current = self._make()
         self.relay_wakeup = self.current.relay_wakeup
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self._replaced = asyncio.Event()
 
     def _make(self) -> Reconciler:
@@ -482,10 +500,12 @@ class SoleReconciler:
 
     def stop(self) -> None:
         self._stopping = True
+        self._stop_requested.set()
         self._replaced.set()
         self.current.stop()
 
     async def run(self) -> None:
+        delay = 0.0
         while True:
             try:
                 await self.current.run()
@@ -494,6 +514,18 @@ class SoleReconciler:
                 if self._stopping:
                     return
                 log.warning("%s; starting the reconciler over", exc)
+            except Exception as exc:
+                if self._stopping or not (database_away(exc) or bus_away(exc)):
+                    raise  # a bug, not the weather: the service stops, saying what
+                # as a split reconciler's loop (reconciler.partitioned): what this one held in memory is ahead of
+                # the store, so the next one starts from what the store committed, after a backoff
+                delay = next_retry(delay, self.current.committed)
+                log.warning("%s: the reconciler stopped, nothing of its batch committed; starting again from what "
+                            "the store holds in %.1f s", away(exc), delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop_requested.wait(), delay)
+                if self._stopping:
+                    return
             self.current = self._make()
             self.current.relay_wakeup = self.relay_wakeup
             self._replaced.set()

@@ -14,7 +14,7 @@ objects); it happens when members join or leave, not per event.
 
 The database going away (a PostgreSQL restart, a statement that hit --db-statement-timeout, a lost
 connection) ends the running loop the same way: its transaction rolled back, so what it held in memory
-is ahead of the store and is dropped. After a backoff (DB_RETRY_INITIAL, doubling up to DB_RETRY_MAX, reset
+is ahead of the store and is dropped. After a backoff (RETRY_INITIAL, doubling up to RETRY_MAX, reset
 by a loop that committed) a new one starts from what the store committed. The results it had not
 committed are redelivered; nothing is lost, and nothing committed twice. The process does not exit, so a
 database that is down for minutes is not a crash loop of its supervisor.
@@ -28,13 +28,13 @@ from collections.abc import Mapping
 
 from kube.times import Clock, utcnow
 from messages import subjects
-from reconciler.consuming import Reconciler, StreamReset
+from reconciler.consuming import Reconciler, StreamReset, away, next_retry
 from reconciler.core.controllers import Settings
 from reconciler.leases import LeaseKeeper
 from reconciler.relaying import record_results
-from runtime.bus import Bus
+from runtime.bus import Bus, bus_away
 from runtime.deadletter import Halts
-from store.errors import database_away, describe
+from store.errors import database_away
 from store.leases import LeaseLost
 from store.port import ReconcilerPort
 from store.streams import StreamChanged
@@ -42,8 +42,6 @@ from store.streams import StreamChanged
 log = logging.getLogger("kubus.reconciler")
 
 STOP_TIMEOUT = 10.0  # seconds a stopped loop and its results consumers get to end
-DB_RETRY_INITIAL = 0.5  # seconds before a loop ended by the database being away starts again; doubled each time
-DB_RETRY_MAX = 30.0
 MIN_RESULTS_ACK_WAIT = 5.0  # seconds; results a dead owner held come back to the next one after this
 
 
@@ -128,8 +126,8 @@ class PartitionedReconciler:
                 await self._back_off()
 
     async def _back_off(self) -> None:
-        """Waits before the next loop after the database went away: DB_RETRY_INITIAL, doubling up to
-        DB_RETRY_MAX while it stays away; a stop ends the wait (a change of partitions does not: the store
+        """Waits before the next loop after the database (or NATS) went away: RETRY_INITIAL, doubling up to
+        RETRY_MAX while it stays away; a stop ends the wait (a change of partitions does not: the store
         is what the next loop needs)."""
         stopping = asyncio.ensure_future(self._wait_stopping())
         try:
@@ -174,14 +172,13 @@ class PartitionedReconciler:
                 log.warning("partition(s) %s: %s; starting the loop over", _fmt(frozenset(fence)), exc)
                 return False
             except Exception as exc:
-                if not database_away(exc):
+                if not (database_away(exc) or bus_away(exc)):
                     raise  # a bug, not the weather: the service stops, saying what
-                # a loop that committed found the database back: start the backoff over
-                previous = 0.0 if reconciler.committed else self._retry_delay
-                self._retry_delay = min(max(previous * 2, DB_RETRY_INITIAL), DB_RETRY_MAX)
-                log.warning("the database is away (%s): the loop for partition(s) %s stopped, nothing of its "
-                            "batch committed; starting again from what the store holds in %.1f s",
-                            describe(exc), _fmt(frozenset(fence)), self._retry_delay)
+                # a loop that committed found the database (and NATS) back: start the backoff over
+                self._retry_delay = next_retry(self._retry_delay, reconciler.committed)
+                log.warning("%s: the loop for partition(s) %s stopped, nothing of its batch committed; starting "
+                            "again from what the store holds in %.1f s", away(exc), _fmt(frozenset(fence)),
+                            self._retry_delay)
                 return True
             return False
         finally:

@@ -444,6 +444,27 @@ ENVELOPE_HEADROOM = 4096
 MESSAGE_TOO_LARGE = 10054
 
 
+def bus_away(exc: BaseException) -> bool:
+    """Whether `exc` means NATS did not answer (a server restarting, a stream electing its leader, the
+    connection reconnecting): the caller waits and tries the whole unit of work again, as for a database
+    that is away (store.errors.database_away). False for what a retry cannot fix."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _BUS_AWAY):
+            return True
+        if isinstance(current, APIError) and current.code == 503:
+            return True  # JetStream "no leader" / not available: an election under way
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_BUS_AWAY = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError,
+             nats.errors.NoServersError, nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError,
+             nats.errors.FlushTimeoutError, ServiceUnavailableError)
+
+
 def wire_size(payload: bytes, headers: dict[str, str] | None = None) -> int:
     """What NATS counts against max_payload for a message: its payload and its headers together."""
     head = sum(len(k) + len(v) + 4 for k, v in (headers or {}).items())

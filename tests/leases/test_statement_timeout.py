@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from kube.times import utcnow
+from reconciler.consuming import SoleReconciler
 from reconciler.core.batch import CONSUMER, Commit
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
@@ -116,6 +117,29 @@ async def test_a_reconciler_whose_commit_times_out_retries_and_commits_once(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    async with timed.engine.connect() as conn:
+        rows = (await conn.execute(sa.text("SELECT controller_key FROM decisions"))).scalars().all()
+    assert rows == ["ReplicaSet/stuck/web"]
+
+
+async def test_the_sole_reconciler_of_kubus_up_retries_too(
+        bus: Bus, timed: Store, db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The same with `kubus up`'s reconciler (alone, unfenced, no leases): it starts over from the store
+    instead of taking the process down."""
+    caplog.set_level(logging.WARNING, logger="kubus.reconciler")
+    sole = SoleReconciler(bus, timed, instance="up")
+    task = asyncio.create_task(sole.run())
+    try:
+        await until(lambda: sole.caught_up, "the reconciler caught up")
+        async with holding(db_url, "LOCK TABLE decisions IN EXCLUSIVE MODE"):
+            await publish(bus, replicaset_event("stuck", 1))
+            await until(lambda: _away(caplog) >= 2, "two commits timed out")
+            assert not task.done()
+        await until_committed(timed)
+        assert not task.done(), "the service went down"
+    finally:
+        sole.stop()
+        await asyncio.wait_for(task, 30)
     async with timed.engine.connect() as conn:
         rows = (await conn.execute(sa.text("SELECT controller_key FROM decisions"))).scalars().all()
     assert rows == ["ReplicaSet/stuck/web"]
