@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -29,6 +30,7 @@ log = logging.getLogger("kubus.reconciler")
 
 STATE_WAIT = 10.0  # seconds a starting reconciler waits for KUBUS_STATE to catch up with KUBUS_EVENTS
 STATE_POLL = 0.02  # seconds between two looks at how far the copy is
+STATE_IDLE = 2.0  # seconds without a state message before the bootstrap asks the server whether any are left
 
 
 def source_seq(headers: Mapping[str, str] | None) -> int:
@@ -69,6 +71,16 @@ async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
     except NotFoundError:  # every message from `last` on is gone: the stream was purged meanwhile
         return 0
     return source_seq(msg.headers)
+
+
+async def _drained(sub: Any) -> bool:
+    """The bootstrap's consumer has nothing left on the server and nothing undelivered in the client."""
+    try:
+        info = await sub.consumer_info()
+    except Exception as exc:  # asking again later is all a failure here can mean
+        log.warning("asking how much KUBUS_STATE is left to read failed (%s); waiting on", exc)
+        return False
+    return bool(info.num_pending == 0 and sub.pending_msgs == 0)
 
 
 @dataclass(frozen=True)
@@ -133,7 +145,14 @@ async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[int], bool]) -> Boo
         f"{bus.prefix}.state.>", stream=stream, cb=on_state,
         ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT))
     try:
-        await done.wait()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), STATE_IDLE)
+                break
+            # nothing for a while: the messages the stream held when asked may be gone since (an ingest purged
+            # expired tombstones, the stream was renewed), and then no message ever says "none pending"
+            if await _drained(sub):
+                break
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()

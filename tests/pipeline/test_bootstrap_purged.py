@@ -1,0 +1,42 @@
+"""A bootstrap whose KUBUS_STATE messages vanish between its look at the stream and its read (an ingest
+purging expired tombstones, the stream renewed) ends, instead of waiting for a "none pending" no message
+will ever carry."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from messages import subjects
+from reconciler import bootstrapping
+from reconciler.core.cache import Cache
+from runtime.bus import Bus
+from tests.pipeline.test_reconciler import publish, replicaset_event
+
+
+async def test_state_purged_under_the_bootstrap_ends_it(bus: Bus, monkeypatch: pytest.MonkeyPatch) -> None:
+    await publish(bus, replicaset_event("gone", 1))
+    state = bus.stream(subjects.STATE_STREAM)
+    copied = await bootstrapping.wait_for_state(bus)
+    assert copied > 0
+
+    async def caught_up(_: Bus) -> int:
+        return copied
+
+    monkeypatch.setattr(bootstrapping, "wait_for_state", caught_up)
+    real_info = bus.js.stream_info
+
+    async def purged_after_the_look(name: str, *args: Any, **kwargs: Any) -> Any:
+        info = await real_info(name, *args, **kwargs)
+        if name == state:
+            await bus.js.purge_stream(state)  # what the bootstrap saw is gone by the time it reads
+        return info
+
+    bus.js.stream_info = purged_after_the_look  # type: ignore[method-assign]
+    try:
+        done = await asyncio.wait_for(bootstrapping.bootstrap(bus, Cache(), lambda _: True), 30)
+    finally:
+        bus.js.stream_info = real_info  # type: ignore[method-assign]
+    assert done.loaded == 0
