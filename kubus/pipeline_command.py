@@ -190,6 +190,8 @@ async def _start_sim(stack: contextlib.AsyncExitStack, args: argparse.Namespace)
         sim_flags += ["--fault", fault]
     if args.no_kubelet:
         sim_flags.append("--no-kubelet")
+    if args.authz:
+        sim_flags += ["--authz", args.authz]  # the kubeconfig it writes is then the admin's
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "kubus", "sim", *sim_flags,
                                                 "--log-level", args.log_level, "--log-format", args.log_format)
 

@@ -13,6 +13,7 @@ from runtime.running import install_fast_loop
 from sim.cluster import SimCluster, SimConfig
 from sim.faults import FAULTS
 from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint
+from sim.tls import TlsUnavailable
 
 log = logging.getLogger("kubus.sim")
 
@@ -58,6 +59,10 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fault", action="append", default=[], metavar="RESOURCE:VERB:FRACTION:FAULT",
                    help=f"inject faults, e.g. pods:create:0.2:500 ({', '.join(FAULTS)})")
     g.add_argument("--seed", type=int, default=None, help="seed for generated names, uids and faults")
+    g.add_argument("--authz", choices=["rbac"], default=None,
+                   help="authenticate every API request (anonymous ones get 401) and authorize it with RBAC; "
+                        "the kubeconfig gets an admin token (group system:masters), and ServiceAccounts, "
+                        "`kubectl create token`, Roles, ClusterRoles and their bindings are served")
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
@@ -70,13 +75,20 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
                      advertise_url=args.advertise_url,
                      kubelet=not args.no_kubelet, kubelet_delay=args.kubelet_delay,
                      termination_seconds=args.termination_seconds, history_size=args.watch_history,
-                     bookmark_interval=args.bookmark_interval, faults=args.fault, seed=args.seed)
+                     bookmark_interval=args.bookmark_interval, faults=args.fault, seed=args.seed,
+                     authz=getattr(args, "authz", None))
 
 
 async def serve(config: SimConfig) -> None:
     cluster = SimCluster(config)
-    url = await cluster.start()
-    print(f"kubus sim: {len(config.nodes)} nodes at {url}; kubeconfig written to {config.kubeconfig}\n"
+    try:
+        url = await cluster.start()
+    except TlsUnavailable as exc:
+        print(f"kubus sim: {exc}", flush=True)
+        await cluster.stop()
+        raise SystemExit(2) from None
+    mode = " with RBAC (the kubeconfig's user is the admin)" if config.authz else ""
+    print(f"kubus sim: {len(config.nodes)} nodes at {url}{mode}; kubeconfig written to {config.kubeconfig}\n"
           f"  try: kubectl --kubeconfig {config.kubeconfig} get nodes", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -14,9 +14,10 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from sim import discovery, patching, tables, watching
+from sim import discovery, patching, rbac, tables, watching
 from sim import resources as R
 from sim import status as errors
+from sim.auth import Authenticator, UserInfo, request_info
 from sim.faults import AppliedThenTimeout, FaultInjector
 from sim.registry import PATCH_APPLY, Decoding, Registry, format_time
 from sim.resources import ApiResource
@@ -61,15 +62,15 @@ class Route:
         return self.namespace or ""
 
 
-def parse_route(group: str, version: str, rest: list[str]) -> Route | None:
+def parse_route(group: str, version: str, rest: list[str], authz: bool = False) -> Route | None:
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
-        candidate = R.lookup(group, version, rest[2])
+        candidate = R.lookup(group, version, rest[2], authz)
         if candidate is not None and candidate.namespaced:
             namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
         return None
-    resource = R.lookup(group, version, rest[0])
+    resource = R.lookup(group, version, rest[0], authz)
     if resource is None:
         return None
     name = rest[1] if len(rest) > 1 else None
@@ -82,7 +83,14 @@ def parse_route(group: str, version: str, rest: list[str]) -> Route | None:
 
 
 class ApiServer:
-    def __init__(self, registry: Registry, faults: FaultInjector, *, bookmark_interval: float = 60.0):
+    def __init__(self, registry: Registry, faults: FaultInjector, *, bookmark_interval: float = 60.0,
+                 authenticator: Authenticator | None = None):
+        """With an ``authenticator`` (`--authz rbac`) every request is authenticated and authorized with
+        RBAC, and ServiceAccounts, the RBAC kinds and the self-reviews are served; without, nothing is
+        asked of a request and those kinds do not exist."""
+        self.authenticator = authenticator
+        self.authorizer = rbac.Authorizer(registry.store) if authenticator is not None else None
+        self.rbac = authenticator is not None
         self.registry = registry
         self.store = registry.store
         self.faults = faults
@@ -95,6 +103,12 @@ class ApiServer:
     # --- dispatch -----------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
+            if self.authenticator is not None and self.authorizer is not None:
+                # kube-apiserver's filter chain: authentication, then authorization, then the handler
+                user = self.authenticator.authenticate(request.headers, self.registry.clock())
+                user = self.authorizer.impersonate(user, request.headers)
+                self.authorizer.check(request_info(user, request.method, request.path, request.query))
+                request["kubus.sim.user"] = user
             return await self._dispatch(request)
         except errors.ApiError as exc:
             return _error(exc)
@@ -106,8 +120,10 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
+        versions = R.group_versions(self.rbac)
         if not parts:
-            return _json({"paths": ["/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/healthz",
+            groups = [p for g, v in versions.items() if g for p in (f"/apis/{g}", f"/apis/{g}/{v}")]
+            return _json({"paths": ["/api", "/api/v1", "/apis", *groups, "/healthz",
                                     "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]})
         head = parts[0]
         if head in ("healthz", "livez", "readyz"):
@@ -122,21 +138,23 @@ class ApiServer:
             group, version, rest = "", parts[1], parts[2:]
         elif head == "apis":
             if len(parts) == 1:
-                return _json(discovery.api_group_list())
-            if parts[1] not in R.GROUP_VERSIONS or not parts[1]:
+                return _json(discovery.api_group_list(self.rbac))
+            if parts[1] not in versions or not parts[1]:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             if len(parts) == 2:
                 return _json(discovery.api_group(parts[1]))
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-        if R.GROUP_VERSIONS.get(group) != version:
+        if versions.get(group) != version:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
-            return _json(discovery.resource_list(group))
-        route = parse_route(group, version, rest)
+            return _json(discovery.resource_list(group, self.rbac))
+        route = parse_route(group, version, rest, self.rbac)
         if route is None:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        if route.resource in R.REVIEWS:
+            return await self._review(request, route)
         verb = self._verb(request, route)
 
         async def name() -> str:
@@ -162,6 +180,8 @@ class ApiServer:
         if method == "POST":
             if route.subresource == "binding":
                 return "bind"
+            if route.subresource == "token":
+                return "token"
             if route.name is None:
                 return "create"
         if method == "PUT" and route.name is not None:
@@ -455,6 +475,36 @@ class ApiServer:
                                                "field": "dryRun"}]})
         return self.store.dry_run()
 
+    # --- identities -----------------------------------------------------------------------------
+    async def _token(self, request: web.Request, route: Route) -> web.Response:
+        """POST serviceaccounts/NAME/token (TokenRequest): `kubectl create token NAME`."""
+        assert route.name is not None and self.authenticator is not None
+        sa = self.registry.get(R.SERVICEACCOUNTS, route.ns, route.name)
+        body = await self._body(request)
+        answer = self.authenticator.token_request(sa.obj, body, self.registry.clock())
+        return _json(answer, 201)
+
+    async def _review(self, request: web.Request, route: Route) -> web.Response:
+        """SelfSubjectAccessReview (`kubectl auth can-i`) and SelfSubjectReview (`kubectl auth whoami`):
+        answered by the authenticator and authorizer every request goes through, never stored."""
+        if request.method != "POST" or route.name is not None:
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        assert self.authorizer is not None
+        user: UserInfo = request["kubus.sim.user"]
+        body = await self._body(request) or {}
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of a {route.resource.kind} must be an object")
+        if route.resource is R.SELFSUBJECTREVIEWS:
+            return _json({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                          "metadata": {"creationTimestamp": None}, "status": {"userInfo": user.as_user_info()}},
+                         201)
+        spec = body.get("spec") or {}
+        if route.resource is R.SELFSUBJECTRULESREVIEWS:
+            namespace = spec.get("namespace") if isinstance(spec, dict) else None
+            return _json(self.authorizer.rules_review(user, namespace if isinstance(namespace, str) else ""), 201)
+        attrs = rbac.review_attributes(user, spec)
+        return _json(rbac.review(attrs, self.authorizer.authorize(attrs), spec), 201)
+
     # --- scale subresource --------------------------------------------------------------------
     @staticmethod
     def _scale(entry: Entry) -> dict[str, Any]:
@@ -544,7 +594,9 @@ def _protobuf_body(data: bytes) -> dict[str, Any]:
     """A body sent as `application/vnd.kubernetes.protobuf`, as kubectl's typed clients send them.
 
     Only what kubectl sends that way to the kinds the sim serves is understood: the Namespace of
-    `kubectl create namespace` and the DeleteOptions of `kubectl drain`; anything else is 415.
+    `kubectl create namespace`, the DeleteOptions of `kubectl drain`, the ServiceAccount of
+    `kubectl create serviceaccount`, the TokenRequest of `kubectl create token` and the reviews of
+    `kubectl auth can-i` and `kubectl auth whoami`; anything else is 415.
     """
     try:
         if not data.startswith(b"k8s\x00"):
@@ -552,7 +604,10 @@ def _protobuf_body(data: bytes) -> dict[str, Any]:
         unknown = dict(_protobuf_fields(data[4:]))  # runtime.Unknown: 1 typeMeta, 2 raw
         type_meta = dict(_protobuf_fields(unknown.get(1, b"")))
         kind = type_meta.get(2, b"").decode()
-        decode = {"Namespace": _protobuf_namespace, "DeleteOptions": _protobuf_delete_options}.get(kind)
+        decode = {"Namespace": _protobuf_namespace, "DeleteOptions": _protobuf_delete_options,
+                  "ServiceAccount": _protobuf_service_account, "TokenRequest": _protobuf_token_request,
+                  "SelfSubjectAccessReview": _protobuf_access_review,
+                  "SelfSubjectRulesReview": _protobuf_rules_review, "SelfSubjectReview": lambda _: {}}.get(kind)
         if decode is None:
             raise errors.unsupported_media_type(PROTOBUF)
         obj = decode(_protobuf_fields(unknown.get(2, b"")))
@@ -561,26 +616,88 @@ def _protobuf_body(data: bytes) -> dict[str, Any]:
         raise errors.bad_request(f"unable to decode the protobuf body: {exc}") from exc
 
 
+def _protobuf_meta(data: bytes) -> dict[str, Any]:
+    """ObjectMeta: the fields a create sets (name, generateName, labels, annotations, finalizers)."""
+    meta: dict[str, Any] = {}
+    for field, item in _protobuf_fields(data):
+        if field in (1, 2) and item:
+            meta["name" if field == 1 else "generateName"] = item.decode()
+        elif field in (11, 12):  # labels, annotations: map entries of key 1, value 2
+            entry = dict(_protobuf_fields(item))
+            key = "labels" if field == 11 else "annotations"
+            meta.setdefault(key, {})[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
+        elif field == 14:
+            meta.setdefault("finalizers", []).append(item.decode())
+    return meta
+
+
+def _protobuf_service_account(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    """ServiceAccount (`kubectl create serviceaccount`): 1 metadata, 4 automountServiceAccountToken."""
+    obj: dict[str, Any] = {"metadata": {}}
+    for number, value in fields:
+        if number == 1:
+            obj["metadata"] = _protobuf_meta(value)
+        elif number == 4:
+            obj["automountServiceAccountToken"] = bool(value)
+    return obj
+
+
 def _protobuf_namespace(fields: list[tuple[int, Any]]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     spec_finalizers: list[str] = []
     for number, value in fields:
         if number == 1:  # ObjectMeta
-            for field, item in _protobuf_fields(value):
-                if field in (1, 2) and item:
-                    meta["name" if field == 1 else "generateName"] = item.decode()
-                elif field in (11, 12):  # labels, annotations: map entries of key 1, value 2
-                    entry = dict(_protobuf_fields(item))
-                    key = "labels" if field == 11 else "annotations"
-                    meta.setdefault(key, {})[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
-                elif field == 14:
-                    meta.setdefault("finalizers", []).append(item.decode())
+            meta = _protobuf_meta(value)
         elif number == 2:  # NamespaceSpec: 1 finalizers
             spec_finalizers += [v.decode() for f, v in _protobuf_fields(value) if f == 1]
     obj: dict[str, Any] = {"metadata": meta}
     if spec_finalizers:
         obj["spec"] = {"finalizers": spec_finalizers}
     return obj
+
+
+def _protobuf_token_request(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    """TokenRequest: 2 spec (1 audiences, 4 expirationSeconds); the bound object reference is not kept."""
+    spec: dict[str, Any] = {}
+    for number, value in fields:
+        if number == 2:
+            for field, item in _protobuf_fields(value):
+                if field == 1:
+                    spec.setdefault("audiences", []).append(item.decode())
+                elif field == 4:
+                    spec["expirationSeconds"] = item
+    return {"spec": spec}
+
+
+_RESOURCE_ATTRIBUTES = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource",
+                        7: "name"}
+
+
+def _protobuf_access_review(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    """SelfSubjectAccessReview: 2 spec (1 resourceAttributes, 2 nonResourceAttributes: 1 path, 2 verb)."""
+    spec: dict[str, Any] = {}
+    for number, value in fields:
+        if number != 2:
+            continue
+        for field, item in _protobuf_fields(value):
+            if field == 1:
+                spec["resourceAttributes"] = {_RESOURCE_ATTRIBUTES[f]: v.decode() for f, v in _protobuf_fields(item)
+                                              if f in _RESOURCE_ATTRIBUTES}
+            elif field == 2:
+                spec["nonResourceAttributes"] = {{1: "path", 2: "verb"}[f]: v.decode()
+                                                 for f, v in _protobuf_fields(item) if f in (1, 2)}
+    return {"spec": spec}
+
+
+def _protobuf_rules_review(fields: list[tuple[int, Any]]) -> dict[str, Any]:
+    """SelfSubjectRulesReview: 2 spec (1 namespace)."""
+    spec: dict[str, Any] = {}
+    for number, value in fields:
+        if number == 2:
+            for f, v in _protobuf_fields(value):
+                if f == 1:
+                    spec["namespace"] = v.decode()
+    return {"spec": spec}
 
 
 def _protobuf_delete_options(fields: list[tuple[int, Any]]) -> dict[str, Any]:

@@ -8,15 +8,23 @@ event loop. Admin endpoints under `/sim/` steer what a real cluster's nodes woul
 - `POST /sim/pods/{namespace}/{name}/fail`: the pod's containers exit with an error.
 - `POST /sim/unvalidated` with an object: stored without validation, as if written before
   validation tightened (see sim.unvalidated).
+
+With `authz="rbac"` (`kubus sim --authz rbac`) the Kubernetes API authenticates and authorizes every
+request (sim.auth, sim.rbac), is served over HTTPS (sim.tls: clients send credentials only over TLS),
+and the kubeconfig carries the CA and the admin's token; the `/sim/` endpoints, which stand for what
+nodes do on their own, need no credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from aiohttp import web
@@ -25,13 +33,16 @@ from kube.times import utcnow
 from sim import resources as R
 from sim import status as errors
 from sim.apiserver import ApiServer
+from sim.auth import Authenticator
 from sim.faults import FaultInjector, FaultRule
 from sim.gc import GarbageCollector
 from sim.kubelet import Kubelets
 from sim.nodes import InitialNode, node_object
+from sim.rbac import bootstrap_policy
 from sim.registry import Decoding, Registry, format_time
 from sim.scheduler import Scheduler
 from sim.store import ObjectStore
+from sim.tls import ServingCerts, serving_certs
 from sim.unvalidated import PATH as UNVALIDATED_PATH
 from sim.unvalidated import create_unvalidated
 
@@ -55,6 +66,12 @@ class SimConfig:
     faults: list[str] = field(default_factory=list)
     fault_timeout: float = 5.0
     seed: int | None = None
+    authz: str | None = None  # "rbac": authenticate and authorize every API request
+    admin_token: str | None = None  # the admin's bearer token with authz (default: a random one)
+
+    def __post_init__(self) -> None:
+        if self.authz not in (None, "rbac"):
+            raise ValueError(f"--authz: unsupported mode {self.authz!r}; the sim supports: rbac")
 
 
 class SimCluster:
@@ -64,11 +81,14 @@ class SimCluster:
         self.registry = Registry(self.store, utcnow, config.seed)
         self.faults = FaultInjector([FaultRule.parse(r) for r in config.faults], config.seed,
                                     config.fault_timeout)
-        self.api = ApiServer(self.registry, self.faults, bookmark_interval=config.bookmark_interval)
+        self.authenticator = (Authenticator(self.store, config.admin_token) if config.authz == "rbac" else None)
+        self.api = ApiServer(self.registry, self.faults, bookmark_interval=config.bookmark_interval,
+                             authenticator=self.authenticator)
         self.scheduler = Scheduler(self.registry)
         self.kubelets = Kubelets(self.registry, start_delay=config.kubelet_delay,
                                  termination_seconds=config.termination_seconds, enabled=config.kubelet)
         self.gc = GarbageCollector(self.registry)
+        self.certs: ServingCerts | None = None
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.url = ""
@@ -79,6 +99,11 @@ class SimCluster:
         now = format_time(self.registry.clock())
         for i, spec in enumerate(self.config.nodes):
             self.registry.create(R.NODES, "", node_object(spec, i, now))
+        if self.authenticator is not None:
+            for resource, obj in bootstrap_policy():
+                self.registry.create(resource, "", obj)
+            for ns in SYSTEM_NAMESPACES:  # the ServiceAccount controller's `default` in every namespace
+                self.registry.create(R.SERVICEACCOUNTS, ns, {"metadata": {"name": "default"}})
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -94,17 +119,25 @@ class SimCluster:
         self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024)
+        if self.authenticator is not None:
+            hosts = [self.config.host]
+            if self.config.advertise_url:
+                hosts.append(urlsplit(self.config.advertise_url).hostname or "")
+            self.certs = serving_certs(hosts)
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024,
+                           ssl_context=self.certs.context if self.certs else None)
         await site.start()
         sockets = site._server.sockets if site._server else []  # the bound port when 0 was asked
         port = sockets[0].getsockname()[1]
-        self.url = f"http://{self.config.host}:{port}"
+        self.url = f"{'https' if self.certs else 'http'}://{self.config.host}:{port}"
         self.api.address = f"{self.config.host}:{port}"
         self._tasks = [asyncio.create_task(self.scheduler.run(), name="sim-scheduler"),
                        asyncio.create_task(self.gc.run(), name="sim-gc")]
         self.kubelets.start()
         if self.config.kubeconfig:
-            write_kubeconfig(self.config.kubeconfig, self.config.advertise_url or self.url)
+            token = self.authenticator.admin_token if self.authenticator is not None else None
+            write_kubeconfig(self.config.kubeconfig, self.config.advertise_url or self.url, token,
+                             self.certs.ca_pem if self.certs else None)
         log.info("kubus sim serving %s with %d nodes", self.url, len(self.config.nodes))
         return self.url
 
@@ -161,20 +194,28 @@ class SimCluster:
         return web.json_response({"ok": True})
 
 
-def kubeconfig_document(url: str, name: str = "kubus-sim") -> dict[str, Any]:
+def kubeconfig_document(url: str, name: str = "kubus-sim", token: str | None = None,
+                        ca_pem: bytes | None = None) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {}}],
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token} if token else {}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
     }
 
 
-def write_kubeconfig(path: str, url: str) -> None:
+def write_kubeconfig(path: str, url: str, token: str | None = None, ca_pem: bytes | None = None) -> None:
+    """The kubeconfig (0600 when it holds the admin's token, which is as good as cluster-admin)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        yaml.safe_dump(kubeconfig_document(url), handle, sort_keys=False)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if token else 0o644)
+    with os.fdopen(fd, "w") as handle:
+        yaml.safe_dump(kubeconfig_document(url, token=token, ca_pem=ca_pem), handle, sort_keys=False)
     os.replace(tmp, path)  # readers never see a half-written file

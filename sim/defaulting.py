@@ -315,7 +315,16 @@ def _default_controller_revision(revision: dict[str, Any]) -> None:
     revision.setdefault("revision", 0)  # an int64 without omitempty
 
 
+def _default_binding(obj: dict[str, Any]) -> None:
+    """SetDefaults_Subject: User and Group subjects are in the RBAC group (ServiceAccounts in the core one, "")."""
+    for subject in obj.get("subjects") or ():
+        if isinstance(subject, dict) and not subject.get("apiGroup") and subject.get("kind") in ("User", "Group"):
+            subject["apiGroup"] = "rbac.authorization.k8s.io"
+
+
 _DEFAULTERS = {
+    "RoleBinding": _default_binding,
+    "ClusterRoleBinding": _default_binding,
     "Pod": _default_pod,
     "DaemonSet": _default_daemonset,
     "ReplicaSet": _default_replicaset,

@@ -21,7 +21,7 @@ SIM_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubus-sim",
 
 
 def _group_version(group: str) -> str:
-    version = R.GROUP_VERSIONS[group]
+    version = R.AUTH_GROUP_VERSIONS[group]
     return f"{group}/{version}" if group else version
 
 
@@ -31,13 +31,13 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 
 def _group(group: str) -> dict[str, Any]:
-    gv = {"groupVersion": _group_version(group), "version": R.GROUP_VERSIONS[group]}
+    gv = {"groupVersion": _group_version(group), "version": R.AUTH_GROUP_VERSIONS[group]}
     return {"name": group, "versions": [gv], "preferredVersion": gv}
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(authz: bool = False) -> dict[str, Any]:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(g) for g in R.GROUP_VERSIONS if g]}
+            "groups": [_group(g) for g in R.group_versions(authz) if g]}
 
 
 def api_group(group: str) -> dict[str, Any]:
@@ -64,15 +64,19 @@ def _subresource_entries(r: ApiResource) -> list[dict[str, Any]]:
         elif sub == "status":
             out.append({"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
                         "kind": r.kind, "verbs": ["get", "patch", "update"]})
+        elif sub == "token":
+            out.append({"name": f"{r.plural}/token", "singularName": "", "namespaced": True,
+                        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                        "verbs": ["create"]})
         elif sub == "binding":
             out.append({"name": f"{r.plural}/binding", "singularName": "", "namespaced": True,
                         "kind": "Binding", "verbs": ["create"]})
     return out
 
 
-def resource_list(group: str) -> dict[str, Any]:
+def resource_list(group: str, authz: bool = False) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
-    for r in R.ALL:
+    for r in R.served(authz):
         if r.group == group:
             entries.append(_resource_entry(r))
             entries.extend(_subresource_entries(r))

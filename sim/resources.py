@@ -56,6 +56,39 @@ BY_KIND: dict[str, ApiResource] = {r.kind: r for r in ALL}
 
 GROUP_VERSIONS: dict[str, str] = {"": "v1", "apps": "v1"}
 
+# What `kubus sim --authz rbac` serves besides: identities, RBAC objects and the two self-reviews.
+# Without --authz they are not served at all, so discovery and every kind's behaviour stay as they were.
+RBAC_GROUP = "rbac.authorization.k8s.io"
+SERVICEACCOUNTS = ApiResource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",),
+                              subresources=("token",))
+ROLES = ApiResource("roles", "role", "Role", RBAC_GROUP, "v1", True)
+CLUSTERROLES = ApiResource("clusterroles", "clusterrole", "ClusterRole", RBAC_GROUP, "v1", False)
+ROLEBINDINGS = ApiResource("rolebindings", "rolebinding", "RoleBinding", RBAC_GROUP, "v1", True)
+CLUSTERROLEBINDINGS = ApiResource("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", RBAC_GROUP,
+                                  "v1", False)
+SELFSUBJECTACCESSREVIEWS = ApiResource("selfsubjectaccessreviews", "selfsubjectaccessreview",
+                                       "SelfSubjectAccessReview", "authorization.k8s.io", "v1", False,
+                                       verbs=("create",))
+SELFSUBJECTRULESREVIEWS = ApiResource("selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
+                                      "authorization.k8s.io", "v1", False, verbs=("create",))
+SELFSUBJECTREVIEWS = ApiResource("selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview",
+                                 "authentication.k8s.io", "v1", False, verbs=("create",))
+AUTH: tuple[ApiResource, ...] = (SERVICEACCOUNTS, ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS,
+                                 SELFSUBJECTACCESSREVIEWS, SELFSUBJECTRULESREVIEWS, SELFSUBJECTREVIEWS)
+# answered by the authorizer, never stored
+REVIEWS: tuple[ApiResource, ...] = (SELFSUBJECTACCESSREVIEWS, SELFSUBJECTRULESREVIEWS, SELFSUBJECTREVIEWS)
+AUTH_GROUP_VERSIONS: dict[str, str] = {**GROUP_VERSIONS, "authentication.k8s.io": "v1",
+                                       "authorization.k8s.io": "v1", RBAC_GROUP: "v1"}
+_AUTH_BY_GROUP_VERSION_PLURAL = {**BY_GROUP_VERSION_PLURAL, **{(r.group, r.version, r.plural): r for r in AUTH}}
 
-def lookup(group: str, version: str, plural: str) -> ApiResource | None:
-    return BY_GROUP_VERSION_PLURAL.get((group, version, plural))
+
+def served(authz: bool) -> tuple[ApiResource, ...]:
+    return ALL + AUTH if authz else ALL
+
+
+def group_versions(authz: bool) -> dict[str, str]:
+    return AUTH_GROUP_VERSIONS if authz else GROUP_VERSIONS
+
+
+def lookup(group: str, version: str, plural: str, authz: bool = False) -> ApiResource | None:
+    return (_AUTH_BY_GROUP_VERSION_PLURAL if authz else BY_GROUP_VERSION_PLURAL).get((group, version, plural))

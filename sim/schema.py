@@ -23,6 +23,8 @@ SchemaNode = dict[str, Any] | tuple[str, Any] | None
 _ROOT_MODELS = {
     "Pod": "V1Pod", "Node": "V1Node", "Namespace": "V1Namespace", "Event": "CoreV1Event",
     "DaemonSet": "V1DaemonSet", "ReplicaSet": "V1ReplicaSet", "ControllerRevision": "V1ControllerRevision",
+    "ServiceAccount": "V1ServiceAccount", "Role": "V1Role", "ClusterRole": "V1ClusterRole",
+    "RoleBinding": "V1RoleBinding", "ClusterRoleBinding": "V1ClusterRoleBinding",
 }
 _LIST = re.compile(r"^List\[(.+)\]$|^list\[(.+)\]$")
 _MAP = re.compile(r"^Dict\[str, (.+)\]$|^dict\(str, (.+)\)$")

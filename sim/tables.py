@@ -206,6 +206,42 @@ _PRINTERS: dict[ApiResource, tuple[list[Column], Callable[[dict[str, Any], datet
 }
 
 
+def _role_binding(obj: dict[str, Any], now: datetime) -> Cells:
+    ref = obj.get("roleRef") or {}
+    return [obj["metadata"]["name"], f'{ref.get("kind", "")}/{ref.get("name", "")}',
+            age(obj["metadata"].get("creationTimestamp"), now)]
+
+
+def _created_at(obj: dict[str, Any], now: datetime) -> Cells:
+    return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp", "")]
+
+
+def _service_account(obj: dict[str, Any], now: datetime) -> Cells:
+    return [obj["metadata"]["name"], len(obj.get("secrets") or ()), age(obj["metadata"].get("creationTimestamp"), now)]
+
+
+_BINDING_COLUMNS = [NAME, _col("Role"), AGE, _col("Users", priority=1), _col("Groups", priority=1),
+                    _col("ServiceAccounts", priority=1)]
+
+
+def _role_binding_wide(obj: dict[str, Any], now: datetime) -> Cells:
+    subjects = [s for s in obj.get("subjects") or () if isinstance(s, dict)]
+
+    def of(kind: str) -> str:
+        return ", ".join((f'{s.get("namespace", "")}/{s.get("name", "")}' if kind == "ServiceAccount"
+                          else str(s.get("name", ""))) for s in subjects if s.get("kind") == kind)
+    return [*_role_binding(obj, now), of("User"), of("Group"), of("ServiceAccount")]
+
+
+_PRINTERS.update({
+    R.SERVICEACCOUNTS: ([NAME, _col("Secrets", "string"), AGE], _service_account),
+    R.ROLES: ([NAME, _col("Created At", fmt="date")], _created_at),
+    R.CLUSTERROLES: ([NAME, _col("Created At", fmt="date")], _created_at),
+    R.ROLEBINDINGS: (_BINDING_COLUMNS, _role_binding_wide),
+    R.CLUSTERROLEBINDINGS: (_BINDING_COLUMNS, _role_binding_wide),
+})
+
+
 def _partial(obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 

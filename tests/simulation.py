@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -54,18 +56,31 @@ class SimProcess:
         if self.proc.poll() is not None:
             raise RuntimeError(f"kubus sim exited with {self.proc.returncode}: {self.log_path.read_text()}")
         config = yaml.safe_load(self.kubeconfig.read_text())
-        self.url: str = config["clusters"][0]["cluster"]["server"]
+        cluster = config["clusters"][0]["cluster"]
+        self.url: str = cluster["server"]
+        # with --authz: HTTPS under the sim's own CA, and the admin's bearer token
+        self.token: str | None = config["users"][0]["user"].get("token")
+        self.ssl: ssl.SSLContext | None = None
+        if "certificate-authority-data" in cluster:
+            self.ssl = ssl.create_default_context(
+                cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
 
     def _died(self) -> bool:
         return self.proc.poll() is not None
 
     def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json") -> tuple[int, Any]:
+                content_type: str = "application/json", *, token: str | None = None,
+                anonymous: bool = False) -> tuple[int, Any]:
+        """A request as the kubeconfig's user (the admin, with --authz), as ``token``'s owner, or with no
+        credentials at all when ``anonymous``."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        bearer = None if anonymous else (token or self.token)
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=self.ssl) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
