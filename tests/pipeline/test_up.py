@@ -28,20 +28,26 @@ def get(url: str) -> tuple[int, str]:
         return 0, str(exc)
 
 
-def test_up_sim_converges_and_reports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("authz", [pytest.param([], id="open"), pytest.param(["--authz", "rbac"], id="rbac")])
+def test_up_sim_converges_and_reports(tmp_path: Path, authz: list[str]) -> None:
     """Everything in one process: kubectl sees the nodes, a ReplicaSet's pods appear, /readyz passes
-    and /metrics counts what happened; SIGTERM stops it cleanly."""
+    and /metrics counts what happened; SIGTERM stops it cleanly. With `--authz rbac` the sim
+    authenticates and authorizes, and the pipeline works through the admin's kubeconfig it wrote."""
     port = free_port()
     kubeconfig = tmp_path / "kubeconfig"
     log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "kubus", "up", "--sim", "--nodes", "3", "--kubelet-delay", "0.05",
                              "--kubeconfig", str(kubeconfig), "--data-dir", str(tmp_path / "data"),
-                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+                             "--metrics-port", str(port), *authz], stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=60, what="/readyz to pass")
         kubectl = Kubectl(kubeconfig)
         assert len(kubectl.json("get", "nodes")["items"]) == 3
+        if authz:
+            assert "Username    kubernetes-admin" in kubectl("auth", "whoami").stdout
+            anonymous = kubectl("get", "nodes", "--token", "nobody", check=False)
+            assert "You must be logged in to the server" in anonymous.stderr, anonymous.stderr
         kubectl("create", "namespace", "demo")
         labels = {"app": "web"}
         kubectl("apply", "-n", "demo", "-f", "-", input=json.dumps({
