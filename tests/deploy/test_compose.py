@@ -3,12 +3,15 @@ with a user per service, the kubeconfig only where the API is called, the sim fi
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from typing import Any
 
 import pytest
 import yaml
 
+from runtime import natsserver
 from tests.deploy.manifests import ROOT
 
 KUBUS = ("migrate", "ingest", "reconciler", "executor", "sim")
@@ -96,3 +99,10 @@ def test_the_services_run_read_only(compose: dict[str, Any]) -> None:
     for name in ("migrate", *SERVICES):
         service = _services(compose)[name]
         assert service["read_only"] is True and "/tmp" in service["tmpfs"], name
+
+
+def test_the_nats_config_is_one_nats_server_accepts(compose: dict[str, Any]) -> None:
+    env = {**os.environ, **{k: "x" for k in _services(compose)["nats"]["environment"]}}
+    result = subprocess.run([natsserver.binary(), "-c", str(ROOT / "deploy/compose/nats.conf"), "-t"],
+                            capture_output=True, text=True, env=env, timeout=30)
+    assert result.returncode == 0 and "is valid" in result.stdout + result.stderr, result.stderr
