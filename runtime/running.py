@@ -112,7 +112,10 @@ async def _serve(command: str, options: Options, build: Build) -> None:
         nats_url = options.nats_url
         if not nats_url:
             embedded = EmbeddedNats(options.data_dir / "nats")
-            nats_url = await embedded.start()
+            try:
+                nats_url = await embedded.start()
+            except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback
+                raise StartupError(str(exc)) from None
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         bus = await stack.enter_async_context(connected(
