@@ -70,8 +70,10 @@ def stream_settings(args: argparse.Namespace) -> StreamSettings:
 def add_database(flags: Flags) -> None:
     """--db-url and --data-dir."""
     flags.add_argument("--db-url", default=_env("KUBUS_DB_URL"), metavar="URL",
-                       help="the SQL store, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE "
-                            "(env KUBUS_DB_URL); default: SQLite in the data directory")
+                       help="the SQL store, sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE, with libpq's "
+                            "?sslmode=verify-full&sslrootcert=CA.pem&sslcert=...&sslkey=... if wanted (env "
+                            "KUBUS_DB_URL); default: SQLite in the data directory. Keep the password off the command "
+                            "line: PostgreSQL's is read from PGPASSWORD or the PGPASSFILE (default ~/.pgpass)")
     flags.add_argument("--data-dir", default=_env("KUBUS_DATA_DIR") or DEFAULT_DATA_DIR, metavar="DIR",
                        help="where the default SQLite database and the embedded nats-server keep their data "
                             f"(env KUBUS_DATA_DIR, default {DEFAULT_DATA_DIR})")
