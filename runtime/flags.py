@@ -90,14 +90,18 @@ def statement_timeout(args: argparse.Namespace) -> float | None:
     return value or None
 
 
-def add_kubeconfig(flags: Flags) -> None:
-    """--kubeconfig: the cluster a service watches or writes to (see runtime/kubeconfig.py)."""
-    flags.add_argument("--kubeconfig", default=_env("KUBECONFIG") or "./kubeconfig", metavar="PATH",
-                       help="the cluster's kubeconfig (env KUBECONFIG, default ./kubeconfig)")
+KUBECONFIG_HELP = ("the cluster's kubeconfig file; without it, as kubectl: the files $KUBECONFIG lists, then "
+                   "~/.kube/config, then the pod's ServiceAccount (in-cluster)")
+
+
+def add_kubeconfig(flags: Flags, help: str = KUBECONFIG_HELP) -> None:
+    """--kubeconfig and --context: the cluster a service watches or writes to (see runtime/kubeconfig.py). Only
+    the commands that talk to the API take them (ingest, execute, up); reconcile and db never do."""
+    flags.add_argument("--kubeconfig", default=None, metavar="PATH", help=help)
+    add_context(flags)
 
 
 def add_context(flags: Flags) -> None:
-    """--context: separate from --kubeconfig, which `kubus up` declares with the sim's flags."""
     flags.add_argument("--context", default=None, metavar="NAME",
                        help="the kubeconfig context to use (default: its current-context)")
 
