@@ -207,7 +207,7 @@ def pipeline(cluster: NatsCluster, workdir: Path, replicas: int, nodes: int) -> 
     services = Services(cluster, workdir, replicas)
     try:
         services.start("ingest", sim.kubeconfig)
-        services.start("reconcile", sim.kubeconfig)
+        services.start("reconcile")
         services.start("execute", sim.kubeconfig, "--qps", "0")
         yield services, sim
     finally:

@@ -19,7 +19,7 @@ class ExecutorConfig:
     nats_connect_timeout: float = 5.0  # at start: NATS not answering by then is an error, not a wait
     prefix: str = subjects.PREFIX
     partitions: int = subjects.DEFAULT_PARTITIONS
-    kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config, as kubectl does
+    kubeconfig: str | None = None  # None: $KUBECONFIG, ~/.kube/config, in-cluster (runtime/kubeconfig.py)
     context: str | None = None
     # kube-controller-manager's --kube-api-qps and --kube-api-burst defaults; <= 0 disables the limiter
     qps: float = 20.0

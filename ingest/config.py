@@ -21,7 +21,7 @@ class IngestConfig:
     nats_url: str = "nats://127.0.0.1:4222"
     prefix: str = subjects.PREFIX
     partitions: int = subjects.DEFAULT_PARTITIONS  # used only when the streams are created
-    kubeconfig: str = "./kubeconfig"
+    kubeconfig: str | None = None  # None: $KUBECONFIG, ~/.kube/config, in-cluster (runtime/kubeconfig.py)
     context: str | None = None  # None: the kubeconfig's current-context
     kinds: tuple[str, ...] = DEFAULT_KINDS
     instance: str = field(default_factory=default_instance)  # stamped on every event as `ingest`

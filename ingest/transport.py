@@ -31,7 +31,7 @@ log = logging.getLogger("kubus.ingest")
 _READ_SIZE = 1 << 18
 
 
-def api_client(kubeconfig: str, context: str | None, pool_size: int) -> client.ApiClient:
+def api_client(kubeconfig: str | None, context: str | None, pool_size: int) -> client.ApiClient:
     """An ApiClient on a Configuration of its own; raises runtime.kubeconfig.KubeconfigError."""
     cfg = load_kubeconfig(kubeconfig, context)
     # one connection per watch stream plus the lists; the default pool would make them queue

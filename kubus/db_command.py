@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runtime import flags
+from runtime import flags, redact
 from store import engine
 from store.migrating import head
 from store.retention import parse_duration
@@ -46,7 +46,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
     try:
         revision = asyncio.run(engine.upgrade(args.db_url, args.data_dir))
     except engine.DatabaseUnavailable as exc:
-        print(f"kubus db upgrade: {exc}", file=sys.stderr)
+        print(f"kubus db upgrade: {redact.text(str(exc))}", file=sys.stderr)
         return 1
     print(f"kubus db upgrade: schema at revision {revision}")
     return 0
@@ -56,7 +56,7 @@ def run_current(args: argparse.Namespace) -> int:
     try:
         revision = asyncio.run(engine.current(args.db_url, args.data_dir))
     except engine.DatabaseUnavailable as exc:
-        print(f"kubus db current: {exc}", file=sys.stderr)
+        print(f"kubus db current: {redact.text(str(exc))}", file=sys.stderr)
         return 1
     need = head()
     state = "up to date" if revision == need else "run `kubus db upgrade`"
@@ -85,7 +85,7 @@ def run_prune(args: argparse.Namespace) -> int:
     try:
         counts = asyncio.run(prune())
     except engine.DatabaseUnavailable as exc:
-        print(f"kubus db prune: {exc}", file=sys.stderr)
+        print(f"kubus db prune: {redact.text(str(exc))}", file=sys.stderr)
         return 1
     done = ", ".join(f"{n} {table.replace('_', ' ')}{' rows' if table == 'outbox' else ''}"
                      for table, n in counts.items())

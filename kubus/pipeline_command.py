@@ -20,7 +20,7 @@ from typing import Any
 from kube.features import KNOWN as KNOWN_GATES
 from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
 from kube.times import parse_go_duration
-from kubus.sim_command import add_sim_arguments
+from kubus.sim_command import SIM_KUBECONFIG, add_sim_arguments
 from runtime import flags, logs
 from runtime.running import Part, Runtime, StartupError, run_service
 
@@ -67,10 +67,11 @@ def add_parsers(sub: Any) -> None:
             flags.add_lease_ttl(p)
         if name == "up":
             p.add_argument("--sim", action="store_true", help="also run `kubus sim` and use it as the cluster")
-            add_sim_arguments(p)  # its --kubeconfig: where the sim writes it, or without --sim the cluster's
-        else:
+            add_sim_arguments(p, kubeconfig=False)
+            flags.add_kubeconfig(p, help=f"{flags.KUBECONFIG_HELP}. With --sim: where the sim writes its kubeconfig, "
+                                         f"which the services then use (default {SIM_KUBECONFIG})")
+        elif name in ("ingest", "execute"):  # the reconciler never talks to the API
             flags.add_kubeconfig(p)
-        flags.add_context(p)
         logs.add_arguments(p)
         p.set_defaults(run=lambda args, name=name: run(name, args))
 
@@ -173,7 +174,7 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
 
 async def _start_sim(stack: contextlib.AsyncExitStack, args: argparse.Namespace) -> str:
     """`kubus sim` in its own process (it gets a core of its own), with the sim flags passed on."""
-    kubeconfig = Path(args.kubeconfig)
+    kubeconfig = Path(args.kubeconfig or SIM_KUBECONFIG)
     if kubeconfig.exists():
         kubeconfig.unlink()  # so we notice when the new sim has written its own
     sim_flags = ["--nodes", str(args.nodes), "--kubeconfig", str(kubeconfig), "--port", str(args.port),

@@ -204,7 +204,7 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
     async with contextlib.AsyncExitStack() as stack:
         store = bus = None
         if need_store:
-            Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+            Path(args.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
             try:
                 store = await open_store(args.db_url, args.data_dir,
                                          statement_timeout=flags.statement_timeout(args))

@@ -17,6 +17,8 @@ from sim.tls import TlsUnavailable
 
 log = logging.getLogger("kubus.sim")
 
+SIM_KUBECONFIG = "./kubeconfig"
+
 
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
@@ -28,7 +30,8 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def add_sim_arguments(p: argparse.ArgumentParser) -> None:
+def add_sim_arguments(p: argparse.ArgumentParser, *, kubeconfig: bool = True) -> None:
+    """The sim's flags; `kubeconfig=False` leaves out --kubeconfig, which `kubus up` declares itself."""
     g = p.add_argument_group("simulated cluster")
     g.add_argument("--nodes", type=int, default=3, help="number of nodes to create (default 3)")
     g.add_argument("--node-prefix", default="node-", help="node name prefix (default node-)")
@@ -39,8 +42,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
                    help="capacity of every generated node")
     g.add_argument("--nodes-file", metavar="YAML", help="a YAML list of nodes (name, labels, taints, capacity, "
                                                          "unschedulable) added after the generated ones")
-    g.add_argument("--kubeconfig", metavar="PATH", default="./kubeconfig",
-                   help="where to write the kubeconfig for the sim (default ./kubeconfig)")
+    if kubeconfig:
+        g.add_argument("--kubeconfig", metavar="PATH", default=SIM_KUBECONFIG,
+                       help=f"where to write the kubeconfig for the sim (default {SIM_KUBECONFIG})")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     g.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
     g.add_argument("--advertise-url", metavar="URL",

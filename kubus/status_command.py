@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from messages import subjects
-from runtime import flags, printing
+from runtime import flags, printing, redact
 
 CLUSTER_PARTITION = -1  # how the cluster partition is numbered in consumer_positions
 DEFAULT_CONSUMER = "reconciler"  # the reconciler's name in consumer_positions
@@ -246,7 +246,7 @@ async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, pr
     finally:
         await store.close()
     nats: NatsSnapshot | None = None
-    nats_status = NatsStatus(url=nats_url, reachable=False)
+    nats_status = NatsStatus(url=redact.url(nats_url) if nats_url else None, reachable=False)
     if nats_url is None:
         nats_status.error = "no --nats-url given (KUBUS_NATS_URL): lag and the work queue are not shown"
     else:
@@ -269,10 +269,10 @@ def _nats_error(exc: BaseException) -> str:
     from nats.js.errors import NotFoundError
 
     if _is_unreachable(exc):
-        return f"NATS unreachable: {exc}"
+        return f"NATS unreachable: {redact.text(str(exc))}"
     if isinstance(exc, NotFoundError):
         return "NATS reachable, but it holds no kubus streams for this --prefix"
-    return f"NATS: {type(exc).__name__}: {exc}"
+    return f"NATS: {type(exc).__name__}: {redact.text(str(exc))}"
 
 
 # --- printing --------------------------------------------------------------------------------------
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
                                      prefix=args.prefix, partitions=args.partitions, ttl=args.lease_ttl,
                                      now=datetime.now(UTC), consumer=args.consumer))
     except DatabaseUnavailable as exc:
-        print(f"kubus status: {exc}", file=sys.stderr)
+        print(f"kubus status: {redact.text(str(exc))}", file=sys.stderr)
         return 1
     sys.stdout.write(to_json(status) + "\n" if args.json else render(status))
     return 0

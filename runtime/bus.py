@@ -38,6 +38,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from messages import subjects
+from runtime import redact
 
 log = logging.getLogger("kubus.jetstream")
 
@@ -118,18 +119,19 @@ async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float
     try:
         return await asyncio.wait_for(_connect(url, name, reconnect), timeout)
     except TimeoutError:
-        raise NatsUnavailable(f"cannot reach NATS at {url} (nothing answered within {timeout}s); {HOW}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} (nothing answered within {timeout}s); "
+                              f"{HOW}") from None
 
 
 async def _connect(url: str, name: str, reconnect: bool) -> Client:
     servers = seeds(url)
     if not servers:
-        raise NatsUnavailable(f"no NATS URL in {url!r}; {HOW}")
+        raise NatsUnavailable(f"no NATS URL in {redact.url(url)!r}; {HOW}")
     # nats-py retries a first connection for ever when reconnects are allowed: probe first, and go on when
     # any seed answers (a cluster with a server down still starts)
     probes = await asyncio.gather(*(_probe(server) for server in servers))
     if all(error is not None for error in probes):
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({probes[0]}); {HOW}")
+        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} ({probes[0]}); {HOW}")
 
     async def on_error(exc: Exception) -> None:
         log.warning("NATS %s: %s", name, exc or type(exc).__name__)
@@ -138,7 +140,7 @@ async def _connect(url: str, name: str, reconnect: bool) -> Client:
         log.warning("NATS %s: disconnected; reconnecting", name)
 
     async def on_reconnected() -> None:
-        log.info("NATS %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
+        log.info("NATS %s: reconnected to %s", name, _where(nc))
 
     try:
         nc: Client = await asyncio.wait_for(nats.connect(
@@ -147,7 +149,14 @@ async def _connect(url: str, name: str, reconnect: bool) -> Client:
             disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
         return nc
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
-        raise NatsUnavailable(f"cannot reach NATS at {url} ({type(exc).__name__}: {exc}); {HOW}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} "
+                              f"({type(exc).__name__}: {redact.text(str(exc))}); {HOW}") from None
+
+
+def _where(nc: Client) -> str:
+    """host:port of the server `nc` is connected to: netloc would carry the URL's user and password."""
+    url = nc.connected_url
+    return f"{url.hostname}:{url.port}" if url is not None else "?"
 
 
 async def _probe(server: str) -> str | None:

@@ -70,8 +70,10 @@ def stream_settings(args: argparse.Namespace) -> StreamSettings:
 def add_database(flags: Flags) -> None:
     """--db-url and --data-dir."""
     flags.add_argument("--db-url", default=_env("KUBUS_DB_URL"), metavar="URL",
-                       help="the SQL store, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE "
-                            "(env KUBUS_DB_URL); default: SQLite in the data directory")
+                       help="the SQL store, sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE, with libpq's "
+                            "?sslmode=verify-full&sslrootcert=CA.pem&sslcert=...&sslkey=... if wanted (env "
+                            "KUBUS_DB_URL); default: SQLite in the data directory. Keep the password off the command "
+                            "line: PostgreSQL's is read from PGPASSWORD or the PGPASSFILE (default ~/.pgpass)")
     flags.add_argument("--data-dir", default=_env("KUBUS_DATA_DIR") or DEFAULT_DATA_DIR, metavar="DIR",
                        help="where the default SQLite database and the embedded nats-server keep their data "
                             f"(env KUBUS_DATA_DIR, default {DEFAULT_DATA_DIR})")
@@ -88,14 +90,18 @@ def statement_timeout(args: argparse.Namespace) -> float | None:
     return value or None
 
 
-def add_kubeconfig(flags: Flags) -> None:
-    """--kubeconfig: the cluster a service watches or writes to (see runtime/kubeconfig.py)."""
-    flags.add_argument("--kubeconfig", default=_env("KUBECONFIG") or "./kubeconfig", metavar="PATH",
-                       help="the cluster's kubeconfig (env KUBECONFIG, default ./kubeconfig)")
+KUBECONFIG_HELP = ("the cluster's kubeconfig file; without it, as kubectl: the files $KUBECONFIG lists, then "
+                   "~/.kube/config, then the pod's ServiceAccount (in-cluster)")
+
+
+def add_kubeconfig(flags: Flags, help: str = KUBECONFIG_HELP) -> None:
+    """--kubeconfig and --context: the cluster a service watches or writes to (see runtime/kubeconfig.py). Only
+    the commands that talk to the API take them (ingest, execute, up); reconcile and db never do."""
+    flags.add_argument("--kubeconfig", default=None, metavar="PATH", help=help)
+    add_context(flags)
 
 
 def add_context(flags: Flags) -> None:
-    """--context: separate from --kubeconfig, which `kubus up` declares with the sim's flags."""
     flags.add_argument("--context", default=None, metavar="NAME",
                        help="the kubeconfig context to use (default: its current-context)")
 

@@ -1,4 +1,7 @@
-"""Log setup shared by every kubus command: plain text, or one JSON object a line."""
+"""Log setup shared by every kubus command: plain text, or one JSON object a line.
+
+Every line goes through runtime.redact: a URL with a password or token in a message or a traceback is
+printed without it, whoever logged it (kubus, nats-py, asyncpg, the kubernetes client)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import logging
 import sys
 import time
 
+from runtime import redact
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -15,11 +20,16 @@ class JsonFormatter(logging.Formatter):
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact.text(record.getMessage()),
         }
         if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
+            entry["error"] = redact.text(self.formatException(record.exc_info))
         return json.dumps(entry)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact.text(super().format(record))
 
 
 def configure(level: str = "info", fmt: str = "text") -> None:
@@ -27,7 +37,7 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -42,7 +42,7 @@ class EmbeddedNats:
         self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self, timeout: float = 10.0) -> str:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self.store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the streams hold pod bodies
         config: list[str] = []
         if self.max_payload is not None:  # no command-line flag sets it: a configuration file does
             path = self.store_dir / "nats.conf"

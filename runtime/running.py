@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import logs, serving
+from runtime import logs, redact, serving
 from runtime.bus import Bus, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats
 from runtime.serving import Health
@@ -84,10 +84,10 @@ def run_service(command: str, options: Options, build: Build) -> int:
     try:
         asyncio.run(_serve(command, options, build))
     except (NatsUnavailable, StreamError, StartupError) as exc:
-        print(f"kubus {command}: {exc}", file=sys.stderr)
+        print(f"kubus {command}: {redact.text(str(exc))}", file=sys.stderr)  # a driver may quote a URL
         return EXIT_STARTUP
     except ServiceFailed as exc:
-        print(f"kubus {command}: {exc}", file=sys.stderr)
+        print(f"kubus {command}: {redact.text(str(exc))}", file=sys.stderr)  # a driver may quote a URL
         return EXIT_FAILED
     return EXIT_STOPPED
 
@@ -108,7 +108,7 @@ async def _serve(command: str, options: Options, build: Build) -> None:
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     failures: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
-        options.data_dir.mkdir(parents=True, exist_ok=True)
+        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
         nats_url = options.nats_url
         if not nats_url:
             embedded = EmbeddedNats(options.data_dir / "nats")

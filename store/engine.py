@@ -42,7 +42,7 @@ from store.leases import LeaseClock
 from store.outbox import OutboxRow
 from store.results import ResultRow
 from store.transaction import Transaction
-from store.urls import Database, resolve
+from store.urls import Database, create_private, resolve
 
 __all__ = ["DatabaseUnavailable", "SchemaMismatch", "Store", "current", "open_store", "upgrade"]
 
@@ -63,11 +63,21 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
         engine = create_async_engine(target.url)
         _configure_sqlite(engine)
         return engine
-    connect_args: dict[str, Any] = {"timeout": PG_CONNECT_TIMEOUT_S}
+    import asyncpg  # type: ignore[import-untyped]  # only PostgreSQL needs it
+
+    dsn = target.dsn
+    server_settings: dict[str, str] = {}
     if statement_timeout is not None:
-        connect_args["server_settings"] = {"statement_timeout": str(max(1, round(statement_timeout * 1000)))}
+        server_settings["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
+
+    async def connect() -> Any:
+        # asyncpg reads the DSN as libpq does (sslmode, sslrootcert, sslcert, sslkey, passfile) and takes the
+        # password from PGPASSWORD / PGPASSFILE when the URL has none; SQLAlchemy's own connect would pass the
+        # URL's query to asyncpg.connect() as keyword arguments, which it refuses
+        return await asyncpg.connect(dsn, timeout=PG_CONNECT_TIMEOUT_S, server_settings=server_settings or None)
+
     # pre-ping: a pooled connection that died with a PostgreSQL restart is replaced, not used
-    return create_async_engine(target.url, pool_pre_ping=True, connect_args=connect_args)
+    return create_async_engine(target.url, pool_pre_ping=True, async_creator=connect)
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -152,6 +162,7 @@ async def _check_connection(engine: AsyncEngine, target: Database) -> None:
 
 
 def _probe_sqlite(path: str) -> None:
+    create_private(path)  # before sqlite3 creates it with the umask's permissions
     sqlite3.connect(path).close()
 
 

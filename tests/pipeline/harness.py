@@ -71,7 +71,8 @@ class Pipeline:
         log = open(self.workdir / f"{service}.log", "ab")  # noqa: SIM115 - owned by the child
         self.procs[service] = subprocess.Popen(
             [sys.executable, "-m", "kubus", service, "--nats-url", self.nats_url, "--prefix", self.prefix,
-             "--partitions", "4", "--data-dir", str(self.workdir / "data"), "--kubeconfig", str(self.sim.kubeconfig),
+             "--partitions", "4", "--data-dir", str(self.workdir / "data"),
+             *([] if service == "reconcile" else ["--kubeconfig", str(self.sim.kubeconfig)]),  # it takes none
              "--metrics-port", str(self.metrics_ports.get(service, 0)),
              "--instance", f"{service}-{self.restarts[service]}",
              *(["--ack-wait", "3"] if service == "execute" else []),

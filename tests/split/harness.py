@@ -151,7 +151,8 @@ class SplitDeployment:
         instance = instance or (previous.instance if previous is not None else name)
         args = [sys.executable, "-m", "kubus", kind, "--nats-url", self.nats_url, "--prefix", self.prefix,
                 "--partitions", str(self.partitions), "--db-url", self.db_url,
-                "--data-dir", str(self.workdir / f"data-{name}"), "--kubeconfig", str(self.sim.kubeconfig),
+                "--data-dir", str(self.workdir / f"data-{name}"),
+                *([] if kind == "reconcile" else ["--kubeconfig", str(self.sim.kubeconfig)]),  # it takes none
                 "--metrics-port", "0", "--instance", instance, *self.service_args]
         if kind == "reconcile":
             args += ["--lease-ttl", f"{self.lease_ttl:g}"]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from runtime.kubeconfig import KubeconfigError, load_kubeconfig
+from runtime.kubeconfig import KubeconfigError, Sources, load_kubeconfig
 
 
 def server(name: str) -> str:
@@ -54,7 +54,7 @@ def test_an_unusable_context_is_refused_naming_the_file(tmp_path: Path, current:
     """One line: the file, the context asked for, and what is wrong."""
     path = write_kubeconfig(tmp_path / "kubeconfig", ["a", "b"], current)
     with pytest.raises(KubeconfigError, match=f"cannot use the kubeconfig at {path}.*{named}") as refused:
-        load_kubeconfig(path, context)
+        load_kubeconfig(path, context, Sources(environ={}))  # not in a pod, wherever the tests run
     assert "\n" not in str(refused.value)
 
 
