@@ -1,11 +1,11 @@
 """Least privilege end to end: the pipeline against `kubus sim --authz rbac`, each service under its own
 ServiceAccount's token with only the ClusterRoles of kubus's RBAC manifests (issue 16, item 4).
 
-The manifests are deploy/rbac when the repository has it (`kubectl apply -k`), else the copies under
-tests/pipeline/rbac/. The identities get tokens from `kubectl create token`, and each of `kubus ingest`,
-`kubus reconcile` and `kubus execute` runs with a kubeconfig of its own: the same server and CA as the
-admin's, its own token. A ReplicaSet converges and a DaemonSet rolls from one image to the next with no
-403 anywhere; then a role missing one verb makes the executor's creates fail loudly (event, condition,
+The manifests are deploy/rbac's (`kubectl apply -k`). The identities get tokens from `kubectl create token`,
+and `kubus ingest` and `kubus execute` each run with a kubeconfig of its own: the same server and CA as the
+admin's, its own token. `kubus reconcile` takes no kubeconfig at all: it never calls the API (its
+ServiceAccount has no binding). A ReplicaSet converges and a DaemonSet rolls from one image to the next with
+no 403 anywhere; then a role missing one verb makes the executor's creates fail loudly (event, condition,
 result), saying which verb on which resource was refused.
 """
 
@@ -30,20 +30,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "rbac"
 SYSTEM = "kubus-system"
-IDENTITIES = {"ingest": "kubus-ingest", "reconcile": "kubus-reconciler", "execute": "kubus-executor"}
+IDENTITIES = {"ingest": "kubus-ingest", "execute": "kubus-executor"}  # the services that call the API
+SERVICES = ("ingest", "reconcile", "execute")
 OLD, NEW = "busybox:1", "busybox:2"
 until, converged, settled = shared.until, shared.converged, shared.settled
 _names = itertools.count()
 
 
 def apply_rbac(kubectl: Kubectl) -> None:
-    deploy = REPO / "deploy" / "rbac"
-    if (deploy / "kustomization.yaml").exists():
-        kubectl("apply", "-k", str(deploy))
-        return
-    kubectl("apply", "-f", str(FIXTURES / "namespace.yaml"))
-    for name in ("serviceaccounts", "ingest", "executor"):
-        kubectl("apply", "-n", SYSTEM, "-f", str(FIXTURES / f"{name}.yaml"))
+    kubectl("apply", "-k", str(REPO / "deploy" / "rbac"))
 
 
 def service_kubeconfig(admin: Path, token: str, path: Path) -> None:
@@ -97,7 +92,7 @@ def namespace(kubectl: Kubectl) -> str:
 def refusals(p: Pipeline) -> list[str]:
     """Every line of the services' logs that reports a 401 or 403."""
     found = []
-    for service in IDENTITIES:
+    for service in SERVICES:
         for line in (p.workdir / f"{service}.log").read_text().splitlines():
             if re.search(r"forbidden|unauthorized|\b40[13]\b", line, re.I):
                 found.append(f"{service}: {line}")
