@@ -215,7 +215,7 @@ def auth_failure(exc: BaseException) -> str | None:
     for marker in ("authorization violation", "authentication expired", "authentication revoked",
                    "user authentication", "account authentication"):
         if marker in text:
-            return " ".join(str(exc).split()).removeprefix("nats: ").strip("'")
+            return marker
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {_ssl_why(exc)}"
     if "tls required" in text or "secure connection - tls required" in text:
