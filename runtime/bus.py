@@ -303,7 +303,8 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
         log.warning("NATS %s: disconnected; reconnecting", name)
 
     async def on_reconnected() -> None:
-        log.info("NATS %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
+        url = nc.connected_url  # its netloc would carry a user:password of --nats-url
+        log.info("NATS %s: reconnected to %s", name, f"{url.hostname}:{url.port}" if url else "?")
 
     options.update(servers=servers, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
                    allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,

@@ -120,3 +120,14 @@ async def test_tls_with_a_private_ca_and_a_client_certificate(tmp_path: Path, pk
                           auth=NatsAuth(tls_ca=str(pki / "ca.pem"), tls_cert=str(pki / "client.pem")))
         with pytest.raises(NatsAuthError, match="cannot load the NATS TLS files"):
             await connect(url, "kubus-test", auth=NatsAuth(tls_ca=str(tmp_path / "missing.pem")))
+
+
+def test_secrets_stay_out_of_reprs_and_messages() -> None:
+    from runtime.bus import where
+
+    auth = NatsAuth(user="kubus-ingest", password="pw-in-repr-1", token=None)
+    assert "pw-in-repr-1" not in repr(auth) and "kubus-ingest" in repr(auth)
+    assert "tok-2" not in repr(NatsAuth(token="tok-2"))
+    assert where("nats://u:pw-3@nats-0:4222,nats-1:4222") == "nats://nats-0:4222,nats://nats-1:4222"
+    with pytest.raises(NatsAuthError, match="given twice"):
+        NatsAuth(user="u", password="p", token="t").options()
