@@ -4,6 +4,7 @@
     service.py      run_executor(config): the service, wired
     consuming.py    the JetStream shell: pull, apply, publish results, ack / NAK / dead-letter
     applying.py     what each action means in API calls, and what each answer means
+    ownership.py    defence in depth: a create whose objects are not its controller's is refused (NotOwned)
     creating.py     CreatePods: slow-start batches, idempotent creates
     delivery.py     Delivery: one delivery of one action, and how its results are reported
     effects.py      Effect: one outcome of applying an action

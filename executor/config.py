@@ -41,6 +41,9 @@ class ExecutorConfig:
     redelivery_delay: float = 1.0  # NAK delay after the first delivery, doubling, capped at 30 s
     ack_wait: float = 30.0
     shutdown_grace: float = 30.0
+    # refuse a CreatePods or CreateControllerRevision whose objects do not belong to its controller
+    # (executor/ownership.py); off only in tests of applying that create pods for controllers that do not exist
+    check_ownership: bool = True
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or self.api_workers < 1:

@@ -25,17 +25,18 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from executor import metrics as m
-from executor.applying import apply
+from executor import ownership
+from executor.applying import apply, subject_of
 from executor.config import ExecutorConfig
 from executor.delivery import Delivery
-from executor.effects import RetryLater
-from executor.errors import Interrupted
+from executor.effects import Effect, RetryLater, head_of, object_subject
+from executor.errors import Interrupted, TransientError
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
-from messages.actions import ActionResult
+from messages.actions import FAILED, ActionResult, CreatePods
 from runtime import failpoints
 from runtime.bus import Bus, Sent, publish_async, stored
 from runtime.deadletter import ACTIONS, Halts, Original, dead_letter
@@ -86,6 +87,7 @@ class Executor:
         self._stopping = stopping  # set when run() winds down: API calls then raise Interrupted
         self._now = now
         self._events = EventRecorder(metrics, clock=now)  # one EventCorrelator for every delivery of this process
+        self._owners = ownership.Owners(api)  # the controllers actions create for, by uid (executor/ownership.py)
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
@@ -208,8 +210,12 @@ class Executor:
         delivery = Delivery(api=self._api, action=action, number=number,
                             final=number >= self._config.max_deliveries, executor=self._config.instance,
                             report=results.publish, now=self._now, events=self._events)
+        refused: str | None = None
         try:
-            await apply(delivery)
+            if self._config.check_ownership:
+                refused = await _refusal(delivery, self._owners)
+            if refused is None:
+                await apply(delivery)
         except RetryLater as exc:
             await results.stored()
             delay = redelivery_delay(number, self._config.redelivery_delay)
@@ -231,6 +237,10 @@ class Executor:
             await results.stored()
             await self._dead_letter(msg, codec.EXECUTOR_ERROR,
                                     f"executor error on the last delivery: {type(exc).__name__}: {exc}")
+            return
+        if refused is not None:  # the reconciler records the failed results; people find the message in KUBUS_DEAD
+            await results.stored()
+            await self._dead_letter(msg, ownership.NOT_OWNED, refused)
             return
         failpoints.hit("executor.after-apply")
         await results.stored()
@@ -255,6 +265,29 @@ class Executor:
         await dead_letter(self._bus, ACTIONS, original, reason, error, self._config.instance)
         self._working.pop(id(msg), None)
         await msg.term()
+
+
+async def _refusal(delivery: Delivery, owners: ownership.Owners) -> str | None:
+    """Why the action must not be applied, its effects reported failed (executor/ownership.py); None to apply it."""
+    action = delivery.action
+    try:
+        await ownership.check(owners, action)
+        return None
+    except TransientError as exc:  # the controller could not be read: as any API call of the action
+        if not delivery.final:
+            raise RetryLater(exc) from exc
+        why = f"its controller could not be read to check ownership: {exc}"
+    except ownership.NotOwned as exc:
+        why = str(exc)
+    why = f"refused: {why}"
+    log.error("action %s (%s, controller %s) %s", action.key, delivery.tag, action.controller, why)
+    effect = Effect(FAILED, reason=ownership.NOT_OWNED, message=why)
+    if isinstance(action, CreatePods):
+        for pod in action.pods:
+            await delivery.emit(pod.key, effect, object_subject(action.namespace, head_of(bytes(pod.pod)).name))
+    else:
+        await delivery.emit(action.key, effect, subject_of(action))
+    return why
 
 
 def _describe(msg: Msg) -> str:

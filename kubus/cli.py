@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubus import pipeline_command, replay_command, sim_command
+from kubus import pipeline_command, replay_command, sim_command, streams_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_command.add_parser(sub)
     pipeline_command.add_parsers(sub)
     replay_command.add_parsers(sub)
+    streams_command.add_parser(sub)
     try:
         from kubus.db_command import add_parser as add_db_parser
     except ImportError:  # the store package is optional for `kubus sim` alone

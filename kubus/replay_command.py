@@ -218,7 +218,7 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
                 url = await embedded.start()
                 stack.push_async_callback(embedded.stop)
             try:
-                nc = await connect(url, "kubus-replay", reconnect=False)
+                nc = await connect(url, "kubus-replay", reconnect=False, auth=flags.nats_auth(args))
             except NatsUnavailable as exc:
                 raise Refused(str(exc)) from None
             stack.push_async_callback(nc.close)

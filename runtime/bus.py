@@ -15,9 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import logging
+import ssl
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,6 +65,11 @@ class NatsUnavailable(RuntimeError):
     """NATS could not be reached at start: the message says where and how to fix it."""
 
 
+class NatsAuthError(NatsUnavailable):
+    """NATS answered and refused this identity (no or wrong credentials, a TLS handshake that failed): one line
+    naming the failure and the flags that set the credentials. Retrying cannot fix it: the service exits."""
+
+
 class StreamError(RuntimeError):
     """A stream kubus needs could not be created, or exists and does not fit what kubus depends on: one
     line naming the stream and the field. The service refuses to start (a start-up failure, exit 2)."""
@@ -99,6 +108,9 @@ class Bus:
 STREAMS = (subjects.EVENTS_STREAM, subjects.STATE_STREAM, subjects.ACTIONS_STREAM, subjects.RESULTS_STREAM,
            subjects.DEAD_STREAM)
 
+STREAMS_BY_ADMIN = ("a service's least-privilege user reads the streams and cannot create or change them; create "
+                    "them first with `kubus streams ensure` as the NATS admin user (docs/production.md, "
+                    "\"Securing NATS\")")
 HOW = "start nats-server with JetStream (-js) there, or omit --nats-url to run an embedded one"
 
 
@@ -109,31 +121,183 @@ def seeds(url: str) -> list[str]:
     return [part if "://" in part else f"nats://{part}" for part in found]
 
 
-async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float | None = None) -> Client:
+@dataclass(frozen=True)
+class NatsAuth:
+    """How a service proves who it is to NATS (runtime.flags.add_bus declares the flags). Every field is
+    optional; user:password in the URL itself also works (nats-py reads it from there). The secrets are
+    never in a repr, a log line or an error: errors name the flag or the file, not its content."""
+
+    user: str | None = None  # KUBUS_NATS_USER
+    password: str | None = field(default=None, repr=False)  # KUBUS_NATS_PASSWORD
+    token: str | None = field(default=None, repr=False)  # KUBUS_NATS_TOKEN
+    nkey: str | None = None  # --nats-nkey: a file holding an nkey seed (SU...)
+    creds: str | None = None  # --nats-creds: a .creds file (a user JWT and its nkey seed)
+    tls_ca: str | None = None  # --nats-tls-ca: the CA that signed the server's certificate
+    tls_cert: str | None = None  # --nats-tls-cert and --nats-tls-key: a client certificate
+    tls_key: str | None = None
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The TLS context these flags ask for (None: none asked; a tls:// URL then gets nats-py's default)."""
+        if not (self.tls_ca or self.tls_cert or self.tls_key):
+            return None
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise NatsAuthError("--nats-tls-cert and --nats-tls-key go together: give both, or neither")
+        try:
+            context = ssl.create_default_context(cafile=self.tls_ca)
+            if self.tls_cert and self.tls_key:
+                context.load_cert_chain(self.tls_cert, self.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            which = ("--nats-tls-ca " + str(self.tls_ca)) if self.tls_ca and not self.tls_cert else (
+                f"--nats-tls-cert {self.tls_cert} / --nats-tls-key {self.tls_key}" if not self.tls_ca
+                else f"--nats-tls-ca {self.tls_ca}, --nats-tls-cert {self.tls_cert}, --nats-tls-key {self.tls_key}")
+            raise NatsAuthError(f"cannot load the NATS TLS files ({which}): {_ssl_why(exc)}") from None
+        return context
+
+    def options(self) -> dict[str, Any]:
+        """nats.connect's keyword arguments for these credentials (files checked to exist first, so that a
+        missing one is named, not a traceback from inside nats-py)."""
+        chosen = [name for name, value in (("--nats-creds", self.creds), ("--nats-nkey", self.nkey),
+                                           ("KUBUS_NATS_TOKEN", self.token), ("KUBUS_NATS_USER", self.user))
+                  if value]
+        if len(chosen) > 1:
+            raise NatsAuthError(f"NATS credentials given twice ({', '.join(chosen)}): give one way to authenticate")
+        if self.password and not self.user:
+            raise NatsAuthError("KUBUS_NATS_PASSWORD without KUBUS_NATS_USER")
+        options: dict[str, Any] = {}
+        for flag, path in (("--nats-creds", self.creds), ("--nats-nkey", self.nkey)):
+            if path is None:
+                continue
+            if not Path(path).is_file():
+                raise NatsAuthError(f"{flag} {path}: no such file")
+            if importlib.util.find_spec("nkeys") is None:  # nats-py signs the server's nonce with it
+                raise NatsAuthError(f"{flag} needs the nkeys package (pip install 'nats-py[nkeys]')")
+        if self.creds:
+            options["user_credentials"] = self.creds
+        if self.nkey:
+            options["nkeys_seed"] = self.nkey
+        if self.token:
+            options["token"] = self.token
+        if self.user:
+            options["user"] = self.user
+            options["password"] = self.password or ""
+        tls = self.tls()
+        if tls is not None:
+            options["tls"] = tls
+        return options
+
+
+NO_AUTH = NatsAuth()
+
+
+def _ssl_why(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or exc.strerror or type(exc).__name__
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc) or type(exc).__name__
+
+
+def where(url: str) -> str:
+    """`url` without the user:password it may carry: what a message may print."""
+    out = []
+    for server in seeds(url):
+        parts = urlsplit(server)
+        out.append(f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}")
+    return ",".join(out)
+
+
+def auth_failure(exc: BaseException) -> str | None:
+    """Why NATS refused to let this client in, if that is what `exc` says (else None): a missing or wrong
+    credential (the server's 'Authorization Violation', an expired or revoked user JWT), or a TLS handshake
+    that failed (an unknown CA, a server or client certificate refused)."""
+    if isinstance(exc, nats.errors.AuthorizationError):
+        return "authorization violation"
+    text = str(exc).lower()
+    for marker in ("authorization violation", "authentication expired", "authentication revoked",
+                   "user authentication", "account authentication"):
+        if marker in text:
+            return marker
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {_ssl_why(exc)}"
+    if "tls required" in text or "secure connection - tls required" in text:
+        return "the server requires TLS (use a tls:// URL, or --nats-tls-ca)"
+    return None
+
+
+HOW_AUTH = ("give this service's NATS credentials: KUBUS_NATS_USER and KUBUS_NATS_PASSWORD, KUBUS_NATS_TOKEN, "
+            "--nats-nkey or --nats-creds (and --nats-tls-ca for a server certificate of a private CA); "
+            "docs/production.md, \"Securing NATS\"")
+
+
+class _Denials:
+    """Permission violations the server reported on one connection: a request to a subject this identity may
+    not publish to is dropped by the server, which only says so asynchronously (error_cb); callers that time
+    out on a request look here to say why (`denied`)."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+
+
+_DENIALS: weakref.WeakKeyDictionary[Client, _Denials] = weakref.WeakKeyDictionary()
+
+
+def denied(nc: Client, prefix: str = "") -> str | None:
+    """The last subject starting with `prefix` that NATS refused this connection (a permission violation)."""
+    found = _DENIALS.get(nc)
+    if found is None:
+        return None
+    for subject in reversed(found.subjects):
+        if subject.lower().startswith(prefix.lower()):  # nats-py hands the server's error over lower-cased
+            return subject
+    return None
+
+
+def _violation_subject(text: str) -> str | None:
+    """The subject of a server's 'Permissions Violation for Publish to "SUBJECT"' (or Subscription)."""
+    if "permissions violation" not in text.lower():
+        return None
+    start, end = text.find('"'), text.rfind('"')
+    return text[start + 1:end] if 0 <= start < end else text
+
+
+async def connect(url: str, name: str, *, reconnect: bool = True, timeout: float | None = None,
+                  auth: NatsAuth = NO_AUTH) -> Client:
     """Connects, failing fast with a one-line explanation when nothing answers at `url` (one URL or a
-    comma-separated list of seeds); once connected, a lost connection is retried for ever, on any server
-    of the cluster (and logged in one line, not a traceback). `timeout` bounds the whole first attempt, in
-    seconds."""
+    comma-separated list of seeds), or when NATS refuses `auth` (NatsAuthError); once connected, a lost
+    connection is retried for ever, on any server of the cluster (and logged in one line, not a traceback).
+    `timeout` bounds the whole first attempt, in seconds."""
     if timeout is None:
-        return await _connect(url, name, reconnect)
+        return await _connect(url, name, reconnect, auth)
     try:
-        return await asyncio.wait_for(_connect(url, name, reconnect), timeout)
+        return await asyncio.wait_for(_connect(url, name, reconnect, auth), timeout)
     except TimeoutError:
-        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} (nothing answered within {timeout}s); "
-                              f"{HOW}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {where(url)} (nothing answered within {timeout}s); {HOW}") \
+            from None
 
 
-async def _connect(url: str, name: str, reconnect: bool) -> Client:
+async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUTH) -> Client:
     servers = seeds(url)
     if not servers:
-        raise NatsUnavailable(f"no NATS URL in {redact.url(url)!r}; {HOW}")
+        raise NatsUnavailable(f"no NATS URL in {where(url)!r}; {HOW}")
+    options = auth.options()
     # nats-py retries a first connection for ever when reconnects are allowed: probe first, and go on when
     # any seed answers (a cluster with a server down still starts)
     probes = await asyncio.gather(*(_probe(server) for server in servers))
     if all(error is not None for error in probes):
-        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} ({probes[0]}); {HOW}")
+        raise NatsUnavailable(f"cannot reach NATS at {where(url)} ({probes[0]}); {HOW}")
+    nc = Client()
+    denials = _DENIALS.setdefault(nc, _Denials())
+    # nats-py retries a refused first connection for ever too: the first refusal ends the attempt
+    refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     async def on_error(exc: Exception) -> None:
+        why = auth_failure(exc)
+        if why is not None and not nc.is_connected and not refused.done():
+            refused.set_result(why)
+            return
+        subject = _violation_subject(str(exc))
+        if subject is not None:
+            denials.subjects = [*denials.subjects[-31:], subject]
         log.warning("NATS %s: %s", name, exc or type(exc).__name__)
 
     async def on_disconnected() -> None:
@@ -142,15 +306,39 @@ async def _connect(url: str, name: str, reconnect: bool) -> Client:
     async def on_reconnected() -> None:
         log.info("NATS %s: reconnected to %s", name, _where(nc))
 
+    options.update(servers=servers, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
+                   allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,
+                   disconnected_cb=on_disconnected, reconnected_cb=on_reconnected)
+    attempt: asyncio.Future[None] = asyncio.ensure_future(nc.connect(**options))
     try:
-        nc: Client = await asyncio.wait_for(nats.connect(
-            servers=servers, name=name, connect_timeout=3, max_reconnect_attempts=-1 if reconnect else 0,
-            allow_reconnect=reconnect, reconnect_time_wait=0.5, error_cb=on_error,
-            disconnected_cb=on_disconnected, reconnected_cb=on_reconnected), timeout=10)
+        waited: list[asyncio.Future[Any]] = [attempt, refused]
+        done, _ = await asyncio.wait(waited, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if refused.done():
+            raise NatsAuthError(f"NATS at {where(url)} refused {name}: {refused.result()}; {HOW_AUTH}")
+        if attempt not in done:
+            raise TimeoutError("no answer within 10 s")
+        attempt.result()
         return nc
+    except NatsAuthError:
+        await _abandon(nc, attempt)
+        raise
     except Exception as exc:  # nats-py raises several unrelated types for "nothing there"
-        raise NatsUnavailable(f"cannot reach NATS at {redact.url(url)} "
+        await _abandon(nc, attempt)
+        why = auth_failure(exc)
+        if why is not None:
+            raise NatsAuthError(f"NATS at {where(url)} refused {name}: {why}; {HOW_AUTH}") from None
+        raise NatsUnavailable(f"cannot reach NATS at {where(url)} "
                               f"({type(exc).__name__}: {redact.text(str(exc))}); {HOW}") from None
+    finally:
+        refused.cancel()
+
+
+async def _abandon(nc: Client, attempt: asyncio.Future[None]) -> None:
+    attempt.cancel()
+    with contextlib.suppress(BaseException):
+        await attempt
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), CLOSE_TIMEOUT)
 
 
 def _where(nc: Client) -> str:
@@ -186,10 +374,11 @@ async def close(nc: Client) -> None:
 
 @contextlib.asynccontextmanager
 async def connected(url: str, name: str, *, prefix: str, partitions: int,
-                    settings: StreamSettings | None = None, timeout: float | None = None) -> AsyncIterator[Bus]:
-    """A connection to `url` with kubus's streams ensured, closed on the way out. run_service connects
-    every service this way; a service run on its own (tests, benchmarks) connects itself with it too."""
-    nc = await connect(url, name, timeout=timeout)
+                    settings: StreamSettings | None = None, timeout: float | None = None,
+                    auth: NatsAuth = NO_AUTH) -> AsyncIterator[Bus]:
+    """A connection to `url` as `auth` with kubus's streams ensured, closed on the way out. run_service
+    connects every service this way; a service run on its own (tests, benchmarks) connects itself with it too."""
+    nc = await connect(url, name, timeout=timeout, auth=auth)
     try:
         yield await ensure_streams(nc, prefix=prefix, partitions=partitions, settings=settings)
     finally:
@@ -211,6 +400,12 @@ async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
             partitions = await _ensure_all(js, prefix, partitions, history_max_age, settings)
             return Bus(nc, js, prefix, partitions, settings)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError) as exc:
+            refused = denied(nc, "$JS.API.STREAM.")
+            if refused is not None:  # the server dropped the request: waiting will not change that
+                # nats-py lower-cases the server's error; the API's tokens and kubus's stream names are upper-case
+                raise StreamError(f"this NATS identity may not publish to {refused.upper()} (a permission "
+                                  f"violation): "
+                                  f"{STREAMS_BY_ADMIN}") from None
             if _no_responders(exc):  # nothing serves the JetStream API there: no election will change that
                 raise StreamError("JetStream does not answer on this NATS: start nats-server with JetStream "
                                   "(-js, or a jetstream block in its configuration)") from None

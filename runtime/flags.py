@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from messages import subjects
-from runtime.bus import DEFAULT_EVENTS_MAX_BYTES, GiB, StreamSettings
+from runtime.bus import DEFAULT_EVENTS_MAX_BYTES, GiB, NatsAuth, StreamSettings
 from runtime.running import Options
 
 DEFAULT_DATA_DIR = "./.kubus"
@@ -40,6 +40,34 @@ def add_bus(flags: Flags, *, without: str) -> None:
                             f"(env KUBUS_NATS_URL); without it: {without}")
     flags.add_argument("--prefix", default=_env("KUBUS_PREFIX") or subjects.PREFIX,
                        help="subject and stream prefix, to run several kubus on one NATS (env KUBUS_PREFIX)")
+    add_nats_auth(flags)
+
+
+def add_nats_auth(flags: Flags) -> None:
+    """How the command proves who it is to NATS. Secrets (a password, a token) are read from the environment
+    only, never from flags, which every user of the machine can read in the process list; key material is
+    read from files (docs/production.md, "Securing NATS")."""
+    flags.add_argument("--nats-creds", default=_env("KUBUS_NATS_CREDS"), metavar="FILE",
+                       help="a NATS .creds file (user JWT and nkey seed, from `nsc`) (env KUBUS_NATS_CREDS); other "
+                            "credentials: env KUBUS_NATS_USER and KUBUS_NATS_PASSWORD, or KUBUS_NATS_TOKEN, or "
+                            "user:password in --nats-url")
+    flags.add_argument("--nats-nkey", default=_env("KUBUS_NATS_NKEY"), metavar="FILE",
+                       help="a file holding this service's NATS nkey seed (env KUBUS_NATS_NKEY)")
+    flags.add_argument("--nats-tls-ca", default=_env("KUBUS_NATS_TLS_CA"), metavar="FILE",
+                       help="the CA certificate(s) NATS's server certificate is checked against (env "
+                            "KUBUS_NATS_TLS_CA; default: the system's)")
+    flags.add_argument("--nats-tls-cert", default=_env("KUBUS_NATS_TLS_CERT"), metavar="FILE",
+                       help="a client certificate for NATS's TLS (env KUBUS_NATS_TLS_CERT), with --nats-tls-key")
+    flags.add_argument("--nats-tls-key", default=_env("KUBUS_NATS_TLS_KEY"), metavar="FILE",
+                       help="the client certificate's private key (env KUBUS_NATS_TLS_KEY)")
+
+
+def nats_auth(args: argparse.Namespace) -> NatsAuth:
+    """NatsAuth from the flags add_bus declared and the environment (KUBUS_NATS_USER, KUBUS_NATS_PASSWORD,
+    KUBUS_NATS_TOKEN)."""
+    return NatsAuth(user=_env("KUBUS_NATS_USER"), password=_env("KUBUS_NATS_PASSWORD"),
+                    token=_env("KUBUS_NATS_TOKEN"), creds=args.nats_creds, nkey=args.nats_nkey,
+                    tls_ca=args.nats_tls_ca, tls_cert=args.nats_tls_cert, tls_key=args.nats_tls_key)
 
 
 def add_partitions(flags: Flags) -> None:
@@ -129,7 +157,7 @@ def add_service(flags: Flags) -> None:
 
 def options_of(args: argparse.Namespace) -> Options:
     """run_service's options from the flags add_service and runtime.logs.add_arguments declared."""
-    return Options(nats_url=args.nats_url, data_dir=Path(args.data_dir), prefix=args.prefix,
+    return Options(nats_url=args.nats_url, nats_auth=nats_auth(args), data_dir=Path(args.data_dir), prefix=args.prefix,
                    partitions=args.partitions, streams=stream_settings(args), metrics_port=args.metrics_port,
                    instance=args.instance,
                    log_level=args.log_level, log_format=args.log_format)

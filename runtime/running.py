@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import logs, redact, serving
-from runtime.bus import Bus, NatsUnavailable, StreamError, StreamSettings, connected
+from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats
 from runtime.serving import Health
 
@@ -53,6 +53,7 @@ class Options:
     """What run_service needs from the command line (runtime.flags declares the flags)."""
 
     nats_url: str | None  # None: an embedded nats-server keeping its data under data_dir
+    nats_auth: NatsAuth = NO_AUTH  # the service's NATS identity (runtime.flags.nats_auth)
     data_dir: Path
     prefix: str
     partitions: int  # used only when the streams are first created
@@ -120,7 +121,7 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             log.info("embedded nats-server with JetStream at %s", nats_url)
         bus = await stack.enter_async_context(connected(
             nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions,
-            settings=options.streams))
+            settings=options.streams, auth=options.nats_auth))
         health = Health()
         if options.metrics_port:
             try:

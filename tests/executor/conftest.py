@@ -79,11 +79,13 @@ def faults(sim: SimProcess) -> Iterator[Callable[..., None]]:
 
 @pytest.fixture
 def config(nats_url: str, prefix: str, sim: SimProcess) -> ExecutorConfig:
-    """Test settings: no rate limit, quick backoffs and redeliveries, a short fetch wait for fast stops."""
+    """Test settings: no rate limit, quick backoffs and redeliveries, a short fetch wait for fast stops; no
+    ownership check, as these tests create pods for ReplicaSets that do not exist (test_ownership.py turns it
+    on, and every pipeline test runs with it)."""
     return ExecutorConfig(nats_url=nats_url, prefix=prefix, partitions=4, kubeconfig=str(sim.kubeconfig),
                           qps=0, concurrency=16, instance=f"executor-{prefix}", request_timeout=10,
                           backoff_initial=0.01, redelivery_delay=0.1, ack_wait=5, fetch_timeout=0.2,
-                          shutdown_grace=10)
+                          shutdown_grace=10, check_ownership=False)
 
 
 @dataclass

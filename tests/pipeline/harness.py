@@ -3,7 +3,9 @@
 
 By default the pipeline runs its own nats-server; given `nats_url` (e.g. a cluster's seed URLs,
 tests/natscluster.py) it uses that one, and `service_args` are added to every service's command line
-(e.g. `--stream-replicas 3`)."""
+(e.g. `--stream-replicas 3`). With `nats_config` its own nats-server runs with that configuration file
+(e.g. docs/nats-permissions.conf, with `nats_env` in the server's environment) and logs to nats.log;
+`env_for` adds environment variables to one service's (its NATS identity)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,14 @@ SERVICES = ("ingest", "reconcile", "execute")
 class Pipeline:
     def __init__(self, workdir: Path, *sim_args: str, nats_url: str | None = None,
                  service_args: Sequence[str] = (), args_for: dict[str, Sequence[str]] | None = None,
-                 metrics: bool = False, max_payload: int | None = None):
+                 metrics: bool = False, max_payload: int | None = None, nats_config: Path | None = None,
+                 nats_env: dict[str, str] | None = None, env_for: dict[str, dict[str, str]] | None = None,
+                 prefix: str | None = None):
         self.workdir = workdir
-        self.prefix = f"p{uuid.uuid4().hex[:8]}"
+        self.prefix = prefix or f"p{uuid.uuid4().hex[:8]}"
+        self.nats_config = nats_config
+        self.nats_env = dict(nats_env or {})
+        self.env_for = {service: dict(env) for service, env in (env_for or {}).items()}
         self.nats_port = free_port()
         self.nats_url = nats_url or f"nats://127.0.0.1:{self.nats_port}"
         self.nats: subprocess.Popen[bytes] | None = None
@@ -54,9 +61,14 @@ class Pipeline:
             path = self.workdir / "nats.conf"
             path.write_text(f"max_payload: {self.max_payload}\n")
             config = ["-c", str(path)]
+        if self.nats_config is not None:
+            config = ["-c", str(self.nats_config)]
+        log = open(self.workdir / "nats.log", "ab") if self.nats_config else subprocess.DEVNULL  # noqa: SIM115
         self.nats = subprocess.Popen([nats_binary(), *config, "-js", "-a", "127.0.0.1", "-p", str(self.nats_port),
                                       "-sd", str(self.workdir / "nats")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=log, stderr=log, env={**os.environ, **self.nats_env})
+        if log is not subprocess.DEVNULL:
+            log.close()
 
     def stop_nats(self) -> None:
         assert self.nats is not None
@@ -68,6 +80,7 @@ class Pipeline:
         env.pop("KUBUS_FAILPOINT", None)
         if failpoint:
             env["KUBUS_FAILPOINT"] = failpoint
+        env.update(self.env_for.get(service, {}))
         log = open(self.workdir / f"{service}.log", "ab")  # noqa: SIM115 - owned by the child
         self.procs[service] = subprocess.Popen(
             [sys.executable, "-m", "kubus", service, "--nats-url", self.nats_url, "--prefix", self.prefix,

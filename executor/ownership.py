@@ -1,0 +1,169 @@
+"""Defence in depth: the executor creates only what belongs to the controller an action names.
+
+The executor holds credentials that create pods in every namespace, and it applies whatever a well-formed
+message on KUBUS_ACTIONS asks. NATS permissions (docs/nats-permissions.conf) decide who may publish there; this
+is the second line, for a publisher that may but should not (a compromised reconciler identity, a mistake):
+a CreatePods or a CreateControllerRevision is applied only when every object it creates is what its
+controller would create, as the reconciler builds it (reconciler/core/podtemplate.py):
+
+- the body's kind and apiVersion are v1 Pod (apps/v1 ControllerRevision), and its namespace, when it says
+  one, is the action's;
+- the action's namespace is its controller's (`controller` is "Kind/namespace/name", a ReplicaSet or DaemonSet);
+- the object's one controller ownerReference names that controller (kind, name, apps/v1), with the uid of
+  the controller that exists now;
+- its labels match that controller's selector.
+
+The controller is read once per action, and not again while its uid stays the same: apps/v1 selectors are
+immutable, so an owner's uid fixes its selector (`Owners` caches it). Anything else is refused with reason
+NOT_OWNED before any call that writes; the caller reports every effect failed with the reason and moves the
+message to KUBUS_DEAD.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from executor.errors import api_status
+from executor.kubeapi import KubeApi
+from executor.resources import KINDS
+from kube.labels import Selector, SelectorError, selector_from_label_selector
+from kube.meta import LabelSelector, LabelSelectorRequirement
+from messages.actions import Action, CreateControllerRevision, CreatePods
+
+NOT_OWNED: Final = "NotOwned"  # the reason of the results (and the dead letter) of a refused action
+CONTROLLERS: Final = ("ReplicaSet", "DaemonSet")
+OWNERS_CACHED: Final = 1024
+
+
+class NotOwned(Exception):
+    """Why an action's objects do not belong to its controller: one line, naming the object and the field."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    selector: Selector
+
+
+class Owners:
+    """The controllers actions named, by uid: one GET per controller, not per action or per object (a
+    selector never changes under one uid). A controller deleted and created again has another uid, and is
+    read again."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+        self._by_key: dict[tuple[str, str, str], Owner] = {}
+
+    async def get(self, kind: str, namespace: str, name: str, uid: str) -> Owner:
+        """The controller `kind` `namespace`/`name`, re-read unless the cached one has `uid`; NotOwned when it
+        does not exist."""
+        key = (kind, namespace, name)
+        cached = self._by_key.get(key)
+        if cached is not None and cached.uid == uid:
+            return cached
+        reply = await self._api.call("GET", KINDS[kind].path(namespace, name))
+        if reply.status == 404:
+            raise NotOwned(f"its controller {kind} {namespace}/{name} does not exist")
+        if not reply.ok:  # fail closed: the reconciler records the failure and tries again with a new action
+            raise NotOwned(f"reading its controller {kind} {namespace}/{name} to check ownership answered "
+                           f"{reply.status}: {api_status(reply).message}")
+        owner = _owner_of(kind, namespace, name, reply.data)
+        if len(self._by_key) >= OWNERS_CACHED:
+            self._by_key.pop(next(iter(self._by_key)))
+        self._by_key[key] = owner
+        return owner
+
+
+def _owner_of(kind: str, namespace: str, name: str, data: bytes) -> Owner:
+    obj = msgspec.json.decode(data)
+    spec = obj.get("spec") or {}
+    raw = spec.get("selector")
+    try:
+        selector = selector_from_label_selector(None if raw is None else LabelSelector(
+            match_labels=dict(raw.get("matchLabels") or {}),
+            match_expressions=[LabelSelectorRequirement(key=e.get("key", ""), operator=e.get("operator", ""),
+                                                        values=list(e.get("values") or []))
+                               for e in raw.get("matchExpressions") or []]))
+    except SelectorError as exc:
+        raise NotOwned(f"its controller {kind} {namespace}/{name} has an invalid selector: {exc}") from None
+    return Owner(kind, namespace, name, str((obj.get("metadata") or {}).get("uid") or ""), selector)
+
+
+def controller_of(action: Action) -> tuple[str, str, str]:
+    """The (kind, namespace, name) of the action's `controller` key; NotOwned when it is not one."""
+    parts = action.controller.split("/")
+    if len(parts) != 3 or parts[0] not in CONTROLLERS or not parts[2]:
+        raise NotOwned(f"controller {action.controller!r} is not ReplicaSet/<namespace>/<name> or "
+                       "DaemonSet/<namespace>/<name>")
+    return parts[0], parts[1], parts[2]
+
+
+async def check(owners: Owners, action: Action) -> None:
+    """Raises NotOwned when an object `action` creates does not belong to its controller (module docstring);
+    TransientError when the API did not answer (from KubeApi.call). Other actions are not checked here."""
+    if isinstance(action, CreatePods):
+        bodies = [(p.key, bytes(p.pod)) for p in action.pods]
+        want_kind, want_version = "Pod", "v1"
+    elif isinstance(action, CreateControllerRevision):
+        bodies = [(action.key, bytes(action.revision))]
+        want_kind, want_version = "ControllerRevision", "apps/v1"
+    else:
+        return
+    kind, namespace, name = controller_of(action)
+    if action.namespace != namespace:
+        raise NotOwned(f"namespace {action.namespace!r} is not its controller {action.controller}'s")
+    uid = ""
+    decoded: list[tuple[str, dict[str, Any]]] = []
+    for key, body in bodies:
+        try:
+            obj = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise NotOwned(f"{key}: the body is not a JSON object")
+        what = f"{want_kind} {_name(obj)!r} ({key})"
+        if obj.get("kind") != want_kind or obj.get("apiVersion") != want_version:
+            raise NotOwned(f"{what}: kind {obj.get('kind')!r} apiVersion {obj.get('apiVersion')!r} is not "
+                           f"{want_version} {want_kind}")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        if meta.get("namespace") not in (None, "", action.namespace):
+            raise NotOwned(f"{what}: metadata.namespace {meta.get('namespace')!r} is not the action's "
+                           f"{action.namespace!r}")
+        refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")]
+        if len(refs) != 1:
+            raise NotOwned(f"{what}: metadata.ownerReferences has {len(refs)} controller references, not one to "
+                           f"{action.controller}")
+        ref = refs[0]
+        if (ref.get("kind"), ref.get("name"), ref.get("apiVersion")) != (kind, name, "apps/v1"):
+            raise NotOwned(f"{what}: its controller reference is {ref.get('kind')} {ref.get('name')!r} "
+                           f"({ref.get('apiVersion')}), not the action's {action.controller}")
+        if uid and ref.get("uid") != uid:
+            raise NotOwned(f"{what}: its controller reference's uid {ref.get('uid')!r} differs from the action's "
+                           f"other objects' {uid!r}")
+        uid = str(ref.get("uid") or "")
+        decoded.append((what, meta))
+    if not decoded:
+        return
+    owner = await owners.get(kind, namespace, name, uid)
+    if owner.uid != uid:
+        raise NotOwned(f"{decoded[0][0]}: its controller reference's uid {uid!r} is not {action.controller}'s "
+                       f"({owner.uid!r})")
+    for what, meta in decoded:
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        assert isinstance(labels, dict)
+        if not owner.selector.matches({str(k): str(v) for k, v in labels.items()}):
+            raise NotOwned(f"{what}: metadata.labels {labels} do not match {action.controller}'s selector")
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return ""
+    return str(meta.get("name") or meta.get("generateName") or "")
