@@ -30,6 +30,9 @@ CALLS: dict[tuple[str, str, str, str], set[tuple[str, str]]] = {
     # recheck_owner: the owner (ADOPTERS) re-read before an adoption
     ("applying.py", "recheck_owner", "GET", "KINDS[check.kind].path(namespace, check.name)"):
         {("apps", "replicasets"), ("apps", "daemonsets")},
+    # the owner of a CreatePods or CreateControllerRevision, read once per uid (executor/ownership.py)
+    ("ownership.py", "get", "GET", "KINDS[kind].path(namespace, name)"):
+        {("apps", "replicasets"), ("apps", "daemonsets")},
     # patch: PatchPod, PatchControllerRevision, and adoptions of either
     ("applying.py", "patch", "PATCH", "kind.path(namespace, name)"): {("", "pods"), ("apps", "controllerrevisions")},
     ("applying.py", "_create_revision", "POST", "CONTROLLER_REVISION.path(a.namespace)"):

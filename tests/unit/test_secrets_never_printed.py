@@ -28,7 +28,7 @@ def test_a_failing_ingest_does_not_print_the_nats_password(tmp_path: Path, log_f
                  "--log-level", "debug", "--log-format", log_format)
     assert done.returncode != 0
     assert SECRET not in done.stdout + done.stderr
-    assert "cannot reach NATS at nats://u:***@127.0.0.1:" in done.stderr, done.stderr
+    assert "cannot reach NATS at nats://127.0.0.1:" in done.stderr, done.stderr  # the server, not who asked
 
 
 async def test_nats_unavailable_names_the_server_not_the_token() -> None:
@@ -36,7 +36,7 @@ async def test_nats_unavailable_names_the_server_not_the_token() -> None:
     with pytest.raises(NatsUnavailable) as refused:
         await connect(url, "test", timeout=10)
     assert SECRET not in str(refused.value)
-    assert "nats://***@127.0.0.1:" in str(refused.value)
+    assert "nats://127.0.0.1:" in str(refused.value)
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ async def test_status_does_not_print_the_nats_password(data_dir: Path, nats_serv
         assert done.returncode == 0, done.stderr
         assert SECRET not in done.stdout + done.stderr
     assert json.loads(as_json.stdout)["nats"]["url"] == f"nats://u:***@127.0.0.1:{port}"
-    assert f"nats://u:***@127.0.0.1:{port}" in text.stdout
+    assert f"127.0.0.1:{port}" in text.stdout  # the server is named (its user hidden where the URL is shown)
 
 
 @pytest.mark.parametrize("url", [f"postgresql://kubus:{SECRET}@db:notaport/kubus", f"kubus:{SECRET}@db/kubus",
