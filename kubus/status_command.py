@@ -23,6 +23,7 @@ from typing import Any
 
 from messages import subjects
 from runtime import flags, printing, redact
+from runtime.bus import NO_AUTH, NatsAuth
 
 CLUSTER_PARTITION = -1  # how the cluster partition is numbered in consumer_positions
 DEFAULT_CONSUMER = "reconciler"  # the reconciler's name in consumer_positions
@@ -190,7 +191,8 @@ async def read_store(store: Any, consumer: str = DEFAULT_CONSUMER) -> StoreSnaps
                              lease_now=await leases.lease_now(conn, datetime.now(UTC)) if shared else None)
 
 
-async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partitions: int) -> NatsSnapshot:
+async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partitions: int,
+                    auth: NatsAuth = NO_AUTH) -> NatsSnapshot:
     """Lag per partition: an ephemeral consumer per partition, filtered to its subjects and starting
     after its committed position, whose `num_pending` JetStream computes from the stream's index
     (no message is delivered); deleted at once, and gone on its own after 30 s if we die first."""
@@ -200,7 +202,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
     from executor.config import ExecutorConfig
     from runtime.bus import connect
 
-    nc = await connect(url, "kubus-status", reconnect=False)
+    nc = await connect(url, "kubus-status", reconnect=False, auth=auth)
     try:
         js = nc.jetstream()
         events = subjects.stream_name(subjects.EVENTS_STREAM, prefix)
@@ -236,7 +238,8 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
 
 
 async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, prefix: str, partitions: int,
-                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER) -> PipelineStatus:
+                  ttl: float, now: datetime, consumer: str = DEFAULT_CONSUMER,
+                  auth: NatsAuth = NO_AUTH) -> PipelineStatus:
     """Everything `kubus status` shows. Raises DatabaseUnavailable; NATS problems end up in `nats`."""
     from store.engine import open_store
 
@@ -251,7 +254,7 @@ async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, pr
         nats_status.error = "no --nats-url given (KUBUS_NATS_URL): lag and the work queue are not shown"
     else:
         try:
-            nats = await read_nats(nats_url, prefix, snap.positions, partitions)
+            nats = await read_nats(nats_url, prefix, snap.positions, partitions, auth)
             nats_status.reachable = True
         except Exception as exc:  # unreachable, or no kubus streams there: the SQL part still stands
             nats_status.error = _nats_error(exc)
@@ -335,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         status = asyncio.run(collect(db_url=args.db_url, data_dir=args.data_dir, nats_url=args.nats_url,
                                      prefix=args.prefix, partitions=args.partitions, ttl=args.lease_ttl,
-                                     now=datetime.now(UTC), consumer=args.consumer))
+                                     now=datetime.now(UTC), consumer=args.consumer, auth=flags.nats_auth(args)))
     except DatabaseUnavailable as exc:
         print(f"kubus status: {redact.text(str(exc))}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ service without credentials, or with a wrong password, exits at once with one li
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -159,3 +160,20 @@ def test_a_service_may_not_create_streams(pipeline: Pipeline, tmp_path: Path) ->
     assert "may not publish to $JS.API.STREAM.INFO.KUBUS_EVENTS_OTHER" in last, result.stderr
     assert "kubus streams ensure" in last
 
+
+
+def test_status_reads_the_bus_with_its_credentials(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`kubus status` takes the same NATS credentials as the services (KUBUS_NATS_USER/PASSWORD here, the
+    admin's): with them it reads the streams' lag; without, it says NATS refused it, and the SQL part stands."""
+    p = pipeline
+    wait_for(lambda: listening(p.nats_port), timeout=15, what="nats-server listening")
+    url = f"nats://127.0.0.1:{p.nats_port}"
+    assert kubus("streams", "ensure", "--nats-url", url, "--partitions", "4", env=identity("admin")).returncode == 0
+    assert kubus("db", "upgrade", "--data-dir", str(tmp_path)).returncode == 0
+    args = ("status", "--data-dir", str(tmp_path), "--nats-url", url, "--json")
+    allowed = kubus(*args, env=identity("admin"))
+    assert allowed.returncode == 0, allowed.stderr
+    assert json.loads(allowed.stdout)["nats"]["reachable"], allowed.stdout
+    refused = kubus(*args)
+    assert refused.returncode == 0, refused.stderr
+    assert "authorization violation" in str(json.loads(refused.stdout)["nats"]["error"]).lower(), refused.stdout
