@@ -27,8 +27,9 @@ from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
 from ingest.watching import KindWatcher
+from messages import subjects
 from runtime import failpoints, serving
-from runtime.bus import Bus, connected
+from runtime.bus import Bus, connected, jetstream
 from runtime.serving import Health
 
 __all__ = ["Ingest", "IngestConfig", "run_ingest"]
@@ -86,10 +87,11 @@ class Ingest:
         try:
             checkpoints = await self._open_checkpoints(bus)
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
-            js = bus.nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
+            js = jetstream(bus.nc, publish_async_max_pending=config.window * len(self._specs) + 1)
             for spec in self._specs:
-                publisher = OrderedPublisher(js, spec.kind, self._counters, window=config.window,
-                                             ack_timeout=config.ack_timeout, backoff=self._backoff())
+                publisher = OrderedPublisher(js, spec.kind, self._counters, stream=bus.stream(subjects.EVENTS_STREAM),
+                                             window=config.window, ack_timeout=config.ack_timeout,
+                                             backoff=self._backoff())
                 self._watchers.append(KindWatcher(
                     spec, bus=bus, publisher=publisher, call=transport.list_call(api, spec),
                     checkpoints=checkpoints, counters=self._counters, instance=config.instance,

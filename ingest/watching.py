@@ -117,7 +117,7 @@ class KindWatcher:
         origin = Origin(self._instance, now())
         rv, listed = await asyncio.to_thread(self._list, origin)
         known = await read_known(self._bus, self.kind)
-        events = plan_relist(self.kind, known, listed, origin)
+        events = plan_relist(self.kind, known, listed, origin, rv)
         log.info("%s: listed %d objects at %s, the bus knew %d: publishing %d events", self.kind,
                  len(listed), rv, len(known), len(events))
         for event in events:
@@ -202,7 +202,8 @@ class KindWatcher:
     async def _publish(self, event: ObservedEvent, position: str | None) -> None:
         subject = subjects.event_subject(self._bus.partition_of(event.namespace), self.kind, event.uid,
                                          self._bus.prefix)
-        await self.publisher.publish(subject, event.msg_id, event.type, encode(event), position)
+        await self.publisher.publish(subject, event.msg_id, event.type, encode(event), position,
+                                     event.resource_version)
 
 
 def _short(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
@@ -371,6 +372,30 @@ def _no_responders(exc: Exception) -> bool:
 
 def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+class JetStream(JetStreamContext):
+    """A JetStreamContext whose publish_async futures fail when JetStream answers an error.
+
+    nats-py (2.16) builds the error of an async publish's answer with `APIError.from_error`, which raises
+    instead of returning: the exception ends its reply callback, and the future is never resolved (its
+    caller waits out its own timeout, and the publish slot is held until then). Here the error fails the
+    future, as it fails a synchronous publish."""
+
+    async def _handle_async_reply(self, msg: Msg) -> None:
+        try:
+            await super()._handle_async_reply(msg)
+        except APIError as exc:
+            # the token, as nats-py cuts it out of the reply subject
+            token = msg.subject[len(self._nc._inbox_prefix) + 22 + 2:]
+            future = self._publish_async_futures.get(token)
+            if future is not None and not future.done():
+                future.set_exception(exc)
+
+
+def jetstream(nc: Client, **options: Any) -> JetStreamContext:
+    """nc.jetstream(**options), with async publishes that fail on JetStream's errors (JetStream above)."""
+    return JetStream(nc, **options)
 
 
 ACK_WAIT = 5.0  # seconds an async publish's ack may take before the message is published again

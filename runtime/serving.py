@@ -68,6 +68,8 @@ def _ingest_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
     yield events
     for name, key, helptext in (
             ("kubus_ingest_duplicates_total", "duplicates", "Publishes JetStream dropped as duplicates"),
+            ("kubus_ingest_superseded_total", "superseded",
+             "Events not published: the stream already held a newer state of the object, or its deletion"),
             ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode"),
             ("kubus_ingest_lists_total", "lists", "Full lists (start without checkpoint, 410 Gone)"),
             ("kubus_ingest_api_reconnects_total", "api_reconnects", "Watches re-opened after an error")):
