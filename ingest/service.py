@@ -6,7 +6,9 @@
     ingest.counters()           # published events by kind and type, duplicates, relists, ...
 
 Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
-NATS does not answer; once running, losing either is waited out with backoff.
+NATS does not answer; once running, losing either is waited out with backoff. Before it publishes
+anything, ingest identifies the cluster and checks the streams are that cluster's (ingest/identity.py):
+if they are another's it stops with identity.ClusterMismatch, a start-up failure.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from typing import Any
 from kubernetes.client import ApiClient
 from nats.aio.client import Client
 
-from ingest import transport
+from ingest import identity, transport
 from ingest.backoff import Backoff
 from ingest.checkpoints import Checkpoints, KvCheckpoints, MemoryCheckpoints
 from ingest.config import IngestConfig
 from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
-from ingest.watching import KindWatcher
+from ingest.watching import KindWatcher, now
 from messages import subjects
 from runtime import failpoints, serving
 from runtime.bus import Bus, connected, jetstream
@@ -48,6 +50,7 @@ class Ingest:
         self._counters = Counters()
         self._watchers: list[KindWatcher] = []
         self._nc: Client | None = None
+        self.cluster = ""  # the kube-system namespace's uid, once read
 
     def counters(self) -> dict[str, Any]:
         nats_reconnects = self._nc.stats["reconnects"] if self._nc is not None else 0
@@ -84,6 +87,7 @@ class Ingest:
         config = self.config
         self._nc = bus.nc
         checkpoints: Checkpoints | None = None
+        self.cluster = await self._identify(api, bus)  # before anything is published
         try:
             checkpoints = await self._open_checkpoints(bus)
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
@@ -105,6 +109,23 @@ class Ingest:
                 tasks.create_task(self._checkpoint_forever(checkpoints), name="ingest-checkpoints")
         finally:
             await self._shut_down(checkpoints)
+
+    async def _identify(self, api: ApiClient, bus: Bus) -> str:
+        """The cluster's uid, recorded in the streams or compared with their record (ingest/identity.py): raises
+        ClusterMismatch (a start-up failure: `kubus ingest` exits 2) when the streams are another cluster's."""
+        uid = await identity.cluster_uid(api, self._backoff())
+        backoff = self._backoff()
+        while True:
+            try:
+                await identity.claim(bus, uid, self.config.instance, now())
+                return uid
+            except identity.ClusterMismatch:
+                raise
+            except Exception as exc:  # NATS away or electing: try again
+                delay = backoff.next()
+                log.warning("recording the cluster's identity failed (%s: %s); retrying in %.1fs",
+                            type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
 
     def _backoff(self) -> Backoff:
         return Backoff(self.config.backoff_initial, self.config.backoff_max)

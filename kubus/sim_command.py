@@ -57,7 +57,8 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
                    help="how often watches that allow bookmarks get one (default 60)")
     g.add_argument("--fault", action="append", default=[], metavar="RESOURCE:VERB:FRACTION:FAULT",
                    help=f"inject faults, e.g. pods:create:0.2:500 ({', '.join(FAULTS)})")
-    g.add_argument("--seed", type=int, default=None, help="seed for generated names, uids and faults")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed for generated names, uids and faults (not kube-system's uid: it identifies the instance)")
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:

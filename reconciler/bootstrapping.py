@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.errors import NotFoundError
 
 from messages import codec, subjects
@@ -58,17 +58,17 @@ async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> int:
 
 
 async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
-    """The KUBUS_EVENTS sequence of the newest message KUBUS_STATE holds (0: none). The state keeps one
-    message per object, so the newest one seen by stream_info may be superseded (deleted) by the time it is
-    asked for: ask for the first message at or after it, which is the newest then or a newer one."""
-    last = (await js.stream_info(state)).state.last_seq
-    if not last:
-        return 0
+    """The KUBUS_EVENTS sequence of the newest object state KUBUS_STATE holds (0: none): the last message on
+    `<prefix>.state.>` (not the cluster's identity, which the stream also holds, on a subject of its own)."""
+    newest = await _newest_state(js, state, prefix)
+    return 0 if newest is None else source_seq(newest.headers)
+
+
+async def _newest_state(js: JetStreamContext, state: str, prefix: str) -> RawStreamMsg | None:
     try:
-        msg = await js.get_msg(state, last, subject=f"{prefix}.state.>", next=True)
-    except NotFoundError:  # every message from `last` on is gone: the stream was purged meanwhile
-        return 0
-    return source_seq(msg.headers)
+        return await js.get_last_msg(state, f"{prefix}.state.>")
+    except NotFoundError:  # no object's state (yet, or the stream was purged)
+        return None
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,8 @@ class Bootstrapped:
 async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[str], bool]) -> Bootstrapped:
     """Folds KUBUS_STATE's messages whose subjects `reads` into `cache`."""
     consistent = await wait_for_state(bus)
-    info = await bus.js.stream_info(bus.stream(subjects.STATE_STREAM))
-    if not info.state.messages:
-        return Bootstrapped(0, 0, 0)
+    if await _newest_state(bus.js, bus.stream(subjects.STATE_STREAM), bus.prefix) is None:
+        return Bootstrapped(0, 0, 0)  # (the stream may hold the cluster's identity: no object's state)
     loaded = newest = 0
     done = asyncio.Event()
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -241,13 +242,15 @@ def wanted(prefix: str, partitions: int, history_max_age: float, settings: Strea
             duplicate_window=EVENTS_DUPLICATE_WINDOW, metadata={PARTITIONS_KEY: str(partitions)},
             description="every watch event ingest published: the history replay reads"),
         stream(
-            name=subjects.stream_name(subjects.STATE_STREAM, prefix), retention=RetentionPolicy.LIMITS,
+            name=subjects.stream_name(subjects.STATE_STREAM, prefix), subjects=[subjects.cluster_subject(prefix)],
+            retention=RetentionPolicy.LIMITS,
             # one message per object: bounded by the cluster's size, never by bytes (a byte limit would drop
             # the state of objects that still exist)
             max_msgs_per_subject=1, max_bytes=-1, discard=DiscardPolicy.OLD,
             sources=[StreamSource(name=events, subject_transforms=[
                 SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
-            description="the last event of every object: what a reconciler bootstraps from"),
+            description="the last event of every object: what a reconciler bootstraps from; and the cluster's "
+                        "identity"),
         stream(
             name=subjects.stream_name(subjects.ACTIONS_STREAM, prefix), subjects=[f"{prefix}.actions.>"],
             retention=RetentionPolicy.WORK_QUEUE, max_bytes=ACTIONS_MAX_BYTES, discard=DiscardPolicy.NEW,
@@ -309,6 +312,8 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
             info = await _info(js, want.name)
             if info is None:
                 raise StreamError(f"stream {want.name} was reported created and is not there") from None
+    if await _add_identity_subject(js, want, info.config):
+        info = await js.stream_info(want.name)
     problems = incompatibilities(want, info.config)
     if problems:
         raise StreamError(f"stream {want.name} does not fit kubus: {'; '.join(problems)}; {FIX}")
@@ -317,6 +322,32 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
         # the operator's (or an earlier start's) choice stands: kubus never rewrites a stream
         log.info("stream %s keeps its %s replicas (--stream-replicas %d applies to streams kubus creates)",
                  want.name, have.num_replicas, settings.replicas)
+
+
+async def _add_identity_subject(js: JetStreamContext, want: StreamConfig, have: StreamConfig) -> bool:
+    """KUBUS_STATE made by a kubus before issue 15 has no subject of its own; the cluster's identity needs one
+    (`<prefix>.cluster`). This one change kubus makes to an existing stream, once: it adds what only kubus
+    uses and touches nothing else, through the server's own view of the configuration (nats-py's
+    StreamConfig would drop fields it does not know). Returns whether it changed the stream."""
+    if have.subjects or not want.sources or not want.subjects:
+        return False
+    if incompatibilities(replace(want, subjects=None), have):
+        return False  # another problem: say so rather than change anything
+    api = f"$JS.API.STREAM.%s.{want.name}"
+    answer = json.loads((await js._nc.request(api % "INFO", b"", timeout=5)).data)
+    if "error" in answer:
+        raise StreamError(f"cannot read stream {want.name}: {answer['error'].get('description', answer['error'])}")
+    config = answer["config"]
+    if config.get("subjects"):
+        return False  # another service added it meanwhile
+    config["subjects"] = list(want.subjects)
+    answer = json.loads((await js._nc.request(api % "UPDATE", json.dumps(config).encode(), timeout=5)).data)
+    if "error" in answer:
+        raise StreamError(f"cannot add subject {want.subjects[0]} to stream {want.name} (the cluster's identity): "
+                          f"{answer['error'].get('description', answer['error'])}; {FIX}")
+    log.info("stream %s: added its subject %s, where ingest records the cluster's identity", want.name,
+             want.subjects[0])
+    return True
 
 
 def incompatibilities(want: StreamConfig, have: StreamConfig) -> list[str]:
