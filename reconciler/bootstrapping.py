@@ -58,10 +58,20 @@ async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> int:
 
 
 async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
-    """The KUBUS_EVENTS sequence of the newest object state KUBUS_STATE holds (0: none): the last message on
-    `<prefix>.state.>` (not the cluster's identity, which the stream also holds, on a subject of its own)."""
-    newest = await _newest_state(js, state, prefix)
-    return 0 if newest is None else source_seq(newest.headers)
+    """The KUBUS_EVENTS sequence of the newest message KUBUS_STATE holds (0: none). The state keeps one
+    message per object, so the newest one seen by stream_info may be superseded (deleted) by the time it is
+    asked for: ask for the first message at or after it, which is the newest then or a newer one. The newest
+    message may also be the cluster's identity (on a subject of its own, not `<prefix>.state.>`): then the
+    newest object state is before it."""
+    last = (await js.stream_info(state)).state.last_seq
+    if not last:
+        return 0
+    try:
+        msg = await js.get_msg(state, last, subject=f"{prefix}.state.>", next=True)
+    except NotFoundError:  # no object's state from `last` on: the identity is newest, or the stream was purged
+        newest = await _newest_state(js, state, prefix)
+        return 0 if newest is None else source_seq(newest.headers)
+    return source_seq(msg.headers)
 
 
 async def _newest_state(js: JetStreamContext, state: str, prefix: str) -> RawStreamMsg | None:
