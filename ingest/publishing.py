@@ -237,8 +237,9 @@ class OrderedPublisher:
             except asyncio.CancelledError:
                 raise
             except APIError as exc:
-                if not _wrong_last_sequence(exc):
-                    raise
+                if not _wrong_last_sequence(exc):  # JetStream refused it for another reason: as NATS away, below
+                    await self._retry_after(entry, exc)
+                    continue
                 stored = await self._read_stored(entry.subject)
                 if stored is not None and stored.msg_id == entry.msg_id:
                     self._backoff.reset()
@@ -249,14 +250,17 @@ class OrderedPublisher:
                     return None
                 continue  # newer than what the stream holds: publish it after that
             except Exception as exc:  # NATS away (timeouts, no responders, closed): keep trying, in order
-                self._counters.publish_retries[self.kind] += 1
-                delay = self._backoff.next()
-                log.warning("publishing %s %s failed (%s: %s); retrying in %.1fs", self.kind, entry.msg_id,
-                            type(exc).__name__, exc, delay)
-                await asyncio.sleep(delay)
+                await self._retry_after(entry, exc)
                 continue
             self._backoff.reset()
             return ack
+
+    async def _retry_after(self, entry: _Entry, exc: Exception) -> None:
+        self._counters.publish_retries[self.kind] += 1
+        delay = self._backoff.next()
+        log.warning("publishing %s %s failed (%s: %s); retrying in %.1fs", self.kind, entry.msg_id,
+                    type(exc).__name__, exc, delay)
+        await asyncio.sleep(delay)
 
     async def _read_stored(self, subject: str) -> Stored | None:
         """The subject's last message in the stream (None: it has none), remembered as the subject's state."""
