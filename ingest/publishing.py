@@ -81,6 +81,16 @@ def may_follow(resource_version: str, event_type: str, stored: Stored | None) ->
     return int(theirs) > int(ours)
 
 
+def raise_if_cancelling() -> None:
+    """Raises CancelledError in a task asked to stop whose cancellation got lost on the way: nats-py turns one into
+    its own error (publish_async's TooManyStalledMsgsError while it waits for a slot), and Python 3.11's wait_for
+    (under every NATS request) drops one that races with the answer. A watcher that went on would hold up the
+    whole ingest's stop for ever (its task group waits for it)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def _wrong_last_sequence(exc: BaseException | None) -> bool:
     return isinstance(exc, APIError) and exc.err_code == WRONG_LAST_SEQUENCE
 
@@ -138,6 +148,7 @@ class OrderedPublisher:
             # subject is before sending, so that the events of one kind reach the stream in watch order (a refused
             # publish is resent after the ones behind it). An ADDED is a new object: its subject is empty.
             stored = await self._read_stored(subject)
+            raise_if_cancelling()
         if not may_follow(resource_version, event_type, stored):
             self._drop_stale(subject, msg_id, stored)  # known stale already: nothing to ask the stream
             if position is not None:
@@ -151,6 +162,7 @@ class OrderedPublisher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # closed or over its reconnect buffer: resent in order by _recover
+            raise_if_cancelling()  # (nats-py's TooManyStalledMsgsError may be our own cancellation)
             entry.future = loop.create_future()
             entry.future.set_exception(exc)
         self._pending.append(entry)

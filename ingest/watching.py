@@ -24,7 +24,7 @@ from ingest.checkpoints import Checkpoints
 from ingest.counting import Counters
 from ingest.kinds import KindSpec
 from ingest.observing import BOOKMARK, ERROR, Origin, Unroutable, bookmark_rv, observe, parse_line, parse_status
-from ingest.publishing import OrderedPublisher
+from ingest.publishing import OrderedPublisher, raise_if_cancelling
 from ingest.relisting import plan_relist, read_known
 from kube.times import format_micro_time
 from messages import subjects
@@ -72,6 +72,7 @@ class KindWatcher:
         self.cursor = await self._resume_point()
         while True:
             try:
+                raise_if_cancelling()
                 if self.cursor is None:
                     self.cursor = await self._relist()
                 started = asyncio.get_running_loop().time()
@@ -88,6 +89,7 @@ class KindWatcher:
                     await asyncio.sleep(self._backoff.next())
                 self.cursor = None
             except Exception as exc:  # API or NATS trouble: everything handed over stays queued; retry
+                raise_if_cancelling()
                 delay = self._backoff.next()
                 self._counters.api_reconnects[self.kind] += 1
                 log.warning("%s: %s: %s; retrying in %.1fs", self.kind, type(exc).__name__,
@@ -153,6 +155,7 @@ class KindWatcher:
                     self._backoff.reset()
                     self._counters.watching[self.kind] = True
                 else:
+                    raise_if_cancelling()
                     origin = Origin(self._instance, now())
                     for line in batch:
                         await self._handle(line, origin)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from nats.js.api import PubAck
-from nats.js.errors import ServiceUnavailableError
+from nats.js.errors import ServiceUnavailableError, TooManyStalledMsgsError
 
 from ingest.backoff import Backoff
 from ingest.counting import Counters
@@ -161,6 +161,24 @@ async def test_a_resend_jetstream_refuses_for_another_reason_is_retried(
     await pub.drain()
     assert js.resent == ["a", "a"] and pub.acked_position == "1"
     assert counters.publish_retries["Pod"] == 1
+
+
+async def test_a_cancellation_nats_py_turns_into_its_own_error_still_cancels(counters: Counters) -> None:
+    """nats-py's publish_async answers a cancellation while it waits for a slot with TooManyStalledMsgsError; the
+    publisher must not take that for NATS trouble and go on (a stopping ingest waited for its watcher for ever)."""
+    class Stalled(ScriptedJetStream):
+        async def publish_async(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
+            try:
+                await asyncio.get_running_loop().create_future()  # no slot comes
+            except asyncio.CancelledError:
+                raise TooManyStalledMsgsError from None
+
+    pub = publisher(Stalled(), counters)
+    sending = asyncio.create_task(send(pub, "a", position="1"))
+    await run_pending()
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(sending, 5)
 
 
 async def test_a_mark_is_reached_once_everything_before_it_is_acked(
