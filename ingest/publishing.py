@@ -39,11 +39,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from nats.js import JetStreamContext
-from nats.js.api import PubAck
+from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from ingest.backoff import Backoff
 from ingest.counting import Counters
+from ingest.relisting import read_stream
 from messages.codec import BadMessage, decode_observed
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN
 
@@ -118,10 +119,15 @@ class _Entry:
 
 class OrderedPublisher:
     def __init__(self, js: JetStreamContext, kind: str, counters: Counters, *, stream: str = "",
-                 window: int = 512, ack_timeout: float = 5.0, backoff: Backoff | None = None):
-        """`stream`: the stream the subjects are in (KUBUS_EVENTS), where a subject's last message is read."""
+                 subjects_filter: str = "", window: int = 512, ack_timeout: float = 5.0,
+                 backoff: Backoff | None = None):
+        """`stream`: the stream the subjects are in (KUBUS_EVENTS), where a subject's last message is read;
+        `subjects_filter`: all of this kind's subjects there (`<prefix>.events.*.<kind>.*`), whose last
+        messages a publisher learns in one pass when it first needs one (None: it asks per subject)."""
         self._js = js
         self._stream = stream
+        self._subjects_filter = subjects_filter
+        self._preloaded = False
         self.kind = kind
         self._counters = counters
         self._window = window
@@ -146,8 +152,12 @@ class OrderedPublisher:
         if stored is None and event_type != ADDED:
             # an object this publisher has not published (it restarted, or another replica did): learn where its
             # subject is before sending, so that the events of one kind reach the stream in watch order (a refused
-            # publish is resent after the ones behind it). An ADDED is a new object: its subject is empty.
-            stored = await self._read_stored(subject)
+            # publish is resent after the ones behind it). An ADDED is a new object: its subject is empty. The
+            # first time, every subject of the kind is learnt in one pass over the stream's headers; an object
+            # that pass did not see is new since (or deleted: a refused publish finds that out).
+            if not self._preloaded and self._subjects_filter:
+                await self._preload()
+            stored = self._stored.get(subject) if self._preloaded else await self._read_stored(subject)
             raise_if_cancelling()
         if not may_follow(resource_version, event_type, stored):
             self._drop_stale(subject, msg_id, stored)  # known stale already: nothing to ask the stream
@@ -298,6 +308,32 @@ class OrderedPublisher:
                 stored = Stored(msg.seq or 0, "", "", msg_id)
             self._stored[subject] = stored
             return stored
+
+    async def _preload(self) -> None:
+        """The last message of every subject of the kind, from the stream's headers (the Nats-Msg-Id says
+        kind/uid/resourceVersion/type). Deleted objects are left out: their subjects stay unknown, and a late
+        event of one is refused by the stream and then finds the deletion. On failure (NATS away) the publisher
+        reads subjects one by one instead."""
+        loaded: dict[str, Stored] = {}
+        try:
+            async for msg in read_stream(self._js, self._stream, self._subjects_filter, DeliverPolicy.LAST_PER_SUBJECT,
+                                         headers_only=True):
+                msg_id = str((msg.headers or {}).get(MSG_ID, ""))
+                parts = msg_id.split("/")
+                rv, event_type = (parts[2], parts[3]) if len(parts) >= 4 else ("", "")
+                if event_type not in (DELETED, DELETED_FINAL_STATE_UNKNOWN):
+                    loaded[msg.subject] = Stored(msg.metadata.sequence.stream, rv, event_type, msg_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # NATS away: ask per subject instead
+            log.warning("reading the last %s messages failed (%s: %s); reading them one by one", self.kind,
+                        type(exc).__name__, exc)
+            self._subjects_filter = ""
+            return
+        for subject, stored in loaded.items():
+            self._stored.setdefault(subject, stored)  # what this publisher stored meanwhile is newer
+        self._preloaded = True
+        log.info("%s: learnt the last message of %d subjects", self.kind, len(loaded))
 
     def _drop_stale(self, subject: str, msg_id: str, stored: Stored | None) -> None:
         self._counters.superseded[self.kind] += 1

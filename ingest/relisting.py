@@ -82,11 +82,13 @@ async def read_known(bus: Bus, kind: str) -> dict[str, ObservedEvent]:
 
 
 async def read_stream(js: JetStreamContext, stream: str, subject_filter: str,
-                      policy: DeliverPolicy = DeliverPolicy.ALL, batch: int = 1000) -> AsyncIterator[Msg]:
+                      policy: DeliverPolicy = DeliverPolicy.ALL, batch: int = 1000,
+                      headers_only: bool = False) -> AsyncIterator[Msg]:
     """Every message of `stream` matching `subject_filter` that is there now, in stream order,
-    through an ephemeral pull consumer that is deleted afterwards."""
+    through an ephemeral pull consumer that is deleted afterwards (`headers_only`: without payloads)."""
     sub = await js.pull_subscribe(subject_filter, stream=stream, config=ConsumerConfig(
-        deliver_policy=policy, ack_policy=AckPolicy.NONE, inactive_threshold=60.0, mem_storage=True))
+        deliver_policy=policy, ack_policy=AckPolicy.NONE, inactive_threshold=60.0, mem_storage=True,
+        headers_only=headers_only or None))
     name = ""
     try:
         info = await sub.consumer_info()

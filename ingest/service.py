@@ -93,9 +93,10 @@ class Ingest:
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
             js = jetstream(bus.nc, publish_async_max_pending=config.window * len(self._specs) + 1)
             for spec in self._specs:
-                publisher = OrderedPublisher(js, spec.kind, self._counters, stream=bus.stream(subjects.EVENTS_STREAM),
-                                             window=config.window, ack_timeout=config.ack_timeout,
-                                             backoff=self._backoff())
+                publisher = OrderedPublisher(
+                    js, spec.kind, self._counters, stream=bus.stream(subjects.EVENTS_STREAM),
+                    subjects_filter=f"{bus.prefix}.events.*.{spec.kind}.*", window=config.window,
+                    ack_timeout=config.ack_timeout, backoff=self._backoff())
                 self._watchers.append(KindWatcher(
                     spec, bus=bus, publisher=publisher, call=transport.list_call(api, spec),
                     checkpoints=checkpoints, counters=self._counters, instance=config.instance,

@@ -101,6 +101,41 @@ async def test_replicas_publish_each_event_once_and_never_backwards(bus: Bus, js
         {("Pod", MODIFIED): 1}, {"Pod": 1}, {"Pod": 4})
 
 
+async def test_a_restarted_replica_learns_every_subject_in_one_pass(bus: Bus, js: JetStreamContext,
+                                                                     prefix: str) -> None:
+    """A publisher that did not publish an object's earlier events (a restarted ingest) learns where all of the
+    kind's subjects are from the stream's headers once, instead of reading each subject before its first update;
+    a deleted object is not learnt, and its late update is refused by the stream and then dropped."""
+    first = replica(bus, Counters())
+    for uid in ("u1", "u2", "u3"):
+        await send(first, bus, event(ADDED, "1", uid))
+    await send(first, bus, event(DELETED, "2", "u3"))
+
+    class Counting:
+        def __init__(self, inner: JetStreamContext) -> None:
+            self.inner, self.reads = inner, 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+        async def get_last_msg(self, *args: object, **kwargs: object) -> object:
+            self.reads += 1
+            return await self.inner.get_last_msg(*args, **kwargs)  # type: ignore[arg-type]
+
+    counting, counters = Counting(jetstream(bus.nc)), Counters()
+    restarted = OrderedPublisher(counting, "Pod", counters,  # type: ignore[arg-type]
+                                 stream=bus.stream(subjects.EVENTS_STREAM),
+                                 subjects_filter=f"{bus.prefix}.events.*.Pod.*", backoff=Backoff(0.01, 0.05))
+    for uid in ("u1", "u2"):
+        await send(restarted, bus, event(MODIFIED, "5", uid))
+    assert counting.reads == 0
+    await send(restarted, bus, event(MODIFIED, "3", "u3"), msg_id="Pod/u3/3/MODIFIED/late")
+    assert counting.reads == 1  # the refused publish reads the deletion
+    assert counters.published == {("Pod", MODIFIED): 2} and counters.superseded == {"Pod": 1}
+    for uid, life in (("u1", [ADDED, MODIFIED]), ("u2", [ADDED, MODIFIED]), ("u3", [ADDED, DELETED])):
+        assert [t for t, _ in await history(js, prefix, uid)] == life
+
+
 async def test_versions_that_are_not_integers_follow_the_stream(bus: Bus, js: JetStreamContext, prefix: str) -> None:
     pub = replica(bus, Counters())
     await send(pub, bus, event(ADDED, "b"))
