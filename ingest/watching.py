@@ -124,6 +124,7 @@ class KindWatcher:
                  len(listed), rv, len(known), len(events))
         for event in events:
             await self._publish(event, position=None)
+        raise_if_cancelling()
         self.publisher.mark(rv)
         self._counters.lists[self.kind] += 1
         return rv
@@ -162,6 +163,7 @@ class KindWatcher:
                 if stream.idle():
                     # nothing else to send: let the acks arrive so the resume point catches up
                     await self.publisher.drain()
+                raise_if_cancelling()  # before waiting for the next batch, which may be long in coming
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"watch: {exc.reason}") from None
