@@ -87,6 +87,7 @@ class Cache:
     # (forget at, uid, seq) in the order the deletions came: what `deleted` forgets first
     deleted_expiry: deque[tuple[datetime, str, int]] = field(default_factory=deque)
     deleted_clock: datetime = datetime.min  # the newest deletion's observed_at, naive UTC (min: none yet)
+    deleted_clock_text: str = ""  # the last deletion's observed_at as it came
     by_namespace: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     by_name: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (kind, ns, name) -> uid
     # (kind, namespace, controller uid) -> uids: owner references never cross namespaces
@@ -195,12 +196,14 @@ class Cache:
     def _forget_deleted(self, observed_at: str) -> None:
         """Moves the deletions' clock to `observed_at` (never back; an unreadable time leaves it) and forgets
         the deleted uids remembered for longer than DELETED_MEMORY on it."""
-        try:
-            moment = parse_time(observed_at).replace(tzinfo=None)
-        except ValueError:
-            moment = self.deleted_clock
-        if moment > self.deleted_clock:
-            self.deleted_clock = moment
+        if observed_at != self.deleted_clock_text:  # a watch batch's events share one observed_at: parse it once
+            self.deleted_clock_text = observed_at
+            try:
+                moment = parse_time(observed_at).replace(tzinfo=None)
+            except ValueError:
+                moment = self.deleted_clock
+            if moment > self.deleted_clock:
+                self.deleted_clock = moment
         expiry, deleted = self.deleted_expiry, self.deleted
         while expiry and expiry[0][0] < self.deleted_clock:
             _, uid, seq = expiry.popleft()
