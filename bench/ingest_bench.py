@@ -12,6 +12,10 @@ live     ingest runs while the load generator creates N pods (16 requests in fli
 catchup  the N pods are created while ingest is stopped; ingest restarts from its KV checkpoint and
          the sim replays the 3N events from its watch history as fast as ingest takes them: ingest's
          own ceiling. Figure: 3N / (last event stored - first event stored).
+updates  the N pods are created while ingest runs, then relabelled while it is stopped; the restarted
+         ingest catches up with the N updates of objects it has not published itself, so it reads each
+         one's subject before publishing (the per-object order guard, issue 15): its worst case.
+         Figure: N / (last update stored - first update stored).
 
 Every ingest replica is a process of its own (as deployed), started by this script; with two, both
 publish every event and JetStream stores each once (their `duplicates` counters show the rest).
@@ -165,6 +169,8 @@ async def run_part(part: str, pods: int, replicas: int, nats_url: str, nc: Clien
         async with aiohttp.ClientSession() as session:
             running = list(await asyncio.gather(*(Replica.start(nats_url, prefix, sim.kubeconfig, i)
                                                   for i in instances)))
+            if part == "updates":
+                return await run_updates(session, sim, running, pods, replicas, nats_url, prefix, nc)
             if part == "catchup":
                 for r in running:
                     await r.stop()
@@ -200,14 +206,58 @@ async def run_part(part: str, pods: int, replicas: int, nats_url: str, nc: Clien
     events = pods * EVENTS_PER_POD
     result = {"part": part, "replicas": replicas, "events": events, "seconds": elapsed,
               "events_per_s": events / elapsed, "stored": await stored(nc, prefix) - base,
-              "duplicates_suppressed": sum(c["duplicates_total"] for c in counters), **extra}
+              "duplicates_suppressed": sum(c["duplicates_total"] for c in counters),
+              "superseded": sum(c.get("superseded_total", 0) for c in counters), **extra}
     return result
+
+
+async def run_updates(session: aiohttp.ClientSession, sim: Process, running: list[Replica], pods: int,
+                      replicas: int, nats_url: str, prefix: str, nc: Client) -> dict[str, Any]:
+    """The `updates` part, with the replicas running and the sim empty: see the module's docstring."""
+    ns = "bench-updates"
+    rv0 = await sim_rv(session, sim.url)
+    base = await stored(nc, prefix)
+    await create_namespace(session, sim.url, ns)
+    _, failures = await post_all(sim.url, f"/api/v1/namespaces/{ns}/pods",
+                                 [pod_body(f"p-{i}") for i in range(pods)])
+    assert failures == 0, f"{failures} creates failed"
+    await settle(session, sim.url, rv0 + 1 + pods * EVENTS_PER_POD)
+    await wait_stored(nc, prefix, base + pods * EVENTS_PER_POD, 600)
+    for r in running:
+        await r.stop()
+    running.clear()
+    before = await stored(nc, prefix)
+    await patch_all(session, f"{sim.url}/api/v1/namespaces/{ns}/pods", pods)
+    restart = time.perf_counter()
+    waiter = asyncio.create_task(wait_stored(nc, prefix, before + pods, 600))
+    running.extend(await asyncio.gather(*(Replica.start(nats_url, prefix, sim.kubeconfig, f"bench-ingest-{i}")
+                                          for i in range(replicas))))
+    first, last = await waiter
+    counters = [await r.stop() for r in running]
+    running.clear()
+    return {"part": "updates", "replicas": replicas, "events": pods, "seconds": last - first,
+            "events_per_s": pods / (last - first), "stored": await stored(nc, prefix) - before,
+            "duplicates_suppressed": sum(c["duplicates_total"] for c in counters),
+            "superseded": sum(c.get("superseded_total", 0) for c in counters),
+            "including_process_start_s": last - restart}
+
+
+async def patch_all(session: aiohttp.ClientSession, pods_url: str, pods: int, in_flight: int = 16) -> None:
+    """Labels pods p-0 .. p-<pods-1> (one watch event each), `in_flight` requests at a time."""
+    names = iter(range(pods))
+
+    async def worker() -> None:
+        for i in names:
+            async with session.patch(f"{pods_url}/p-{i}", data=b'{"metadata":{"labels":{"step":"2"}}}',
+                                     headers={"Content-Type": "application/merge-patch+json"}) as resp:
+                assert resp.status == 200, await resp.text()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
 def report(r: dict[str, Any]) -> None:
     line = (f"{r['part']:10} {r['replicas']} replica(s): {r['events']:,} events in {r['seconds']:.2f} s = "
             f"{r['events_per_s']:,.0f} events/s (target >= 5,000); stored {r['stored']:,}, "
-            f"duplicates suppressed {r['duplicates_suppressed']:,}")
+            f"duplicates suppressed {r['duplicates_suppressed']:,}, superseded {r['superseded']:,}")
     if "creates_per_s" in r:
         line += f"; sim creates {r['creates_per_s']:,.0f} pods/s, last event {r['lag_after_last_create_s']:.2f} s "
         line += "after the last create"
@@ -243,12 +293,12 @@ def main() -> None:
         asyncio.run(replica(*sys.argv[2:6]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parts", nargs="*", help="live and/or catchup (default both)")
+    parser.add_argument("parts", nargs="*", help="live, catchup and/or updates (default live and catchup)")
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--replicas", type=int, action="append", help="replica counts to run (default 1 and 2)")
     args = parser.parse_args()
-    if unknown := set(args.parts) - {"live", "catchup"}:
-        parser.error(f"unknown parts {sorted(unknown)}: choose from live, catchup")
+    if unknown := set(args.parts) - {"live", "catchup", "updates"}:
+        parser.error(f"unknown parts {sorted(unknown)}: choose from live, catchup, updates")
     asyncio.run(bench(args.parts or ["live", "catchup"], args.pods, args.replicas or [1, 2]))
 
 

@@ -11,6 +11,10 @@ class Counters:
         self.published: Counter[tuple[str, str]] = Counter()  # (kind, type) -> newly stored events
         self.duplicates: Counter[str] = Counter()  # kind -> publishes JetStream de-duplicated
         self.publish_retries: Counter[str] = Counter()  # kind -> publishes resent after a failure
+        # kind -> events not published because the stream already held a newer state of the object, or its
+        # deletion: another replica published first (with two replicas, most of the slower one's events), or
+        # this one is back from an outage with events the stream has moved past (ingest/publishing.py)
+        self.superseded: Counter[str] = Counter()
         self.quarantined: Counter[str] = Counter()
         self.compressed: Counter[str] = Counter()  # kind -> events published compressed (over max_payload)
         self.too_large: Counter[str] = Counter()  # kind -> objects too large even compressed (quarantined)
@@ -31,6 +35,8 @@ class Counters:
             "duplicates": dict(self.duplicates),
             "duplicates_total": sum(self.duplicates.values()),
             "publish_retries": dict(self.publish_retries),
+            "superseded": dict(self.superseded),
+            "superseded_total": sum(self.superseded.values()),
             "quarantined": dict(self.quarantined),
             "compressed": dict(self.compressed),
             "too_large": dict(self.too_large),

@@ -29,8 +29,10 @@ log = logging.getLogger("kubus.ingest")
 
 
 def plan_relist(kind: str, known: Mapping[str, ObservedEvent], listed: Iterable[ObservedEvent],
-                origin: Origin) -> list[ObservedEvent]:
-    """The events that bring the bus from `known` (uid -> last event) to `listed` (ADDED events)."""
+                origin: Origin, list_rv: str = "") -> list[ObservedEvent]:
+    """The events that bring the bus from `known` (uid -> last event) to `listed` (ADDED events), listed at
+    `list_rv`. An object the bus knows at a version newer than the list's is no tombstone: another replica
+    published it after the list was taken (`known` is read after listing), and a deletion is final."""
     out: list[ObservedEvent] = []
     present: set[str] = set()
     for event in listed:
@@ -42,12 +44,19 @@ def plan_relist(kind: str, known: Mapping[str, ObservedEvent], listed: Iterable[
             # a quarantined object stays quarantined: its type says it cannot be decoded
             out.append(event if event.type == QUARANTINED else msgspec.structs.replace(event, type=RELISTED))
     for uid, last in known.items():
-        if uid not in present and not last.is_deletion:
+        if uid not in present and not last.is_deletion and not _newer_than(last.resource_version, list_rv):
             out.append(ObservedEvent(
                 kind=kind, type=DELETED_FINAL_STATE_UNKNOWN, namespace=last.namespace, name=last.name, uid=uid,
                 resource_version=last.resource_version, observed_at=origin.observed_at, ingest=origin.ingest,
                 object=last.object, error=last.error))
     return out
+
+
+def _newer_than(version: str, list_rv: str) -> bool:
+    """Whether `version` is newer than the list's; False when either is no integer (the list decides)."""
+    if not (version.isascii() and version.isdigit() and list_rv.isascii() and list_rv.isdigit()):
+        return False
+    return int(version) > int(list_rv)
 
 
 async def read_known(bus: Bus, kind: str, by: str = "ingest") -> dict[str, ObservedEvent]:

@@ -6,7 +6,9 @@
     ingest.counters()           # published events by kind and type, duplicates, relists, ...
 
 Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
-NATS does not answer; once running, losing either is waited out with backoff.
+NATS does not answer; once running, losing either is waited out with backoff. Before it publishes
+anything, ingest identifies the cluster and checks the streams are that cluster's (ingest/identity.py):
+if they are another's it stops with identity.ClusterMismatch, a start-up failure.
 
 Stream loss: checkpoints are good for the KUBUS_EVENTS they were recorded on. At start and every
 `stream_check_interval` ingest compares the stream's identity (its creation time) with the one recorded next to
@@ -25,17 +27,18 @@ from typing import Any
 from kubernetes.client import ApiClient
 from nats.aio.client import Client
 
-from ingest import tombstones, transport
+from ingest import identity, tombstones, transport
 from ingest.backoff import Backoff
 from ingest.checkpoints import Checkpoints, KvCheckpoints, MemoryCheckpoints
 from ingest.config import IngestConfig
 from ingest.counting import Counters
 from ingest.kinds import spec_of
 from ingest.publishing import OrderedPublisher
-from ingest.watching import KindWatcher
+from ingest.watching import KindWatcher, now
 from messages import subjects
 from runtime import failpoints, serving
-from runtime.bus import Bus, connected, events_info, identity, renew_state
+from runtime.bus import Bus, connected, events_info, jetstream, renew_state
+from runtime.bus import identity as stream_identity
 from runtime.deadletter import Halts
 from runtime.serving import Health
 
@@ -56,6 +59,7 @@ class Ingest:
         self._watchers: list[KindWatcher] = []
         self._nc: Client | None = None
         self.halts = Halts()  # kinds whose relist met an event of a newer kubus on the bus
+        self.cluster = ""  # the kube-system namespace's uid, once read
 
     def counters(self) -> dict[str, Any]:
         nats_reconnects = self._nc.stats["reconnects"] if self._nc is not None else 0
@@ -93,13 +97,16 @@ class Ingest:
         config = self.config
         self._nc = bus.nc
         checkpoints: Checkpoints | None = None
+        self.cluster = await self._identify(api, bus)  # before anything is published
         try:
             checkpoints = await self._open_checkpoints(bus)
             # one context for all kinds; each publisher bounds its own window below nats-py's limit
-            js = bus.nc.jetstream(publish_async_max_pending=config.window * len(self._specs) + 1)
+            js = jetstream(bus.nc, publish_async_max_pending=config.window * len(self._specs) + 1)
             for spec in self._specs:
-                publisher = OrderedPublisher(js, spec.kind, self._counters, window=config.window,
-                                             ack_timeout=config.ack_timeout, backoff=self._backoff())
+                publisher = OrderedPublisher(
+                    js, spec.kind, self._counters, stream=bus.stream(subjects.EVENTS_STREAM),
+                    subjects_filter=f"{bus.prefix}.events.*.{spec.kind}.*", window=config.window,
+                    ack_timeout=config.ack_timeout, backoff=self._backoff())
                 self._watchers.append(KindWatcher(
                     spec, bus=bus, publisher=publisher, call=transport.list_call(api, spec),
                     checkpoints=checkpoints, counters=self._counters, instance=config.instance,
@@ -118,13 +125,30 @@ class Ingest:
         finally:
             await self._shut_down(checkpoints)
 
+    async def _identify(self, api: ApiClient, bus: Bus) -> str:
+        """The cluster's uid, recorded in the streams or compared with their record (ingest/identity.py): raises
+        ClusterMismatch (a start-up failure: `kubus ingest` exits 2) when the streams are another cluster's."""
+        uid = await identity.cluster_uid(api, self._backoff())
+        backoff = self._backoff()
+        while True:
+            try:
+                await identity.claim(bus, uid, self.config.instance, now())
+                return uid
+            except identity.ClusterMismatch:
+                raise
+            except Exception as exc:  # NATS away or electing: try again
+                delay = backoff.next()
+                log.warning("recording the cluster's identity failed (%s: %s); retrying in %.1fs",
+                            type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
+
     # --- stream loss ----------------------------------------------------------------------------------
     async def _settle_stream(self, bus: Bus, checkpoints: Checkpoints) -> str | None:
         """Which stream each kind must be listed into, before the watchers start: KUBUS_EVENTS as it is. When the
         checkpoints were recorded on another one, every kind relists (the checkpoints say nothing of this one).
         Returns the identity recorded next to the checkpoints."""
         info = await events_info(bus)
-        current = identity(info)
+        current = stream_identity(info)
         recorded = await checkpoints.stream_identity()
         if recorded is not None and recorded != current:
             self._reset(bus, f"created anew: ingest's checkpoints refer to the stream created {recorded}, it is now "
@@ -150,7 +174,7 @@ class Ingest:
                 w.wanted == recorded for w in self._watchers) else min(self.config.stream_check_interval, 0.5))
             try:
                 info = await events_info(bus)
-                current, last = identity(info), info.state.last_seq
+                current, last = stream_identity(info), info.state.last_seq
                 stored = max((w.publisher.max_seq for w in self._watchers), default=0)
                 wanted = {w.wanted for w in self._watchers}
                 if wanted != {current} or last < stored:

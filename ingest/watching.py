@@ -38,7 +38,7 @@ from ingest.observing import (
     parse_line,
     parse_status,
 )
-from ingest.publishing import OrderedPublisher
+from ingest.publishing import OrderedPublisher, raise_if_cancelling
 from ingest.relisting import plan_relist, read_known
 from kube.times import format_micro_time
 from messages import subjects
@@ -104,6 +104,7 @@ class KindWatcher:
             self.listed = None
         while True:
             try:
+                raise_if_cancelling()
                 if self.listed != self.wanted:
                     self.cursor = None
                 if self.cursor is None:
@@ -127,6 +128,7 @@ class KindWatcher:
                     await asyncio.sleep(self._backoff.next())
                 self.cursor = None
             except Exception as exc:  # API or NATS trouble: everything handed over stays queued; retry
+                raise_if_cancelling()
                 delay = self._backoff.next()
                 self._counters.api_reconnects[self.kind] += 1
                 log.warning("%s: %s: %s; retrying in %.1fs", self.kind, type(exc).__name__,
@@ -157,11 +159,12 @@ class KindWatcher:
         origin = Origin(self._instance, now())
         rv, listed = await asyncio.to_thread(self._list, origin)
         known = await read_known(self._bus, self.kind, self._instance)
-        events = plan_relist(self.kind, known, listed, origin)
+        events = plan_relist(self.kind, known, listed, origin, rv)
         log.info("%s: listed %d objects at %s, the bus knew %d: publishing %d events", self.kind,
                  len(listed), rv, len(known), len(events))
         for event in events:
             await self._publish(event, position=None)
+        raise_if_cancelling()
         self.publisher.mark(rv)
         await self.publisher.drain()  # listed means stored: a reconciler waiting for the relist reads it next
         self.listed = into
@@ -197,12 +200,14 @@ class KindWatcher:
                     self._backoff.reset()
                     self._counters.watching[self.kind] = True
                 else:
+                    raise_if_cancelling()
                     origin = Origin(self._instance, now())
                     for line in batch:
                         await self._handle(line, origin)
                 if stream.idle():
                     # nothing else to send: let the acks arrive so the resume point catches up
                     await self.publisher.drain()
+                raise_if_cancelling()  # before waiting for the next batch, which may be long in coming
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"watch: {exc.reason}") from None
@@ -254,7 +259,8 @@ class KindWatcher:
             log.error("quarantined %s: %s", self.kind, too_large)
         elif is_compressed(payload):
             self._counters.compressed[self.kind] += 1
-        await self.publisher.publish(subject, event.msg_id, event.type, payload, position)
+        await self.publisher.publish(subject, event.msg_id, event.type, payload, position,
+                                     event.resource_version)
 
 
 def _short(exc: BaseException) -> str:

@@ -62,7 +62,8 @@ def add_sim_arguments(p: argparse.ArgumentParser, *, kubeconfig: bool = True) ->
                    help="how often watches that allow bookmarks get one (default 60)")
     g.add_argument("--fault", action="append", default=[], metavar="RESOURCE:VERB:FRACTION:FAULT",
                    help=f"inject faults, e.g. pods:create:0.2:500 ({', '.join(FAULTS)})")
-    g.add_argument("--seed", type=int, default=None, help="seed for generated names, uids and faults")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed for generated names, uids and faults (not kube-system's uid: it identifies the instance)")
     g.add_argument("--authz", choices=["rbac"], default=None,
                    help="authenticate every API request (anonymous ones get 401) and authorize it with RBAC; "
                         "the kubeconfig gets an admin token (group system:masters), and ServiceAccounts, "

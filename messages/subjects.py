@@ -10,6 +10,7 @@ every reconciler reads.
     kubus.actions.<partition>                 commands for executors      stream KUBUS_ACTIONS
     kubus.results.<partition>                 what the executors did      stream KUBUS_RESULTS
     kubus.dead.<origin>                       messages nobody could use   stream KUBUS_DEAD
+    kubus.cluster                             whose cluster the streams are (kube-system's uid)  stream KUBUS_STATE
 
 KUBUS_STATE is sourced from KUBUS_EVENTS by the server with a subject transform and keeps one
 message per subject, so it is the compacted current state a reconciler bootstraps from.
@@ -46,6 +47,12 @@ def event_subject(partition: str, kind: str, uid: str, prefix: str = PREFIX) -> 
 
 def events_filter(partition: str, prefix: str = PREFIX) -> str:
     return f"{prefix}.events.{partition}.>"
+
+
+def cluster_subject(prefix: str = PREFIX) -> str:
+    """Where ingest records the cluster the streams belong to: a subject of KUBUS_STATE's own, outside
+    `<prefix>.state.>`, so no reader of the objects' states meets it."""
+    return f"{prefix}.cluster"
 
 
 def action_subject(partition: str, prefix: str = PREFIX) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.errors import NotFoundError
 
 from messages import codec, subjects
@@ -62,14 +62,17 @@ async def wait_for_state(bus: Bus, timeout: float = STATE_WAIT) -> int:
 async def _copied_to(js: JetStreamContext, state: str, prefix: str) -> int:
     """The KUBUS_EVENTS sequence of the newest message KUBUS_STATE holds (0: none). The state keeps one
     message per object, so the newest one seen by stream_info may be superseded (deleted) by the time it is
-    asked for: ask for the first message at or after it, which is the newest then or a newer one."""
+    asked for: ask for the first message at or after it, which is the newest then or a newer one. The newest
+    message may also be the cluster's identity (on a subject of its own, not `<prefix>.state.>`): then the
+    newest object state is before it."""
     last = (await js.stream_info(state)).state.last_seq
     if not last:
         return 0
     try:
         msg = await js.get_msg(state, last, subject=f"{prefix}.state.>", next=True)
-    except NotFoundError:  # every message from `last` on is gone: the stream was purged meanwhile
-        return 0
+    except NotFoundError:  # no object's state from `last` on: the identity is newest, or the stream was purged
+        newest = await _newest_state(js, state, prefix)
+        return 0 if newest is None else source_seq(newest.headers)
     return source_seq(msg.headers)
 
 
@@ -94,6 +97,13 @@ class Unusable:
     error: codec.BadMessage
 
 
+async def _newest_state(js: JetStreamContext, state: str, prefix: str) -> RawStreamMsg | None:
+    try:
+        return await js.get_last_msg(state, f"{prefix}.state.>")
+    except NotFoundError:  # no object's state (yet, or the stream was purged)
+        return None
+
+
 @dataclass(frozen=True)
 class Bootstrapped:
     loaded: int  # objects folded into the cache
@@ -110,9 +120,8 @@ async def bootstrap(bus: Bus, cache: Cache, reads: Callable[[int], bool]) -> Boo
     build its cache until it is upgraded."""
     consistent = await wait_for_state(bus)
     stream = bus.stream(subjects.STATE_STREAM)
-    info = await bus.js.stream_info(stream)
-    if not info.state.messages:
-        return Bootstrapped(0, 0, 0)
+    if await _newest_state(bus.js, stream, bus.prefix) is None:
+        return Bootstrapped(0, 0, 0)  # (the stream may hold the cluster's identity: no object's state)
     loaded = newest = 0
     unusable: list[Unusable] = []
     done = asyncio.Event()

@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import logging
 import ssl
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
@@ -492,13 +494,15 @@ def wanted(prefix: str, partitions: int, history_max_age: float, settings: Strea
             duplicate_window=EVENTS_DUPLICATE_WINDOW, metadata={PARTITIONS_KEY: str(partitions)},
             description="every watch event ingest published: the history replay reads"),
         stream(
-            name=subjects.stream_name(subjects.STATE_STREAM, prefix), retention=RetentionPolicy.LIMITS,
+            name=subjects.stream_name(subjects.STATE_STREAM, prefix), subjects=[subjects.cluster_subject(prefix)],
+            retention=RetentionPolicy.LIMITS,
             # one message per object: bounded by the cluster's size, never by bytes (a byte limit would drop
             # the state of objects that still exist)
             max_msgs_per_subject=1, max_bytes=-1, discard=DiscardPolicy.OLD,
             sources=[StreamSource(name=events, subject_transforms=[
                 SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
-            description="the last event of every object: what a reconciler bootstraps from"),
+            description="the last event of every object: what a reconciler bootstraps from; and the cluster's "
+                        "identity"),
         stream(
             name=subjects.stream_name(subjects.ACTIONS_STREAM, prefix), subjects=[f"{prefix}.actions.>"],
             retention=RetentionPolicy.WORK_QUEUE, max_bytes=ACTIONS_MAX_BYTES, discard=DiscardPolicy.NEW,
@@ -560,6 +564,8 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
             info = await _info(js, want.name)
             if info is None:
                 raise StreamError(f"stream {want.name} was reported created and is not there") from None
+    if await _add_identity_subject(js, want, info.config):
+        info = await js.stream_info(want.name)
     problems = incompatibilities(want, info.config)
     if problems:
         raise StreamError(f"stream {want.name} does not fit kubus: {'; '.join(problems)}; {FIX}")
@@ -568,6 +574,32 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
         # the operator's (or an earlier start's) choice stands: kubus never rewrites a stream
         log.info("stream %s keeps its %s replicas (--stream-replicas %d applies to streams kubus creates)",
                  want.name, have.num_replicas, settings.replicas)
+
+
+async def _add_identity_subject(js: JetStreamContext, want: StreamConfig, have: StreamConfig) -> bool:
+    """KUBUS_STATE made by a kubus before issue 15 has no subject of its own; the cluster's identity needs one
+    (`<prefix>.cluster`). This one change kubus makes to an existing stream, once: it adds what only kubus
+    uses and touches nothing else, through the server's own view of the configuration (nats-py's
+    StreamConfig would drop fields it does not know). Returns whether it changed the stream."""
+    if have.subjects or not want.sources or not want.subjects:
+        return False
+    if incompatibilities(replace(want, subjects=None), have):
+        return False  # another problem: say so rather than change anything
+    api = f"$JS.API.STREAM.%s.{want.name}"
+    answer = json.loads((await js._nc.request(api % "INFO", b"", timeout=5)).data)
+    if "error" in answer:
+        raise StreamError(f"cannot read stream {want.name}: {answer['error'].get('description', answer['error'])}")
+    config = answer["config"]
+    if config.get("subjects"):
+        return False  # another service added it meanwhile
+    config["subjects"] = list(want.subjects)
+    answer = json.loads((await js._nc.request(api % "UPDATE", json.dumps(config).encode(), timeout=5)).data)
+    if "error" in answer:
+        raise StreamError(f"cannot add subject {want.subjects[0]} to stream {want.name} (the cluster's identity): "
+                          f"{answer['error'].get('description', answer['error'])}; {FIX}")
+    log.info("stream %s: added its subject %s, where ingest records the cluster's identity", want.name,
+             want.subjects[0])
+    return True
 
 
 def incompatibilities(want: StreamConfig, have: StreamConfig) -> list[str]:
@@ -623,6 +655,30 @@ def _no_responders(exc: Exception) -> bool:
 
 def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+class JetStream(JetStreamContext):
+    """A JetStreamContext whose publish_async futures fail when JetStream answers an error.
+
+    nats-py (2.16) builds the error of an async publish's answer with `APIError.from_error`, which raises
+    instead of returning: the exception ends its reply callback, and the future is never resolved (its
+    caller waits out its own timeout, and the publish slot is held until then). Here the error fails the
+    future, as it fails a synchronous publish."""
+
+    async def _handle_async_reply(self, msg: Msg) -> None:
+        try:
+            await super()._handle_async_reply(msg)
+        except APIError as exc:
+            # the token, as nats-py cuts it out of the reply subject
+            token = msg.subject[len(self._nc._inbox_prefix) + 22 + 2:]
+            future = self._publish_async_futures.get(token)
+            if future is not None and not future.done():
+                future.set_exception(exc)
+
+
+def jetstream(nc: Client, **options: Any) -> JetStreamContext:
+    """nc.jetstream(**options), with async publishes that fail on JetStream's errors (JetStream above)."""
+    return JetStream(nc, **options)
 
 
 ACK_WAIT = 5.0  # seconds an async publish's ack may take before the message is published again

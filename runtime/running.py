@@ -11,7 +11,9 @@ SIGUSR1 logs what every task waits on, and the service runs on.
 
 Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
 cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
-was missing at start (NATS, the database) or a stream does not fit what kubus needs (runtime/bus.py).
+was missing at start (NATS, the database), a stream does not fit what kubus needs (runtime/bus.py), or a
+part refused its start-up input with a StartupError (ingest: the streams are another cluster's; the other
+parts are stopped cleanly first).
 Either failure is one line on stderr: `kubus <command>: <what failed and how to fix it>`.
 """
 
@@ -108,6 +110,7 @@ async def _serve(command: str, options: Options, build: Build) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     failures: list[str] = []
+    startup: StartupError | None = None
     async with contextlib.AsyncExitStack() as stack:
         options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
         nats_url = options.nats_url
@@ -144,7 +147,9 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for task, result in zip(tasks, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            if isinstance(result, StartupError):  # a part found its start-up input wrong (ingest: another cluster)
+                startup = startup or result
+            elif isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 failures.append(f"{task.get_name()} stopped: {_reason(result)}")
                 log.debug("%s stopped", task.get_name(), exc_info=result)
             elif task in ended:
@@ -153,6 +158,8 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             log.error("%s", failure)
         stopper.cancel()
         log.info("stopped")
+    if startup is not None:
+        raise startup
     if failures:
         raise ServiceFailed("; ".join(failures))
 

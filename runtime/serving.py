@@ -78,6 +78,8 @@ def _ingest_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
     yield events
     for name, key, helptext in (
             ("kubus_ingest_duplicates_total", "duplicates", "Publishes JetStream dropped as duplicates"),
+            ("kubus_ingest_superseded_total", "superseded",
+             "Events not published: the stream already held a newer state of the object, or its deletion"),
             ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode, or were too large"),
             ("kubus_ingest_compressed_total", "compressed", "Events published compressed: over max_payload"),
             ("kubus_ingest_too_large_total", "too_large", "Objects too large for max_payload even compressed"),

@@ -22,6 +22,7 @@ import base64
 import contextlib
 import logging
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +50,7 @@ from sim.unvalidated import create_unvalidated
 log = logging.getLogger("kubus.sim")
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+CLUSTER_NAMESPACE = "kube-system"
 
 
 @dataclass
@@ -95,7 +97,10 @@ class SimCluster:
 
     def _seed(self) -> None:
         for ns in SYSTEM_NAMESPACES:
-            self.registry.create(R.NAMESPACES, "", {"metadata": {"name": ns}})
+            # kube-system's uid is the cluster's identity (kubus ingest records it in the streams): every sim is a
+            # cluster of its own, even two started with the same --seed
+            uid = str(uuid.uuid4()) if ns == CLUSTER_NAMESPACE else None
+            self.registry.create(R.NAMESPACES, "", {"metadata": {"name": ns}}, uid=uid)
         now = format_time(self.registry.clock())
         for i, spec in enumerate(self.config.nodes):
             self.registry.create(R.NODES, "", node_object(spec, i, now))

@@ -115,9 +115,10 @@ class Registry:
 
     # --- create ---------------------------------------------------------------------------------
     def create(self, resource: ApiResource, namespace: str, obj: dict[str, Any],
-               decoding: Decoding | None = None, *, validate: bool = True) -> Entry:
+               decoding: Decoding | None = None, *, validate: bool = True, uid: str | None = None) -> Entry:
         """A create as kube-apiserver's registry does it. ``validate=False`` skips only the kind's
-        validation (sim.unvalidated: an object written before validation tightened)."""
+        validation (sim.unvalidated: an object written before validation tightened); ``uid`` is the sim's own
+        choice of uid for an object it seeds (the seeded generator is drawn from all the same)."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
@@ -150,7 +151,8 @@ class Registry:
         self._check_namespace(resource, namespace, name)
         if self.store.get(resource, namespace if resource.namespaced else "", name) is not None:
             raise errors.already_exists(resource, name)
-        meta["uid"] = self.new_uid()
+        generated = self.new_uid()
+        meta["uid"] = uid or generated
         meta["creationTimestamp"] = self.now()
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
             meta.pop(key, None)

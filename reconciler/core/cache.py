@@ -9,12 +9,38 @@ and then replay the history after its last committed position without ever going
 Such an event still comes back as a `replayed` change: the controllers' expectations must observe
 the creations and deletions that happened after their last commit, even though the cache already
 shows them.
+
+An object never moves backwards, whatever order ingest replicas published its events in (issue 15:
+a replica cut off from NATS for longer than the duplicate window publishes its stale events after
+the other's newer ones, and the stream takes them). Two rules, both on what the events carry:
+
+- resourceVersions: an update whose resourceVersion is not newer than the cached object's is stale
+  and ignored; so is a relist's tombstone (DELETED_FINAL_STATE_UNKNOWN) older than the cached object
+  (planned from an outdated view: the object changed after the list). A watch's DELETED is always
+  taken: it is the object's last event, and carries the deletion's own resourceVersion. Versions
+  are compared as integers, as kube-apiserver issues them (etcd revisions):
+  upstream's informers never compare them, but they never see two writers either. When either does
+  not parse as an integer the stream's order decides, as it always did.
+- a deletion (DELETED or DELETED_FINAL_STATE_UNKNOWN) is final for its uid: a later event of that
+  uid is ignored (a uid is never reused). The cache remembers a deleted uid, with the sequence of
+  its deletion, for DELETED_MEMORY of event time after it (measured on the deletions' own
+  `observed_at`, so a replay forgets exactly when the live loop did). That is far longer than the
+  duplicate window (120 s) plus any lag of an ingest replica that still delivers, and it bounds the
+  memory by the deletions of the last hour instead of every uid ever seen. Forgetting is safe in
+  both directions: a replay of the history that comes back to a forgotten uid (a bootstrap, then the
+  events after the last commit) brings its whole history in order, its deletion included; and a
+  stale publish that late is refused by ingest in the first place (ingest/publishing.py publishes
+  with the subject's expected last sequence).
+
+An ignored event changes nothing and reaches no handler (expectations included: the event it repeats,
+or the deletion that ended the object, was observed when it came); `stale` counts them.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import msgspec
@@ -24,6 +50,7 @@ from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.core import Node, Pod
 from kube.ownership import get_controller_of
 from kube.pods import PodFacts, pod_facts
+from kube.times import parse_time
 from messages.observed import DELETED, DELETED_FINAL_STATE_UNKNOWN, QUARANTINED, ObservedEvent
 
 MODELS: dict[str, type[Any]] = {
@@ -32,6 +59,8 @@ MODELS: dict[str, type[Any]] = {
 }
 _DELETIONS = (DELETED, DELETED_FINAL_STATE_UNKNOWN)  # ObservedEvent.is_deletion
 LABEL_SETS = 10_000  # label sets Cache._shared_labels remembers
+# how long (in the deletions' own observed_at) a deleted uid is remembered as final: see the module's docstring
+DELETED_MEMORY = timedelta(hours=1)
 
 
 class Change(NamedTuple):
@@ -52,7 +81,13 @@ class Change(NamedTuple):
 @dataclass
 class Cache:
     objects: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    seqs: dict[str, int] = field(default_factory=dict)  # uid -> stream seq of the event it reflects
+    seqs: dict[str, int] = field(default_factory=dict)  # uid -> stream seq of the event it reflects (live objects)
+    # deleted uid -> the stream seq of its deletion: final for that uid (see the module's docstring)
+    deleted: dict[str, int] = field(default_factory=dict)
+    # (forget at, uid, seq) in the order the deletions came: what `deleted` forgets first
+    deleted_expiry: deque[tuple[datetime, str, int]] = field(default_factory=deque)
+    deleted_clock: datetime = datetime.min  # the newest deletion's observed_at, naive UTC (min: none yet)
+    deleted_clock_text: str = ""  # the last deletion's observed_at as it came
     by_namespace: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     by_name: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (kind, ns, name) -> uid
     # (kind, namespace, controller uid) -> uids: owner references never cross namespaces
@@ -66,6 +101,7 @@ class Cache:
     # one dict for each set of pod labels seen (a ReplicaSet's thousands of pods share a few), see _shared_labels
     label_sets: dict[frozenset[tuple[str, str]], dict[str, str]] = field(default_factory=dict)
     quarantined: int = 0
+    stale: int = 0  # events ignored because the object already had a newer state, or was deleted
 
     def get(self, kind: str, uid: str) -> Any:
         return self.objects[kind].get(uid)
@@ -116,18 +152,28 @@ class Cache:
             return None
         if event.kind not in MODELS:
             return None
-        if seq <= self.seqs.get(uid, 0):
+        deleted_at = self.deleted.get(uid)
+        if seq <= (self.seqs.get(uid, 0) if deleted_at is None else deleted_at):
             # the cache already reflects this or a later state of the object
             obj = decode_object(event)
             old, new = (obj, None) if type_ in _DELETIONS else (None, obj)
             return Change(event.kind, event.namespace, event.name, uid, old, new, type_, True)
+        if deleted_at is not None:
+            self.stale += 1  # a later event of a deleted uid: a deletion is final
+            return None
         kind = event.kind
         table = self.objects[kind]
         old = table.get(uid)
+        if old is not None and type_ != DELETED and _older(event, old, type_ == DELETED_FINAL_STATE_UNKNOWN):
+            self.stale += 1
+            return None
         if type_ in _DELETIONS:
             if old is not None:
                 self._unindex(kind, uid, old)
-            self.seqs[uid] = seq
+            self._forget_deleted(event.observed_at)
+            self.seqs.pop(uid, None)
+            self.deleted[uid] = seq
+            self.deleted_expiry.append((self.deleted_clock + DELETED_MEMORY, uid, seq))
             table.pop(uid, None)
             final = old if old is not None else _decode_final_state(event) if final_state else None
             return Change(kind, event.namespace, event.name, uid, final, None, type_)
@@ -146,6 +192,23 @@ class Cache:
         else:
             self._reindex(kind, uid, old, new)
         return Change(kind, event.namespace, event.name, uid, old, new, type_)
+
+    def _forget_deleted(self, observed_at: str) -> None:
+        """Moves the deletions' clock to `observed_at` (never back; an unreadable time leaves it) and forgets
+        the deleted uids remembered for longer than DELETED_MEMORY on it."""
+        if observed_at != self.deleted_clock_text:  # a watch batch's events share one observed_at: parse it once
+            self.deleted_clock_text = observed_at
+            try:
+                moment = parse_time(observed_at).replace(tzinfo=None)
+            except ValueError:
+                moment = self.deleted_clock
+            if moment > self.deleted_clock:
+                self.deleted_clock = moment
+        expiry, deleted = self.deleted_expiry, self.deleted
+        while expiry and expiry[0][0] < self.deleted_clock:
+            _, uid, seq = expiry.popleft()
+            if deleted.get(uid) == seq:  # not a later deletion of a uid forgotten before
+                del deleted[uid]
 
     def _reindex(self, kind: str, uid: str, old: Any, new: Any) -> None:
         """_unindex(old) then _index(new), doing only what changes: most updates (a pod's status) keep the
@@ -229,6 +292,16 @@ class Cache:
                 self.label_sets.clear()
             shared = self.label_sets[key] = labels
         return shared
+
+
+def _older(event: ObservedEvent, cached: Any, tombstone: bool) -> bool:
+    """Whether `event` is older than the `cached` object of the same uid, by resourceVersion: an update must
+    be newer, a relist's tombstone at least as new (it carries the last version it knew). False
+    when either version is not an integer: the stream's order decides then."""
+    theirs, ours = event.resource_version, cached.metadata.resource_version
+    if not (theirs.isascii() and theirs.isdigit() and ours.isascii() and ours.isdigit()):
+        return False
+    return int(theirs) < int(ours) if tombstone else int(theirs) <= int(ours)
 
 
 def _decode_final_state(event: ObservedEvent) -> Any:

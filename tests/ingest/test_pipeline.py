@@ -152,7 +152,9 @@ async def test_two_replicas_side_by_side_publish_each_event_once(
     assert info.state.messages == len(events) == len({m.msg_id for m in events})
     a, b = first.counters(), second.counters()
     assert a["published_total"] + b["published_total"] == info.state.messages
-    assert a["duplicates_total"] + b["duplicates_total"] >= recorded
+    # the second copy of an event is refused as a duplicate, or (issue 15) because the stream already holds it and
+    # perhaps a newer state of the object: the replica published it with an older expected last sequence
+    assert a["duplicates_total"] + b["duplicates_total"] + a["superseded_total"] + b["superseded_total"] >= recorded
 
 
 async def test_restart_from_checkpoint_publishes_nothing_twice_and_misses_nothing(

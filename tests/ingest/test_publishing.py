@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from nats.errors import MaxPayloadError
 from nats.js.api import PubAck
+from nats.js.errors import ServiceUnavailableError, TooManyStalledMsgsError
 
 from ingest.backoff import Backoff
 from ingest.counting import Counters
@@ -22,6 +23,7 @@ class ScriptedJetStream:
         self.resent: list[str] = []
         self.stored: set[str] = set()
         self.failing_resends = 0
+        self.refusals: list[Exception] = []  # what the next resends are answered with, before one succeeds
         self.refuse_next_send: Exception | None = None
         self.too_large: set[str] = set()  # msg ids NATS refuses for their size, every time
 
@@ -41,6 +43,8 @@ class ScriptedJetStream:
         if self.failing_resends:
             self.failing_resends -= 1
             raise TimeoutError("nats: timeout")
+        if self.refusals:
+            raise self.refusals.pop(0)
         duplicate = msg_id in self.stored
         self.stored.add(msg_id)
         return PubAck(stream="S", seq=len(self.stored), duplicate=duplicate or None)
@@ -147,6 +151,38 @@ async def test_a_send_refused_outright_is_resent(js: ScriptedJetStream, counters
     js.refuse_next_send = ConnectionError("nats: connection closed")
     await send(pub, "a", position="1")
     assert js.resent == ["a"] and pub.acked_position == "1"
+
+
+async def test_a_resend_jetstream_refuses_for_another_reason_is_retried(
+        js: ScriptedJetStream, counters: Counters) -> None:
+    """Only a wrong last sequence is decided on the subject's last message; JetStream's other refusals (a stream
+    electing its leader) are waited out, as NATS away is."""
+    pub = publisher(js, counters)
+    js.refusals = [ServiceUnavailableError(code=503, err_code=10008, description="JetStream system temporarily "
+                                                                               "unavailable")]
+    js.refuse_next_send = ConnectionError("nats: connection closed")
+    await send(pub, "a", position="1")
+    await pub.drain()
+    assert js.resent == ["a", "a"] and pub.acked_position == "1"
+    assert counters.publish_retries["Pod"] == 1
+
+
+async def test_a_cancellation_nats_py_turns_into_its_own_error_still_cancels(counters: Counters) -> None:
+    """nats-py's publish_async answers a cancellation while it waits for a slot with TooManyStalledMsgsError; the
+    publisher must not take that for NATS trouble and go on (a stopping ingest waited for its watcher for ever)."""
+    class Stalled(ScriptedJetStream):
+        async def publish_async(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
+            try:
+                await asyncio.get_running_loop().create_future()  # no slot comes
+            except asyncio.CancelledError:
+                raise TooManyStalledMsgsError from None
+
+    pub = publisher(Stalled(), counters)
+    sending = asyncio.create_task(send(pub, "a", position="1"))
+    await run_pending()
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(sending, 5)
 
 
 async def test_a_mark_is_reached_once_everything_before_it_is_acked(

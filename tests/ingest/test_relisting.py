@@ -45,6 +45,20 @@ def test_plan_relist(known: list[ObservedEvent], listed: list[ObservedEvent],
     assert [(e.type, e.uid, e.resource_version) for e in planned] == expected
 
 
+@pytest.mark.parametrize(("known_rv", "list_rv", "tombstone"), [
+    pytest.param("5", "7", True, id="known-before-the-list"),
+    pytest.param("7", "7", True, id="known-at-the-list"),
+    pytest.param("8", "7", False, id="published-after-the-list"),
+    pytest.param("8", "", True, id="no-list-version"),
+    pytest.param("x", "7", True, id="unparsable-version"),
+])
+def test_no_tombstone_for_an_object_newer_than_the_list(known_rv: str, list_rv: str, tombstone: bool) -> None:
+    """Another replica published an object created after this replica's list: the list cannot say it is gone,
+    and a tombstone would be final (issue 15)."""
+    planned = plan_relist("Pod", {"a": ev("a", known_rv)}, [], ORIGIN, list_rv)
+    assert [(e.type, e.uid) for e in planned] == ([(DELETED_FINAL_STATE_UNKNOWN, "a")] if tombstone else [])
+
+
 def test_a_tombstone_carries_the_last_known_state() -> None:
     last = ev("a", "5", MODIFIED, body=b'{"metadata":{"name":"pod-a"},"spec":{"nodeName":"n1"}}')
     [tombstone] = plan_relist("Pod", {"a": last}, [], ORIGIN)
