@@ -90,14 +90,17 @@ def _calls() -> set[tuple[str, str, str, str]]:
 
 
 def _granted(role: dict[str, Any]) -> set[Grant]:
+    """(group, resource, verb) per grant; a rule limited to resourceNames grants `resource[name]`."""
     grants = set()
     for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, f"{role['metadata']['name']}: {rule}"
+        assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, \
+            f"{role['metadata']['name']}: {rule}"
         for group in rule["apiGroups"]:
             for res in rule["resources"]:
                 for verb in rule["verbs"]:
                     assert "*" not in (group, res, verb), f"{role['metadata']['name']} has a wildcard: {rule}"
-                    grants.add((group, res, verb))
+                    for name in rule.get("resourceNames") or [None]:
+                        grants.add((group, res if name is None else f"{res}[{name}]", verb))
     return grants
 
 
@@ -131,12 +134,14 @@ def test_the_executor_role_grants_exactly_its_calls(rbac: list[dict[str, Any]]) 
                               f"called but not granted: {sorted(needed - granted)}"
 
 
-def test_the_ingest_role_lists_and_watches_what_ingest_watches_and_nothing_else(rbac: list[dict[str, Any]]) -> None:
+def test_the_ingest_role_lists_and_watches_its_kinds_and_reads_kube_system(rbac: list[dict[str, Any]]) -> None:
     groups = {"CoreV1Api": "", "AppsV1Api": "apps"}
     needed = {(groups[spec.api], f"{spec.kind.lower()}s", verb) for spec in INGEST_KINDS.values()
               for verb in ("list", "watch")}
     assert all(spec.list_call.startswith("list_") for spec in INGEST_KINDS.values())
-    assert _granted(one(rbac, "ClusterRole", "kubus-ingest")) == needed
+    # and one namespace read: the cluster's identity, kube-system's uid (ingest/identity.py)
+    identity = ("", "namespaces[kube-system]", "get")
+    assert _granted(one(rbac, "ClusterRole", "kubus-ingest")) == needed | {identity}
 
 
 def test_each_role_is_bound_to_its_service_and_the_reconciler_to_nothing(rbac: list[dict[str, Any]]) -> None:
@@ -171,9 +176,10 @@ def test_the_roles_are_within_upstreams_controller_roles() -> None:
     ours = set()
     for role in ("kubus-ingest", "kubus-executor"):
         ours |= _granted(one(render(RBAC), "ClusterRole", role))
-    # one exception: the executor's GET of a pod whose create found the name taken (upstream's controllers read it
-    # from their informer's cache instead)
-    assert ours - upstream == {("", "pods", "get")}
+    # two exceptions: the executor's GET of a pod whose create found the name taken (upstream's controllers read it
+    # from their informer's cache instead), and ingest's read of kube-system, the cluster's identity
+    # (ingest/identity.py)
+    assert ours - upstream == {("", "pods", "get"), ("", "namespaces[kube-system]", "get")}
 
 
 def test_the_manifests_say_where_the_roles_come_from() -> None:
