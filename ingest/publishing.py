@@ -384,6 +384,16 @@ class OrderedPublisher:
         if known is None or known.seq <= ack.seq:
             self._stored[entry.subject] = Stored(ack.seq, entry.resource_version, entry.event_type, entry.msg_id)
 
+    def forget(self) -> None:
+        """Forgets what this publisher knows of the stream: it was created anew (stream loss), and the sequences
+        and versions it remembers are the old stream's. Called between a drain and a relist into the new stream,
+        in the task that publishes, so that no ack of the old stream arrives after it: a relisted object at the
+        version stored in the old stream would otherwise be dropped as stale and never reach the new one."""
+        assert not self._pending, "forget() with messages in flight"
+        self._stored.clear()
+        self._preloaded = False
+        self.max_seq = 0
+
     def _advance(self, position: str) -> None:
         self.acked_position = position
         self._counters.last_rv[self.kind] = position

@@ -184,8 +184,8 @@ class Ingest:
                     self._reset(bus, why)
                     await renew_state(bus)
                     for watcher in self._watchers:
-                        watcher.publisher.max_seq = 0
-                        watcher.relist_into(current)
+                        watcher.publisher.max_seq = 0  # (its publisher forgets the rest of the old stream before
+                        watcher.relist_into(current)   # it relists: ingest/watching.py)
                 elif recorded != current and all(w.listed == current for w in self._watchers):
                     await checkpoints.save_stream_identity(bus.stream(subjects.EVENTS_STREAM), current)
                     if recorded is not None:

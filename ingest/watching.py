@@ -156,6 +156,8 @@ class KindWatcher:
         # what this process sent must be on the bus before the bus is compared with the list
         await self.publisher.drain()
         into = self.wanted
+        if into != self.listed:
+            self.publisher.forget()  # a new stream: what the publisher knows of the old one does not hold in it
         origin = Origin(self._instance, now())
         rv, listed = await asyncio.to_thread(self._list, origin)
         known = await read_known(self._bus, self.kind, self._instance)

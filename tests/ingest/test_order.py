@@ -195,3 +195,20 @@ async def test_a_replica_back_after_the_duplicate_window_brings_no_deleted_pod_b
         assert counters.published == {}
     finally:
         await ingest.stop()
+
+
+async def test_a_publisher_that_forgot_a_recreated_stream_publishes_the_same_versions_into_it(
+        bus: Bus, js: JetStreamContext, prefix: str) -> None:
+    """KUBUS_EVENTS deleted and created anew (stream loss): the relist publishes every object again, at the version
+    the publisher already stored in the old stream. Its memory of the old stream must not call them stale."""
+    counters = Counters()
+    pub = replica(bus, counters)
+    await send(pub, bus, event(ADDED, "5"))
+    await send(pub, bus, event(MODIFIED, "6"))
+    await js.delete_stream(bus.stream(subjects.EVENTS_STREAM))
+    await ensure_streams(bus.nc, prefix=prefix, partitions=4)
+    pub.forget()  # what ingest does before relisting into the new stream
+    assert pub.max_seq == 0
+    await send(pub, bus, event(ADDED, "6"))
+    assert await history(js, prefix) == [(ADDED, "6")]
+    assert counters.superseded["Pod"] == 0
