@@ -186,14 +186,18 @@ class Ingest:
                     for watcher in self._watchers:
                         watcher.publisher.max_seq = 0  # (its publisher forgets the rest of the old stream before
                         watcher.relist_into(current)   # it relists: ingest/watching.py)
-                elif recorded != current and all(w.listed == current for w in self._watchers):
+                    continue
+                # the cluster's record, in every round: a KUBUS_STATE rebuilt for a new KUBUS_EVENTS (here, or by a
+                # reconciler that saw the reset, even just after this ingest recorded it) lost it
+                await identity.claim(bus, self.cluster, self.config.instance, now())
+                if recorded != current and all(w.listed == current for w in self._watchers):
                     await checkpoints.save_stream_identity(bus.stream(subjects.EVENTS_STREAM), current)
                     if recorded is not None:
                         log.info("relisted every kind into stream %s created %s",
                                  bus.stream(subjects.EVENTS_STREAM), current)
                     recorded = current
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, identity.ClusterMismatch):
+                raise  # (another cluster's ingest recorded itself in a rebuilt KUBUS_STATE first: stop, loudly)
             except Exception as exc:  # NATS or the store away, the stream being re-created: the next round
                 log.debug("stream check skipped: %s: %s", type(exc).__name__, exc)
 

@@ -93,6 +93,8 @@ def test_a_recreated_events_stream_is_a_loud_rebootstrap_that_converges(pipeline
     assert identities == [(created,), (created,)]
     # the audit trail's events of the old stream moved below 1: the new stream's own are all recorded
     assert p.sql("SELECT count(*) FROM observed_events WHERE stream_seq > 0 AND namespace = 'after'")[0][0] > 0
+    # KUBUS_STATE, rebuilt for the new stream, records the cluster again: another cluster's ingest is still refused
+    assert last_on(p, subjects.STATE_STREAM, subjects.cluster_subject(p.prefix)) is not None
 
 
 def state_subject(p: Pipeline, pod: dict[str, Any]) -> str:
