@@ -188,7 +188,8 @@ class Engine:
         self.cache = cache
         self.state = batch.start(batch.Loaded(
             stored=self.store.load_now(), partition_count=count, partitions=owned,
-            settings=Settings.from_start_state(state), newest=tick.last_seq or 0, consistent=(tick.first_seq or 1) - 1,
+            settings=Settings.from_start_state(state), newest=tick.last_seq or 0,
+            consistent=int((state or {}).get("consistent", (tick.first_seq or 1) - 1)),
             instance=tick.instance, at=tick.at), cache)
         # the positions its first commit recorded are the start's record (a history recorded before they were
         # recorded has none)

@@ -226,12 +226,14 @@ async def bundles(ticks: AsyncIterator[Recorded], events: EventReader) -> AsyncI
         if tick.kind == START:
             top = tick.last_seq or 0
             messages = await events.state_at(top) if top else []
+            state = tick.state or {}
             if emitted is None:
-                positions = (tick.state or {}).get("positions") or {}
+                positions = state.get("positions") or {}
                 emitted = max((int(s) for s in positions.values()), default=0)
-            elif tick.partitions is not None:
-                # a split reconciler's new set of partitions: it re-reads from the lowest position among them,
-                # and what it took over was read before by another process, not by this one
+            if tick.partitions is not None or "consistent" in state:
+                # a split reconciler's new set of partitions: it re-reads from the lowest position among them, and
+                # what it took over was read before by another process, not by this one; a start whose bootstrap
+                # lagged behind its positions re-reads from what the bootstrap reflects, to catch its cache up
                 emitted = min(emitted, (tick.first_seq or 1) - 1)
             yield Bundle(tick, messages, [], recorded.decisions)
             continue

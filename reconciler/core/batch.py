@@ -82,6 +82,7 @@ class State:
     partitions: list[int] | None  # the partitions it decides for, as its ticks record them (None: all)
     reads: frozenset[int] | None  # the partitions whose messages are ours: those and the cluster's (None: all)
     first_seq: int  # where the loop resumes KUBUS_EVENTS
+    consistent: int  # every event up to this sequence is reflected in the bootstrapped cache (Loaded.consistent)
     positions: dict[int, int]  # what the loop skips by: the store's positions it loaded, moved by its batches
     # positions of partitions it decides for that the store had none of, and the start's tick: both written by
     # the first commit (see stepping.start_positions)
@@ -180,6 +181,10 @@ def start(loaded: Loaded, cache: Cache) -> State:
     recorded = state_of(positions, expectations, backoff)
     recorded["partition_count"] = loaded.partition_count  # how a replay maps namespaces to partitions, as we did
     recorded.update(loaded.settings.start_state())  # the feature gates and resync period decided with
+    if positions and loaded.consistent < max(positions.values()):
+        # the bootstrap reflects less than the positions (its KUBUS_STATE copy lagged): the batches catch the
+        # cache up (stepping.select), and a replay must know from where
+        recorded["consistent"] = loaded.consistent
     if new_positions:
         recorded["new_positions"] = {str(p): s for p, s in sorted(new_positions.items())}
     partitions = None if owned is None else sorted(owned)
@@ -188,7 +193,8 @@ def start(loaded: Loaded, cache: Cache) -> State:
     return State(cache=cache, controllers=controllers, instance=loaded.instance,
                  partition_count=loaded.partition_count, prefix=loaded.prefix, epochs=dict(loaded.epochs),
                  partitions=partitions, reads=None if owned is None else owned | {stepping.CLUSTER_PARTITION},
-                 first_seq=first_seq, positions=dict(positions), new_positions=new_positions, start_tick=tick)
+                 first_seq=first_seq, consistent=loaded.consistent, positions=dict(positions),
+                 new_positions=new_positions, start_tick=tick)
 
 
 def run_batch(state: State, messages: Sequence[stepping.Message], results: list[ActionResult], now: datetime,
@@ -203,7 +209,10 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
     controllers = state.controllers
     if caught_up:
         catch_up(state)
-    batch = stepping.select(messages, state.positions, state.reads, state.partition_count)
+    batch = stepping.select(messages, state.positions, state.reads, state.partition_count, state.consistent)
+    # committed events the bootstrap missed (its KUBUS_STATE copy lagged): into the cache only, before the new ones
+    # (an object's events are all in one partition: each object's come in order)
+    stepping.fold(state.cache, batch.catch_up)
     # a batch that stopped before a message of a newer kubus consumed only what came before it: that is what
     # its tick records, and where the loop resumes once upgraded
     if batch.halted is not None:

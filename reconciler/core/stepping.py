@@ -18,6 +18,7 @@ is recorded per batch in `reconciler_ticks` (reconciler/core/ticks.py), which is
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -102,19 +103,26 @@ class Halt:
 class Batch:
     events: list[tuple[ObservedEvent, int]]
     last_seq: dict[int, int]  # partition -> the batch's last sequence there (skipped messages included)
+    # events up to their partition's committed position that the bootstrapped cache does not reflect (its
+    # KUBUS_STATE copy lagged): decided on before, so folded into the cache only (see start_positions)
+    catch_up: list[tuple[ObservedEvent, int]] = field(default_factory=list)
     unusable: list[Unusable] = field(default_factory=list)  # consumed (counted in last_seq), not applied
     halted: Halt | None = None  # the batch ends before this message: nothing from it on is consumed
     consumed: int = 0  # how many of the messages given the batch consumed (all of them unless halted)
 
 
 def select(messages: Sequence[Message], positions: Mapping[int, int],
-           partitions: Container[int] | None = None, partition_count: int | None = None) -> Batch:
+           partitions: Container[int] | None = None, partition_count: int | None = None,
+           consistent: int | None = None) -> Batch:
     """The batch's events to apply: those after their partition's committed position, decoded. An unusable one
     (a bad subject, codec.BadMessage) is returned in `unusable`; its sequence still counts as consumed. One of
     a newer schema version (codec.NewerSchema) ends the batch before it: `halted`, and neither it nor what
     follows is consumed. With `partitions` (a reconciler of a split deployment), messages of other partitions
-    are not this reconciler's: skipped and not counted."""
+    are not this reconciler's: skipped and not counted. With `consistent` (what the bootstrapped cache
+    reflects), a committed event after it is returned in `catch_up` (one that is unusable was dead-lettered
+    when it was first consumed: skipped)."""
     events: list[tuple[ObservedEvent, int]] = []
+    catch_up: list[tuple[ObservedEvent, int]] = []
     last_seq: dict[int, int] = {}
     unusable: list[Unusable] = []
     for index, (seq, subject, payload) in enumerate(messages):
@@ -122,8 +130,13 @@ def select(messages: Sequence[Message], positions: Mapping[int, int],
         if partitions is not None and partition not in partitions:
             continue
         if seq <= positions.get(partition, 0):
-            last_seq[partition] = seq
-            continue  # committed before a restart
+            last_seq[partition] = seq  # committed before a restart
+            if consistent is not None and seq > consistent and bad_subject is None:
+                # (an unusable one was dead-lettered; a newer one cannot have been committed: the loop halts before it)
+                with contextlib.suppress(codec.BadMessage, codec.NewerSchema):
+                    catch_up.append((payload if isinstance(payload, ObservedEvent)
+                                     else codec.decode_observed(payload), seq))
+            continue
         if bad_subject is not None:
             unusable.append(Unusable(seq, subject, bad_subject.reason, str(bad_subject)))
         elif isinstance(payload, ObservedEvent):
@@ -132,11 +145,11 @@ def select(messages: Sequence[Message], positions: Mapping[int, int],
             try:
                 events.append((codec.decode_observed(payload), seq))
             except codec.NewerSchema as exc:
-                return Batch(events, last_seq, unusable, Halt(seq, subject, str(exc)), index)
+                return Batch(events, last_seq, catch_up, unusable, Halt(seq, subject, str(exc)), index)
             except codec.BadMessage as exc:
                 unusable.append(Unusable(seq, subject, exc.reason, str(exc)))
         last_seq[partition] = seq
-    return Batch(events, last_seq, unusable, None, len(messages))
+    return Batch(events, last_seq, catch_up, unusable, None, len(messages))
 
 
 def fold(cache: Cache, events: Iterable[tuple[ObservedEvent, int]],
@@ -239,20 +252,19 @@ def start_positions(decided: Iterable[int], positions: Mapping[int, int], consis
 
     `positions` are the store's for what it reads (its partitions', when split); `decided` the partitions it
     decides for; `consistent` the sequence up to which its bootstrapped cache reflects every event. It resumes
-    after the lowest position. A partition it decides for with no position yet (nobody committed anything
-    for it, or a previous owner committed state for it in a batch without its events) resumes no later than
-    `consistent`, and the first commit records that position for it: the expectations and backoff that
-    commit writes stand for the events up to it, so a takeover after a crash replays from there and observes
-    what those expectations wait for (without the record it resumed after its own bootstrap, and an
-    expectation whose pod was created meanwhile waited out the 5-minute timeout).
+    after the lowest position, or after `consistent` when that is lower (KUBUS_STATE's copy lagged behind the
+    positions): the committed events between reach the cache (`select`'s catch_up). A partition it decides for
+    with no position yet (nobody committed anything for it, or a previous owner committed state for it in a
+    batch without its events) resumes no later than `consistent`, and the first commit records that position for
+    it: the expectations and backoff that commit writes stand for the events up to it, so a takeover after a
+    crash replays from there and observes what those expectations wait for (without the record it resumed
+    after its own bootstrap, and an expectation whose pod was created meanwhile waited out the 5-minute
+    timeout).
 
     `alone` (one reconciler for every partition) with nothing committed replays the whole history, which
     records every event in the audit trail from the first start on."""
     missing = sorted(p for p in decided if p not in positions)
-    if alone and not positions:
-        start = 1
-    else:
-        start = min([*positions.values(), *([consistent] if missing else [])], default=consistent) + 1
+    start = 1 if alone and not positions else min([*positions.values(), consistent]) + 1
     return start, {p: start - 1 for p in missing if start > 1}
 
 

@@ -20,6 +20,11 @@ from reconciler.core.stepping import CLUSTER_PARTITION, start_positions
     ([0, 1], {1: 152}, 159, False, 153, {0: 152}),
     # split, positions past what the bootstrap reflects (the state's copy lagged): no later than the bootstrap
     ([0, 1], {1: 170}, 159, False, 160, {0: 159}),
+    # alone, every partition committed past what the bootstrap reflects (the state's copy lagged): from the
+    # bootstrap on, so that the events between it and the positions reach the cache (stepping.select's catch_up)
+    (range(2), {0: 90, 1: 95, CLUSTER_PARTITION: 92}, 80, True, 81, {}),
+    # split, likewise
+    ([0, 1], {0: 170, 1: 175}, 159, False, 160, {}),
     # split, every partition committed: after the lowest, nothing to record
     ([0, 1], {0: 12, 1: 30}, 40, False, 13, {}),
     # an empty history

@@ -317,6 +317,7 @@ async def test_a_batch_through_the_core_commits_the_same_everywhere(port: Adapte
     assert stored.positions == {0: 1}
     assert stored.expectations["ReplicaSet/ns/web"].adds == 1
     assert stored.expectations["ReplicaSet/ns/web"].set_at == at(2)
-    restarted = batch.start(replace(loaded, stored=stored, at=at(3)), Cache())
+    # (a bootstrap that reflects the event committed: KUBUS_STATE copied it)
+    restarted = batch.start(replace(loaded, stored=stored, at=at(3), consistent=1), Cache())
     held = {str(key): value for key, value in restarted.controllers.expectations.items()}
     assert held == stored.expectations and restarted.first_seq == 2
