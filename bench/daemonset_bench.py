@@ -323,7 +323,9 @@ async def bench_rollout(nodes: int, termination_seconds: float) -> None:
             profile = ["-m", "cProfile", "-o", f"/tmp/{service}.prof"] if os.environ.get("BENCH_PROFILE") else []
             procs.append(subprocess.Popen(
                 [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
-                 "--data-dir", str(workdir / "data"), "--kubeconfig", str(sim.kubeconfig), "--metrics-port", "0",
+                 "--data-dir", str(workdir / "data"), "--metrics-port", "0",
+                 # (the reconciler never calls the API: it takes no kubeconfig)
+                 *([] if service == "reconcile" else ["--kubeconfig", str(sim.kubeconfig)]),
                  *(["--qps", "0"] if service == "execute" else [])], stdout=log, stderr=subprocess.STDOUT))
         base = f"{sim.url}/apis/apps/v1/namespaces/default/daemonsets"
         async with aiohttp.ClientSession() as session:

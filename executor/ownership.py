@@ -1,4 +1,4 @@
-"""Defence in depth: the executor creates only what belongs to the controller an action names.
+"""Defence in depth: the executor creates, deletes and patches only what belongs to the controller an action names.
 
 The executor holds credentials that create pods in every namespace, and it applies whatever a well-formed
 message on KUBUS_ACTIONS asks. NATS permissions (docs/nats-permissions.conf) decide who may publish there; this
@@ -13,6 +13,13 @@ controller would create, as the reconciler builds it (reconciler/core/podtemplat
   the controller that exists now;
 - its labels match that controller's selector.
 
+A DeletePod or PatchPod (DeleteControllerRevision, PatchControllerRevision) is applied only to an object its
+controller controls now (its controller reference names the controller, with the uid it has now), or to an
+orphan whose labels match the controller's selector when the action adopts it first (`adopt_first`, or the
+adoption patch itself, `owner_check`). That costs one GET of the object per action. An object controlled by
+another is left to the adoption, which the API refuses (one controller only) and which then applies nothing,
+as upstream's claim: a reconciler whose cache is behind meets that race, and it is no forgery.
+
 The controller is read once per action, and not again while its uid stays the same: apps/v1 selectors are
 immutable, so an owner's uid fixes its selector (`Owners` caches it). Anything else is refused with reason
 NOT_OWNED before any call that writes; the caller reports every effect failed with the reason and moves the
@@ -26,12 +33,23 @@ from typing import Any, Final
 
 import msgspec
 
+from executor.effects import metadata_of
 from executor.errors import api_status
 from executor.kubeapi import KubeApi
 from executor.resources import KINDS
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.meta import LabelSelector, LabelSelectorRequirement
-from messages.actions import Action, CreateControllerRevision, CreatePods
+from messages.actions import (
+    Action,
+    Adoption,
+    CreateControllerRevision,
+    CreatePods,
+    DeleteControllerRevision,
+    DeletePod,
+    OwnerCheck,
+    PatchControllerRevision,
+    PatchPod,
+)
 
 NOT_OWNED: Final = "NotOwned"  # the reason of the results (and the dead letter) of a refused action
 CONTROLLERS: Final = ("ReplicaSet", "DaemonSet")
@@ -57,7 +75,7 @@ class Owners:
     read again."""
 
     def __init__(self, api: KubeApi) -> None:
-        self._api = api
+        self.api = api
         self._by_key: dict[tuple[str, str, str], Owner] = {}
 
     async def get(self, kind: str, namespace: str, name: str, uid: str) -> Owner:
@@ -67,7 +85,7 @@ class Owners:
         cached = self._by_key.get(key)
         if cached is not None and cached.uid == uid:
             return cached
-        reply = await self._api.call("GET", KINDS[kind].path(namespace, name))
+        reply = await self.api.call("GET", KINDS[kind].path(namespace, name))
         if reply.status == 404:
             raise NotOwned(f"its controller {kind} {namespace}/{name} does not exist")
         if not reply.ok:  # fail closed: the reconciler records the failure and tries again with a new action
@@ -104,9 +122,16 @@ def controller_of(action: Action) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+Touching = DeletePod | PatchPod | DeleteControllerRevision | PatchControllerRevision
+
+
 async def check(owners: Owners, action: Action) -> None:
-    """Raises NotOwned when an object `action` creates does not belong to its controller (module docstring);
-    TransientError when the API did not answer (from KubeApi.call). Other actions are not checked here."""
+    """Raises NotOwned when an object `action` creates, deletes or patches does not belong to its controller
+    (module docstring); TransientError when the API did not answer (from KubeApi.call). Status writes and
+    events are not checked here (they name their controller's own object, or describe it)."""
+    if isinstance(action, Touching):
+        await _check_touched(owners, action)
+        return
     if isinstance(action, CreatePods):
         bodies = [(p.key, bytes(p.pod)) for p in action.pods]
         want_kind, want_version = "Pod", "v1"
@@ -167,3 +192,55 @@ def _name(obj: dict[str, Any]) -> str:
     if not isinstance(meta, dict):
         return ""
     return str(meta.get("name") or meta.get("generateName") or "")
+
+
+async def _check_touched(owners: Owners, action: Touching) -> None:
+    """A delete or patch touches an object of its controller: one whose controller reference names it (kind,
+    name and the uid it has now), or, when the action adopts it first (`adopt_first`, or a patch with an
+    `owner_check`, which is the adoption), an orphan whose labels match its selector. The object is read
+    once (a GET): one that is gone, or has another uid than the action's, is left to the action, whose uid
+    precondition touches nothing then."""
+    kind, namespace, name = controller_of(action)
+    if action.namespace != namespace:
+        raise NotOwned(f"namespace {action.namespace!r} is not its controller {action.controller}'s")
+    adopter = _adopter(action)
+    if adopter is not None and (adopter.kind, adopter.name) != (kind, name):
+        raise NotOwned(f"it adopts for {adopter.kind} {adopter.name!r}, not for the action's {action.controller}")
+    target = "Pod" if isinstance(action, DeletePod | PatchPod) else "ControllerRevision"
+    what = f"{target} {action.namespace}/{action.name}"
+    reply = await owners.api.call("GET", KINDS[target].path(action.namespace, action.name))
+    if reply.status == 404:
+        return
+    if not reply.ok:  # fail closed, as for the controller's read
+        raise NotOwned(f"reading {what} to check ownership answered {reply.status}: {api_status(reply).message}")
+    meta = metadata_of(reply.data)
+    if meta.uid != action.uid:
+        return
+    refs = [r for r in meta.owner_references if r.controller]
+    if not refs:
+        if adopter is None:
+            raise NotOwned(f"{what} has no controller, and the action does not adopt it for {action.controller}")
+        owner = await owners.get(kind, namespace, name, adopter.uid)
+        if not owner.selector.matches(dict(meta.labels)):
+            raise NotOwned(f"{what}: metadata.labels {dict(meta.labels)} do not match {action.controller}'s "
+                           "selector: it may not be adopted")
+        return
+    ref = refs[0]
+    if adopter is not None and (ref.kind, ref.name, ref.uid) != (kind, name, adopter.uid):
+        return  # another's: the adoption is refused by the API (422, one controller only), and nothing applied
+    if (ref.kind, ref.name) != (kind, name):
+        raise NotOwned(f"{what} is controlled by {ref.kind} {ref.name!r}, not by the action's {action.controller}")
+    owner = await owners.get(kind, namespace, name, ref.uid)
+    if owner.uid != ref.uid:
+        raise NotOwned(f"{what}: its controller reference's uid {ref.uid!r} is not {action.controller}'s "
+                       f"({owner.uid!r})")
+
+
+def _adopter(action: Touching) -> OwnerCheck | None:
+    """The controller the action adopts the object for before it touches it, if it does."""
+    adoption: Adoption | None = action.adopt_first
+    if adoption is not None:
+        return adoption.owner_check
+    if isinstance(action, PatchPod | PatchControllerRevision):
+        return action.owner_check
+    return None

@@ -33,6 +33,10 @@ CALLS: dict[tuple[str, str, str, str], set[tuple[str, str]]] = {
     # the owner of a CreatePods or CreateControllerRevision, read once per uid (executor/ownership.py)
     ("ownership.py", "get", "GET", "KINDS[kind].path(namespace, name)"):
         {("apps", "replicasets"), ("apps", "daemonsets")},
+    # the object a DeletePod, PatchPod, DeleteControllerRevision or PatchControllerRevision touches, read to check
+    # that it is the action's controller's (executor/ownership.py)
+    ("ownership.py", "_check_touched", "GET", "KINDS[target].path(action.namespace, action.name)"):
+        {("", "pods"), ("apps", "controllerrevisions")},
     # patch: PatchPod, PatchControllerRevision, and adoptions of either
     ("applying.py", "patch", "PATCH", "kind.path(namespace, name)"): {("", "pods"), ("apps", "controllerrevisions")},
     ("applying.py", "_create_revision", "POST", "CONTROLLER_REVISION.path(a.namespace)"):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from messages import subjects
-from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SUCCEEDED
+from messages.actions import FAILED, IDEMPOTENCY_ANNOTATION, SKIPPED, SUCCEEDED
 from runtime.bus import Bus
 from tests.executor.builders import envelope
 from tests.executor.conftest import Running, pods_in, results_for
@@ -137,3 +137,102 @@ async def test_a_controller_revision_for_another_owner_is_refused(
     assert "not the action's DaemonSet/" in result.message
     code, body = sim.request("GET", f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions")
     assert code == 200 and body["items"] == [], body
+
+
+# --- deletes and patches: the object they touch must be the action's controller's (or adopted by it first) -----
+def existing_pod(sim: SimProcess, namespace: str, name: str, refs: list[dict[str, Any]],
+                 labels: dict[str, str]) -> dict[str, Any]:
+    code, body = sim.request("POST", f"/api/v1/namespaces/{namespace}/pods",
+                             pod_body(name, f"seed/{name}", namespace, refs, labels))
+    assert code == 201, body
+    return dict(body)
+
+
+def delete_pod(controller: str, key: str, target: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    meta = target["metadata"]
+    return {"msg": "delete_pod", "v": 1, **envelope(key, controller), "namespace": meta["namespace"],
+            "name": meta["name"], "uid": meta["uid"], **extra}
+
+
+def adoption(kind: str, name: str, owner_uid: str, pod_uid: str) -> dict[str, Any]:
+    patch = {"metadata": {"ownerReferences": [owner_ref(kind, name, owner_uid)], "uid": pod_uid}}
+    return {"owner_check": {"kind": kind, "name": name, "uid": owner_uid}, "patch_type": "strategic",
+            "patch": patch}
+
+
+@pytest.mark.parametrize("case", ["another-controllers", "an-orphan-not-adopted", "adopting-outside-the-selector"])
+async def test_a_delete_of_a_pod_not_of_the_actions_controller_is_refused(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, case: str) -> None:
+    uid = replicaset(sim, namespace)["metadata"]["uid"]
+    other = replicaset(sim, namespace, "other")["metadata"]["uid"]
+    refs, labels, extra = [owner_ref("ReplicaSet", "other", other)], {"app": "web"}, {}
+    if case in ("an-orphan-not-adopted", "adopting-outside-the-selector"):
+        refs = []
+    if case == "adopting-outside-the-selector":
+        labels = {"app": "db"}
+    target = existing_pod(sim, namespace, "victim", refs, labels)
+    if case.startswith("adopting"):
+        extra = {"adopt_first": adoption("ReplicaSet", "web", uid, target["metadata"]["uid"])}
+    action = delete_pod(f"ReplicaSet/{namespace}/web", f"{case}/delete", target, **extra)
+    async with executor(check_ownership=True) as running:
+        await nats_pub(bus, namespace, action)
+        [result] = await results_for(bus, 1, (running,))
+    assert (result.outcome, result.reason) == (FAILED, "NotOwned"), result
+    assert "victim" in result.message, result.message
+    [pod] = pods_in(sim, namespace)  # untouched: not deleted, not adopted
+    assert pod["metadata"].get("ownerReferences", []) == refs and not pod["metadata"].get("deletionTimestamp")
+
+
+async def test_a_patch_adopting_a_pod_outside_the_selector_is_refused(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    uid = replicaset(sim, namespace)["metadata"]["uid"]
+    target = existing_pod(sim, namespace, "stray", [], {"app": "db"})
+    adopt = adoption("ReplicaSet", "web", uid, target["metadata"]["uid"])
+    action = {"msg": "patch_pod", "v": 1, **envelope("adopt", f"ReplicaSet/{namespace}/web"), "namespace": namespace,
+              "name": "stray", "uid": target["metadata"]["uid"], "patch_type": "strategic",
+              "patch": adopt["patch"], "owner_check": adopt["owner_check"]}
+    async with executor(check_ownership=True) as running:
+        await nats_pub(bus, namespace, action)
+        [result] = await results_for(bus, 1, (running,))
+    assert (result.outcome, result.reason) == (FAILED, "NotOwned"), result
+    assert "do not match" in result.message
+    [pod] = pods_in(sim, namespace)
+    assert pod["metadata"].get("ownerReferences", []) == []
+
+
+@pytest.mark.parametrize("case", ["owned", "an-orphan-adopted-first", "gone"])
+async def test_a_delete_of_the_actions_controllers_pod_is_applied(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, case: str) -> None:
+    uid = replicaset(sim, namespace)["metadata"]["uid"]
+    refs = [] if case == "an-orphan-adopted-first" else [owner_ref("ReplicaSet", "web", uid)]
+    target = existing_pod(sim, namespace, "mine", refs, {"app": "web"})
+    extra = {}
+    if case == "an-orphan-adopted-first":
+        extra = {"adopt_first": adoption("ReplicaSet", "web", uid, target["metadata"]["uid"])}
+    if case == "gone":
+        code, body = sim.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/mine")
+        assert code == 200, body
+    action = delete_pod(f"ReplicaSet/{namespace}/web", f"{case}/delete", target, **extra)
+    async with executor(check_ownership=True) as running:
+        await nats_pub(bus, namespace, action)
+        [result] = await results_for(bus, 1, (running,))
+    assert result.outcome == SUCCEEDED, result
+    # deleted: gone, or terminating (graceful deletion, the sim's kubelet has yet to stop it)
+    assert all(p["metadata"].get("deletionTimestamp") for p in pods_in(sim, namespace)), pods_in(sim, namespace)
+
+
+async def test_a_delete_that_would_adopt_anothers_pod_first_applies_nothing(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    """Left to the API, as upstream's claim: the adoption is refused (one controller only), so is the delete."""
+    uid = replicaset(sim, namespace)["metadata"]["uid"]
+    other = replicaset(sim, namespace, "other")["metadata"]["uid"]
+    refs = [owner_ref("ReplicaSet", "other", other)]
+    target = existing_pod(sim, namespace, "theirs", refs, {"app": "web"})
+    action = delete_pod(f"ReplicaSet/{namespace}/web", "theirs/delete", target,
+                        adopt_first=adoption("ReplicaSet", "web", uid, target["metadata"]["uid"]))
+    async with executor(check_ownership=True) as running:
+        await nats_pub(bus, namespace, action)
+        [result] = await results_for(bus, 1, (running,))
+    assert (result.outcome, result.reason) == (SKIPPED, "NotAdopted"), result
+    [pod] = pods_in(sim, namespace)
+    assert pod["metadata"]["ownerReferences"] == refs and not pod["metadata"].get("deletionTimestamp")
