@@ -113,6 +113,11 @@ def test_a_pod_larger_than_max_payload_reaches_the_reconciler_live_and_after_a_r
     ns = namespace(pipeline, "large-pod")
     pod = big_pod(ns, "huge", {"app": "huge"}, int(1.2 * 1024 * 1024), compressible=True)
     create(pipeline, pod)
+    # seen by the reconciler first: the pod's and the ReplicaSet's watches are independent (upstream's informers
+    # too), and a ReplicaSet seen before its orphan creates a pod of its own and then deletes one of the two
+    wait_for(lambda: pipeline.sql("select count(*) from observed_events where kind = 'Pod' and namespace = ? "
+                                  "and name = 'huge'", ns)[0][0], timeout=60, interval=0.2,
+             what="the 1.2 MiB pod in the reconciler's audit trail")
     replicaset(pipeline, ns, "huge", 1, app="huge")  # selects the orphan: adopts it, creates nothing
 
     def adopted() -> list[dict[str, Any]] | None:
