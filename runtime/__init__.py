@@ -10,4 +10,9 @@
     redact.py       URLs without their passwords and tokens, for every message kubus prints
     failpoints.py   crash or pause at a named point, for the crash-recovery tests
     printing.py     plain-text tables, the one way the CLI lines up columns
+    cancellation.py asyncio.wait_for that never loses a cancellation (Python 3.11's does), installed here
 """
+
+from runtime import cancellation
+
+cancellation.install()  # before any service code awaits a NATS reply
