@@ -30,6 +30,26 @@ def free_port() -> int:
         return port
 
 
+LOG_SIZE_LIMIT = 10 * 1024 * 1024
+LOG_FILES = 3
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset if offset <= os.fstat(file.fileno()).st_size else 0)  # (rotated meanwhile)
+            return file.read()
+    except FileNotFoundError:
+        return b""
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    try:
+        return path.read_bytes()[-size:].decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 class EmbeddedNats:
     """`nats-server -js` on 127.0.0.1, its JetStream data under `store_dir`."""
 
@@ -41,31 +61,41 @@ class EmbeddedNats:
         self.max_payload = max_payload
         self._proc: asyncio.subprocess.Process | None = None
 
+    @property
+    def log_path(self) -> Path:
+        """The server's own log, rotated at LOG_SIZE_LIMIT bytes with LOG_FILES old files kept."""
+        return self.store_dir / "nats-server.log"
+
     async def start(self, timeout: float = 10.0) -> str:
         self.store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the streams hold pod bodies
-        config: list[str] = []
+        # Its log goes to a rotated file, never to a pipe: a pipe nobody reads fills up after 64 KiB of warnings and
+        # then blocks the server's next log write, and with it every connection that logs (a server that is up but
+        # answers nothing). Only what it prints before its logger starts, or a panic, goes to the stderr file.
+        settings = [f"logfile_size_limit: {LOG_SIZE_LIMIT}", f"logfile_max_num: {LOG_FILES}"]
         if self.max_payload is not None:  # no command-line flag sets it: a configuration file does
-            path = self.store_dir / "nats.conf"
-            path.write_text(f"max_payload: {self.max_payload}\n")
-            config = ["-c", str(path)]
-        self._proc = await asyncio.create_subprocess_exec(
-            binary(), *config, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            settings.append(f"max_payload: {self.max_payload}")
+        config = self.store_dir / "nats.conf"
+        config.write_text("\n".join(settings) + "\n")
+        stderr_path = self.store_dir / "nats-server.stderr"
+        logged = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends to it
+        with open(stderr_path, "ab") as stderr:  # the child holds its own copy of the descriptor
+            self._proc = await asyncio.create_subprocess_exec(
+                binary(), "-c", str(config), "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                "-sd", str(self.store_dir), "-l", str(self.log_path),
+                stdout=asyncio.subprocess.DEVNULL, stderr=stderr)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             if self._proc.returncode is not None:
-                err = await self._proc.stderr.read() if self._proc.stderr else b""
-                raise RuntimeError(f"nats-server exited with {self._proc.returncode}: {err.decode().strip()}")
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                await writer.wait_closed()
+                said = "\n".join(_tail(p) for p in (stderr_path, self.log_path)).strip()
+                raise RuntimeError(f"nats-server exited with {self._proc.returncode}: {said}")
+            # ready when this process says so: the port alone could be another server's (then this one exits)
+            if b"Server is ready" in _read_from(self.log_path, logged):
                 return self.url
-            except OSError:
-                if loop.time() > deadline:
-                    raise TimeoutError(f"nats-server did not listen on {self.port} within {timeout}s") from None
-                await asyncio.sleep(0.02)  # polling a port that is about to open
+            if loop.time() > deadline:
+                raise TimeoutError(f"nats-server did not start on {self.port} within {timeout}s: "
+                                   f"{_tail(self.log_path)}")
+            await asyncio.sleep(0.02)  # polling a log that is about to say it
 
     async def stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
