@@ -83,6 +83,15 @@ class EmbeddedNats:
                 binary(), "-c", str(config), "-js", "-a", "127.0.0.1", "-p", str(self.port),
                 "-sd", str(self.store_dir), "-l", str(self.log_path),
                 stdout=asyncio.subprocess.DEVNULL, stderr=stderr)
+        try:
+            await self._wait_ready(stderr_path, logged, timeout)
+        except BaseException:
+            await self.stop()  # a server that did not start (or whose start was cancelled) is not left running
+            raise
+        return self.url
+
+    async def _wait_ready(self, stderr_path: Path, logged: int, timeout: float) -> None:
+        assert self._proc is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -91,7 +100,7 @@ class EmbeddedNats:
                 raise RuntimeError(f"nats-server exited with {self._proc.returncode}: {said}")
             # ready when this process says so: the port alone could be another server's (then this one exits)
             if b"Server is ready" in _read_from(self.log_path, logged):
-                return self.url
+                return
             if loop.time() > deadline:
                 raise TimeoutError(f"nats-server did not start on {self.port} within {timeout}s: "
                                    f"{_tail(self.log_path)}")

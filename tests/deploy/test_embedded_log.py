@@ -46,6 +46,7 @@ async def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
             await second.start()
         except RuntimeError as exc:
             assert "address already in use" in str(exc).lower(), exc
+            assert second._proc is not None and second._proc.returncode is not None, "left running"
         else:
             raise AssertionError("a second server on a taken port started")
     finally:
