@@ -95,6 +95,7 @@ def test_simple_daemonset_updates_status_after_launching_pods(strategy: Strategy
 @pytest.mark.parametrize(("sync_error", "status_error"), [
     pytest.param(True, False, id="sync error"),
     pytest.param(False, True, id="status error"),
+    pytest.param(True, True, id="sync and status error"),
 ])
 @STRATEGIES
 def test_simple_daemonset_updates_status_error(strategy: Strategy, sync_error: bool, status_error: bool) -> None:
