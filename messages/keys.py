@@ -70,6 +70,16 @@ def status_key(correlation: str) -> str:
     return f"{correlation}/{STATUS}"
 
 
+def correlation_of(action_key: str) -> str:
+    """The correlation id an action key starts with: its decision's; "" for a key of another form (see
+    `action_step`)."""
+    head, at, after = action_key.partition("@")
+    seq_and_time, slash, _ = after.partition("/")
+    if not at or not slash:
+        return ""
+    return f"{head}@{seq_and_time}"
+
+
 def action_step(action_key: str) -> str:
     """The step an action key names after its correlation id (``adopt``, ``release``, ``create``, ...); "" for
     a key of another form. Neither a namespace nor a name holds an ``@``, so the correlation id ends at the

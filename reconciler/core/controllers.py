@@ -35,6 +35,7 @@ from messages.keys import (
     ControllerKind,
     action_step,
     correlation_id,
+    correlation_of,
     parse_controller_key,
     status_key,
 )
@@ -191,6 +192,8 @@ class Controllers:
         self.manage_pending: dict[ControllerKey, int] = {}  # key -> results of its current round still to come
         self.last_synced: dict[ControllerKey, datetime] = {}
         self.status_in_flight: dict[ControllerKey, tuple[str, Any]] = {}  # key -> (action key, status)
+        # key -> the decision whose error last re-added it with the rate limiter: once per decision (see _retry)
+        self.retried: dict[ControllerKey, str] = {}
         self.held: dict[ControllerKey, datetime] = {}  # keys held back while they wait on a round, and until when
         self.written: dict[ControllerKey, tuple[int, Any]] = {}  # key -> (resourceVersion, status)
         self.triggers: dict[ControllerKey, str] = {}  # key -> the event that last enqueued it
@@ -356,7 +359,7 @@ class Controllers:
         if synced.clear_error:
             self.errors.pop(key, None)
         if synced.retry:
-            self.queue.add_rate_limited(key, now)
+            self._retry(key, correlation, now)
         elif synced.forget:
             self.queue.forget(key)
         if synced.requeue_after is not None:
@@ -371,7 +374,7 @@ class Controllers:
         """The key's object is gone: its expectations and everything kept for it go."""
         self._drop(key)
         for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
-                      self.held):
+                      self.held, self.retried):
             table.pop(key, None)
         controller.forget(key)
         self.queue.forget(key)
@@ -432,17 +435,17 @@ class Controllers:
                     self._delete_failed(key, result, now)
             elif action is ActionKind.PATCH_POD:
                 if result.reason == NOT_ADOPTED:
-                    self._requeue(key, claim_failed(result), now)
+                    self._requeue(key, claim_failed(result), now, result)
                 elif result.outcome == FAILED:
                     # ClaimObject: an adoption that failed (someone else claimed it first: 422, or a transient
                     # error) is retried with the rate limiter unless the pod is gone; a release ignores 404 and 422
                     ignored = (404,) if action_step(result.action_key) == ADOPT else IGNORED_RELEASE_CODES
                     if result.code not in ignored:
-                        self.queue.add_rate_limited(key, now)
+                        self._retry(key, correlation_of(result.action_key), now)
             elif action is ActionKind.UPDATE_STATUS:
                 self._status_result(key, result, now)
             else:
-                self._requeue(key, self._controllers[key.kind].result(key, action, result, now), now)
+                self._requeue(key, self._controllers[key.kind].result(key, action, result, now), now, result)
 
     def _create_failed(self, key: ControllerKey, result: ActionResult, now: datetime) -> None:
         if result.reason == NAMESPACE_TERMINATING:
@@ -450,7 +453,7 @@ class Controllers:
         if (current := self.expectations.get(key)) is not None:
             self._set(key, current.lowered(adds=1))
         if result.outcome == FAILED:
-            self._failed(key, ManageError(result.message, creating=True), now)
+            self._failed(key, ManageError(result.message, creating=True), now, result)
 
     def _delete_failed(self, key: ControllerKey, result: ActionResult, now: datetime) -> None:
         """manageReplicas: any DeletePod error lowers the expectation (DeletionObserved); NotFound (which the
@@ -459,15 +462,24 @@ class Controllers:
         if (current := self.expectations.get(key)) is not None:
             self._set(key, self._controllers[key.kind].deletion_observed(current, result.subject))
         if result.outcome == FAILED:
-            self._failed(key, ManageError(f"unable to delete pods: {result.message}", creating=False), now)
+            self._failed(key, ManageError(f"unable to delete pods: {result.message}", creating=False), now, result)
         elif result.reason == NOT_ADOPTED:
-            self._requeue(key, claim_failed(result), now)
+            self._requeue(key, claim_failed(result), now, result)
 
-    def _requeue(self, key: ControllerKey, requeue: Requeue | None, now: datetime) -> None:
+    def _requeue(self, key: ControllerKey, requeue: Requeue | None, now: datetime, result: ActionResult) -> None:
         if requeue is Requeue.NOW:
             self.queue.add(key)
         elif requeue is Requeue.RATE_LIMITED:
-            self.queue.add_rate_limited(key, now)
+            self._retry(key, correlation_of(result.action_key), now)
+
+    def _retry(self, key: ControllerKey, correlation: str, now: datetime) -> None:
+        """processNextWorkItem's AddRateLimited for the error a sync returns: once per decision, however many of
+        its actions failed (a batch of creates, a create and the status write, the sync's own error), so that a
+        decision counts one failure in the rate limiter's backoff, as one syncHandler returns one error."""
+        if correlation and self.retried.get(key) == correlation:
+            return
+        self.retried[key] = correlation
+        self.queue.add_rate_limited(key, now)
 
     def _round_result(self, key: ControllerKey) -> None:
         """Counts down the results of the last creates/deletes; when the last one is in, the
@@ -482,9 +494,9 @@ class Controllers:
         if not self.queue.waiting(key):
             self.queue.add(key)
 
-    def _failed(self, key: ControllerKey, error: ManageError, now: datetime) -> None:
+    def _failed(self, key: ControllerKey, error: ManageError, now: datetime, result: ActionResult) -> None:
         self.errors.setdefault(key, error)  # the first error, as manageReplicas returns
-        self.queue.add_rate_limited(key, now)
+        self._retry(key, correlation_of(result.action_key), now)
 
     def _status_result(self, key: ControllerKey, result: ActionResult, now: datetime) -> None:
         in_flight = self.status_in_flight.get(key)
@@ -495,4 +507,4 @@ class Controllers:
             self.written[key] = (rv_number(result.resource_version), in_flight[1])
             self.queue.add(key)  # anything that changed while the write was in flight
         else:
-            self.queue.add_rate_limited(key, now)
+            self._retry(key, correlation_of(result.action_key), now)

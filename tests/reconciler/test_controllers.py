@@ -185,6 +185,23 @@ def test_failed_create_is_retried_with_backoff_and_reported_in_status() -> None:
     assert controllers.errors == {}
 
 
+def test_a_decisions_errors_count_once_in_the_rate_limiter() -> None:
+    """processNextWorkItem re-adds a key with the rate limiter once per error syncHandler returns, and a sync
+    returns one error however many of its creates failed (slowStartBatch's first) and whether or not its status
+    write failed too: the two failed creates of the second batch and the failed status write are one failure."""
+    _, controllers = engine(web(3))
+    first = only(sync(controllers))
+    create, write = first.actions
+    assert isinstance(create, CreatePods) and isinstance(write, UpdateStatus)
+    quota = (FAILED, 403, "Forbidden", 'pods "web-x" is forbidden: exceeded quota')
+    controllers.results(create_results(create, [(SUCCEEDED, 201, "", ""), quota, quota]), NOW)
+    controllers.results([result(write, FAILED, code=500, message="failed to update status")], NOW)
+    assert controllers.queue.failures(KEY) == 1
+    assert controllers.queue.next_ready_at() == NOW + 5 * MS
+    # (each decision's error is a failure of its own: see
+    # test_a_daemonset_whose_rolling_update_fails_is_retried_with_growing_backoff)
+
+
 QUOTA = 'pods "web-x" is forbidden: exceeded quota'
 
 

@@ -13,6 +13,7 @@ from messages.keys import (
     ControllerKind,
     action_step,
     correlation_id,
+    correlation_of,
     parse_controller_key,
     status_key,
 )
@@ -66,6 +67,21 @@ def test_keys_format_as_stored() -> None:
 def test_an_action_keys_step_follows_its_correlation_id(action_key: str, step: str) -> None:
     """What an action key names after its correlation id, wherever else the same word appears."""
     assert action_step(action_key) == step
+
+
+@pytest.mark.parametrize(
+    ("action_key", "correlation"),
+    [
+        pytest.param("ReplicaSet/default/web@7~1/create", "ReplicaSet/default/web@7~1", id="create"),
+        pytest.param("DaemonSet/default/adopt@7~1/status", "DaemonSet/default/adopt@7~1", id="status"),
+        pytest.param("DaemonSet/kube-system/agent@412~17/create/node-07", "DaemonSet/kube-system/agent@412~17",
+                     id="a-pod-of-a-create"),
+        pytest.param("a/adopt/b", "", id="no-correlation-id"),
+        pytest.param("ReplicaSet/default/web@7~1", "", id="no-step"),
+    ],
+)
+def test_an_action_keys_correlation_id_is_its_decisions(action_key: str, correlation: str) -> None:
+    assert correlation_of(action_key) == correlation
 
 
 @pytest.mark.parametrize(
