@@ -16,13 +16,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["KNOWN", "TAINT_TOLERATION_COMPARISON_OPERATORS", "FeatureGateError", "FeatureGates", "parse_feature_gates"]
+__all__ = ["DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS", "KNOWN", "TAINT_TOLERATION_COMPARISON_OPERATORS",
+           "FeatureGateError", "FeatureGates", "parse_feature_gates"]
+
+DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS: Final = "DeploymentReplicaSetTerminatingReplicas"
+"""A ReplicaSet's ``status.terminatingReplicas`` (alpha in 1.33, beta and on by default since 1.35): with it off the
+ReplicaSet controller leaves the field unset. Turn it off against an API server older than 1.33, which has no such
+field and drops it from every status write (the controller would then write the same status again every sync)."""
 
 TAINT_TOLERATION_COMPARISON_OPERATORS: Final = "TaintTolerationComparisonOperators"
 """Tolerations with the operators ``Lt`` and ``Gt`` (alpha since 1.35, off by default): with it off, such a
 toleration tolerates nothing (core/v1 ``Toleration.ToleratesTaint``'s ``enableComparisonOperators``)."""
 
-KNOWN: Final[Mapping[str, bool]] = {TAINT_TOLERATION_COMPARISON_OPERATORS: False}
+KNOWN: Final[Mapping[str, bool]] = {DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS: True,
+                                     TAINT_TOLERATION_COMPARISON_OPERATORS: False}
 """Every gate kubus knows, with upstream's default."""
 
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -37,6 +44,7 @@ class FeatureGateError(ValueError):
 class FeatureGates:
     """The state of every known gate; the defaults are upstream's."""
 
+    deployment_replica_set_terminating_replicas: bool = KNOWN[DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS]
     taint_toleration_comparison_operators: bool = KNOWN[TAINT_TOLERATION_COMPARISON_OPERATORS]
 
     def as_dict(self) -> dict[str, bool]:
@@ -82,4 +90,7 @@ def _attribute(name: str) -> str:
     return _ATTRIBUTES[name]
 
 
-_ATTRIBUTES: Final[Mapping[str, str]] = {TAINT_TOLERATION_COMPARISON_OPERATORS: "taint_toleration_comparison_operators"}
+_ATTRIBUTES: Final[Mapping[str, str]] = {
+    DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS: "deployment_replica_set_terminating_replicas",
+    TAINT_TOLERATION_COMPARISON_OPERATORS: "taint_toleration_comparison_operators",
+}

@@ -167,7 +167,7 @@ class Controllers:
         self._stopwatch: Callable[[], float] = _stopped
         self.settings = settings or Settings()
         self.owns = owns
-        self.replicasets = ReplicaSetController()
+        self.replicasets = ReplicaSetController(self.settings.feature_gates)
         self.daemonsets = DaemonSetController(self.settings.feature_gates, backoff)
         # in a fixed order, the ReplicaSet's first: an event's wake-ups, and so the syncs, come in that order
         self._controllers: dict[ControllerKind, Controller] = {

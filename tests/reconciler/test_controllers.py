@@ -14,6 +14,7 @@ import pytest
 
 from kube.apps import ReplicaSet
 from kube.core import POD_PENDING, Pod
+from kube.features import FeatureGates
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.names import ALPHABET
 from kube.ownership import adopt_patch, release_patch
@@ -37,7 +38,7 @@ from messages.actions import (
     UpdateStatus,
 )
 from messages.observed import ADDED, ObservedEvent
-from reconciler.core.controllers import Controllers, Decided, Outcome
+from reconciler.core.controllers import Controllers, Decided, Outcome, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import REVISION_WRITE_WAIT
 from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
@@ -829,3 +830,13 @@ def test_a_revision_write_never_seen_is_waited_for_a_bounded_time() -> None:
     assert controllers.next_ready_at() == NOW + REVISION_WRITE_WAIT
     retried = only(sync(controllers, NOW + REVISION_WRITE_WAIT))  # given up waiting: synced as upstream would
     assert of_type(retried.actions, CreateControllerRevision)
+
+
+def test_with_the_terminating_replicas_gate_off_the_status_leaves_the_field_out() -> None:
+    """DeploymentReplicaSetTerminatingReplicas=false (an API server older than 1.33 has no such field): the same sync
+    as test_new_replicaset_is_synced_into_create_pods writes no terminatingReplicas."""
+    cluster = Cluster()
+    controllers = Controllers(cluster.cache, settings=Settings(
+        feature_gates=FeatureGates(deployment_replica_set_terminating_replicas=False)))
+    controllers.observe([cluster.add(web(3))], NOW)
+    assert status_of(only(sync(controllers))) == {"replicas": 0, "observedGeneration": 1}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kube.features import (
+    DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS,
     KNOWN,
     TAINT_TOLERATION_COMPARISON_OPERATORS,
     FeatureGateError,
@@ -16,10 +17,15 @@ ON = FeatureGates(taint_toleration_comparison_operators=True)
 
 
 def test_upstream_defaults() -> None:
-    """TaintTolerationComparisonOperators: alpha since 1.35, off by default (pkg/features/kube_features.go)."""
-    assert KNOWN == {"TaintTolerationComparisonOperators": False}
-    assert FeatureGates().as_dict() == {TAINT_TOLERATION_COMPARISON_OPERATORS: False}
-    assert ON.as_dict() == {TAINT_TOLERATION_COMPARISON_OPERATORS: True}
+    """TaintTolerationComparisonOperators: alpha since 1.35, off by default; DeploymentReplicaSetTerminatingReplicas:
+    alpha in 1.33, beta and on by default since 1.35 (pkg/features/kube_features.go)."""
+    assert KNOWN == {"DeploymentReplicaSetTerminatingReplicas": True, "TaintTolerationComparisonOperators": False}
+    assert FeatureGates().as_dict() == {DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS: True,
+                                        TAINT_TOLERATION_COMPARISON_OPERATORS: False}
+    assert ON.as_dict() == {DEPLOYMENT_REPLICA_SET_TERMINATING_REPLICAS: True,
+                            TAINT_TOLERATION_COMPARISON_OPERATORS: True}
+    assert parse_feature_gates("DeploymentReplicaSetTerminatingReplicas=false") == FeatureGates(
+        deployment_replica_set_terminating_replicas=False)
 
 
 @pytest.mark.parametrize(("text", "expected"), [

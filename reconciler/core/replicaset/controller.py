@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
+from kube.features import FeatureGates
 from messages.actions import ActionKind, ActionResult
 from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.cache import Change
@@ -24,7 +25,8 @@ from reconciler.core.view import CacheView, Wakeups
 class ReplicaSetController:
     kind: Final = ControllerKind.REPLICA_SET
 
-    def __init__(self) -> None:
+    def __init__(self, gates: FeatureGates | None = None) -> None:
+        self.gates = gates or FeatureGates()
         self.reported: dict[ControllerKey, ManageError | None] = {}  # the error the last judging sync reported
 
     def watches(self) -> Mapping[str, Handler]:
@@ -58,7 +60,8 @@ class ReplicaSetController:
             carried = syncing.round_error
         else:  # skipped while a created or deleted pod is still to be observed: nil, as upstream's
             carried = None
-        plan = sync_replicaset(key, syncing.view, expectations, carried, now, syncing.correlation)
+        plan = sync_replicaset(key, syncing.view, expectations, carried, now, syncing.correlation,
+                               terminating_replicas=self.gates.deployment_replica_set_terminating_replicas)
         summary = dict(plan.explain)
         if plan.rs is None:
             return Synced(summary, gone=True)
