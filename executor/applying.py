@@ -11,17 +11,20 @@ ControllerRefManager runs canAdopt (RecheckDeletionTimestamp around a fresh GET 
 DaemonSet) before patching the ownerReference in, the owner is read first and the patch refused when it
 is gone or being deleted. An action with `adopt_first` deletes or patches an orphan its sync claimed:
 the adoption (owner re-check, patch) is made first, and the action is applied only if it succeeded, as
-upstream's claim adopts synchronously; otherwise it is reported skipped (NOT_ADOPTED). A DeletePod with
+upstream's claim adopts synchronously; otherwise it is reported skipped (NOT_ADOPTED). A CreatePods or
+DeletePod with `after_claim` belongs to a sync that claims orphans: it is applied only if the owner, read
+fresh, may still adopt (executor/claims.py), as a failed claim ends upstream's sync. A DeletePod with
 an `owner` records SuccessfulDelete / FailedDelete on it (see executor/events.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
+from executor.claims import claim_failed, recheck_owner
 from executor.creating import create_pods
 from executor.delivery import Delivery
 from executor.effects import (
@@ -30,7 +33,6 @@ from executor.effects import (
     failed,
     gave_up,
     head_of,
-    metadata_of,
     object_subject,
     succeeded_with,
 )
@@ -51,7 +53,6 @@ from messages.actions import (
     CreatePods,
     DeleteControllerRevision,
     DeletePod,
-    OwnerCheck,
     PatchControllerRevision,
     PatchPod,
     RecordEvent,
@@ -60,7 +61,6 @@ from messages.actions import (
 )
 
 STATUS_UPDATE_RETRIES = 1  # upstream's statusUpdateRetries: one more try, on a fresh read, after a failed write
-ADOPTERS: Final = ("ReplicaSet", "DaemonSet")  # the kinds an owner_check may name
 
 _json = msgspec.json.Encoder()
 
@@ -107,6 +107,8 @@ def subject_of(action: Action) -> str:
 
 
 async def _delete_pod(d: Delivery, a: DeletePod) -> Effect:
+    if (not_claimed := await claim_failed(d.api, a.namespace, a.after_claim, a.uid)) is not None:
+        return not_claimed
     if (not_adopted := await adopted_first(d.api, POD, a)) is not None:
         return not_adopted
     return await delete_with_uid(d.api, POD, a.namespace, a.name, a.uid)
@@ -166,26 +168,6 @@ async def _patch_owned(api: KubeApi, kind: Kind, a: PatchPod | PatchControllerRe
     if (not_adopted := await adopted_first(api, kind, a)) is not None:
         return not_adopted
     return await patch(api, kind, a.namespace, a.name, a.patch_type, bytes(a.patch))
-
-
-async def recheck_owner(api: KubeApi, namespace: str, check: OwnerCheck) -> Effect | None:
-    """Upstream's canAdopt for ReplicaSets and DaemonSets: a fresh GET of the owner (never a cache),
-    which must be the same object (uid) and not being deleted. None when it may adopt; else the
-    failure; raises TransientError and Interrupted from the GET."""
-    if check.kind not in ADOPTERS:
-        return Effect(FAILED, reason="BadAction", message=f"owner_check kind {check.kind!r} is not one of "
-                                                          f"{', '.join(ADOPTERS)}")
-    got = await api.call("GET", KINDS[check.kind].path(namespace, check.name))
-    if not got.ok:
-        return failed(api_status(got))
-    fresh = metadata_of(got.data)
-    if fresh.uid != check.uid:
-        return Effect(FAILED, reason="Gone", message=f"original {check.kind} {namespace}/{check.name} is gone: "
-                                                     f"got uid {fresh.uid}, wanted {check.uid}")
-    if fresh.deletion_timestamp:
-        return Effect(FAILED, reason="Deleting", message=f"{namespace}/{check.name} has just been deleted at "
-                                                         f"{fresh.deletion_timestamp}")
-    return None
 
 
 async def _patch_revision(d: Delivery, a: PatchControllerRevision) -> Effect:

@@ -23,6 +23,7 @@ from typing import Final
 
 import msgspec
 
+from executor.claims import claim_failed
 from executor.delivery import Delivery
 from executor.effects import (
     Effect,
@@ -58,6 +59,16 @@ def batch_sizes(count: int, initial: int = SLOW_START_INITIAL_BATCH) -> list[int
 async def create_pods(delivery: Delivery, action: CreatePods) -> None:
     """Runs the batches, reporting each pod's result (and recording its event) as its batch completes."""
     names = [head_of(p.pod).name for p in action.pods]
+    try:
+        not_claimed = await claim_failed(delivery.api, action.namespace, action.after_claim)
+    except TransientError as exc:
+        if not delivery.final:
+            raise RetryLater(exc) from exc
+        not_claimed = gave_up(exc)
+    if not_claimed is not None:
+        for pod, name in zip(action.pods, names, strict=True):  # no call, so no event, as upstream
+            await delivery.emit(pod.key, not_claimed, object_subject(action.namespace, name))
+        return
     done = 0
     for size in batch_sizes(len(action.pods)):
         batch = action.pods[done:done + size]

@@ -129,6 +129,11 @@ async def check(owners: Owners, action: Action) -> None:
     """Raises NotOwned when an object `action` creates, deletes or patches does not belong to its controller
     (module docstring); TransientError when the API did not answer (from KubeApi.call). Status writes and
     events are not checked here (they name their controller's own object, or describe it)."""
+    if isinstance(action, CreatePods | DeletePod) and action.after_claim is not None:
+        kind, _, name = controller_of(action)
+        claim = action.after_claim
+        if (claim.kind, claim.name) != (kind, name):
+            raise NotOwned(f"after_claim re-reads {claim.kind} {claim.name!r}, not the action's {action.controller}")
     if isinstance(action, Touching):
         await _check_touched(owners, action)
         return

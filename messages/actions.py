@@ -88,6 +88,9 @@ class CreatePods(_Action, frozen=True, tag=ActionKind.CREATE_PODS.value):
     # set, each pod's final outcome is recorded as an Event on it, as upstream's RealPodControl does
     owner: OptionalRaw = msgspec.UNSET
     component: str = ""  # the events' source component, e.g. "replicaset-controller"
+    # set when the same sync claims orphans: the owner is re-read first (canAdopt's RecheckDeletionTimestamp) and
+    # nothing is created if it is gone or being deleted, as upstream's ClaimPods error ends the sync before manage
+    after_claim: OwnerCheck | None = None
 
 
 class DeletePod(_Action, frozen=True, tag=ActionKind.DELETE_POD.value):
@@ -97,6 +100,7 @@ class DeletePod(_Action, frozen=True, tag=ActionKind.DELETE_POD.value):
     owner: OptionalRaw = msgspec.UNSET  # as CreatePods: SuccessfulDelete / FailedDelete events on it
     component: str = ""
     adopt_first: Adoption | None = None  # an orphan the same sync claimed: adopted before it is deleted
+    after_claim: OwnerCheck | None = None  # as CreatePods': the same sync claims other orphans
 
 
 class PatchPod(_Action, frozen=True, tag=ActionKind.PATCH_POD.value):

@@ -75,7 +75,7 @@ class Issuer:
     def adoption(self, uid: str) -> Adoption:
         """The controller adopting the object with `uid`: an owner re-check, then the patch."""
         meta = self.meta
-        return Adoption(owner_check=OwnerCheck(kind=self.kind, name=meta.name, uid=meta.uid), patch_type="strategic",
+        return Adoption(owner_check=self.owner_check(), patch_type="strategic",
                         patch=msgspec.Raw(adopt_patch(meta, self.api_version, self.kind, uid)))
 
     def adopting_first(self, uid: str, adopting: Collection[str]) -> Adoption | None:
@@ -101,23 +101,30 @@ class Issuer:
             patch=msgspec.Raw(release_patch(self.meta.uid, pod.metadata.uid)), **self.common) for pod in release)
         return actions
 
+    def owner_check(self) -> OwnerCheck:
+        """This controller, to be re-read fresh by the executor (upstream's canAdopt)."""
+        return OwnerCheck(kind=self.kind, name=self.meta.name, uid=self.meta.uid)
+
     def create_pods(self, creates: Sequence[tuple[str, dict[str, Any]]] | Sequence[tuple[str, str, dict[str, Any]]],
-                    known: Known) -> CreatePods:
+                    known: Known, claiming: bool = False) -> CreatePods:
         """One CreatePods of `creates`, each ending with (idempotency key, pod body): a ReplicaSet's are just
-        that, a DaemonSet's begin with the node. Indexed rather than unpacked: no tuple per pod."""
+        that, a DaemonSet's begin with the node. Indexed rather than unpacked: no tuple per pod. `claiming`: the
+        same sync adopts orphans, so the creates wait on the owner's fresh read as the adoptions do."""
         known.names.update((c[-2], name_in(c[-1])) for c in creates)
         return CreatePods(
             key=f"{self.correlation}/create", namespace=self.meta.namespace, owner=self.owner,
             component=self.component, pods=[PodToCreate(key=c[-2], pod=msgspec.Raw(_encode(c[-1]))) for c in creates],
-            **self.common)
+            after_claim=self.owner_check() if claiming else None, **self.common)
 
-    def delete_pod(self, pod: Pod, adopting: Collection[str]) -> DeletePod:
-        """A DeletePod of one of the controller's pods, or of an orphan it claims (`adopting`: adopted first)."""
+    def delete_pod(self, pod: Pod, adopting: Collection[str], claiming: bool = False) -> DeletePod:
+        """A DeletePod of one of the controller's pods, or of an orphan it claims (`adopting`: adopted first);
+        `claiming` as for create_pods."""
         uid = pod.metadata.uid
+        adopt_first = self.adopting_first(uid, adopting)
         return DeletePod(
             key=f"{self.correlation}/delete/{uid}", namespace=pod.metadata.namespace, name=pod.metadata.name,
-            uid=uid, owner=self.owner, component=self.component, adopt_first=self.adopting_first(uid, adopting),
-            **self.common)
+            uid=uid, owner=self.owner, component=self.component, adopt_first=adopt_first,
+            after_claim=self.owner_check() if claiming and adopt_first is None else None, **self.common)
 
     def update_status(self, status: dict[str, object], status_fields: tuple[str, ...] = ()) -> UpdateStatus:
         """UpdateStatus of the synced copy (its resourceVersion and metadata), with `status_fields` of `status`

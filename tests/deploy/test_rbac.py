@@ -10,7 +10,7 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from executor import applying, resources
+from executor import applying, claims, resources
 from ingest.kinds import KINDS as INGEST_KINDS
 from messages.actions import ActionKind, CreatePods
 from tests.deploy.manifests import NAMESPACE, RBAC, ROOT, one, render
@@ -27,8 +27,8 @@ CALLS: dict[tuple[str, str, str, str], set[tuple[str, str]]] = {
     # delete_with_uid: DeletePod (POD), DeleteControllerRevision (CONTROLLER_REVISION)
     ("applying.py", "delete_with_uid", "DELETE", "kind.path(namespace, name)"):
         {("", "pods"), ("apps", "controllerrevisions")},
-    # recheck_owner: the owner (ADOPTERS) re-read before an adoption
-    ("applying.py", "recheck_owner", "GET", "KINDS[check.kind].path(namespace, check.name)"):
+    # recheck_owner: the owner (ADOPTERS) re-read before an adoption, and before a claiming sync's other actions
+    ("claims.py", "recheck_owner", "GET", "KINDS[check.kind].path(namespace, check.name)"):
         {("apps", "replicasets"), ("apps", "daemonsets")},
     # the owner of a CreatePods or CreateControllerRevision, read once per uid (executor/ownership.py)
     ("ownership.py", "get", "GET", "KINDS[kind].path(namespace, name)"):
@@ -125,7 +125,7 @@ def test_the_table_covers_the_kinds_and_actions_the_executor_knows() -> None:
     known = {(kind.base.removeprefix("/apis/").removeprefix("/api/").rpartition("/")[0], kind.plural)
              for kind in resources.KINDS.values()}
     assert reached == known
-    assert set(applying.ADOPTERS) == set(OWNERS)
+    assert set(claims.ADOPTERS) == set(OWNERS)
     handled = {cast(type[msgspec.Struct], cls).__struct_config__.tag for cls in (*applying._HANDLERS, CreatePods)}
     assert handled == {kind.value for kind in ActionKind}, "an action kind the executor does not apply"
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import msgspec
 import pytest
 
 from messages.actions import (
@@ -21,7 +22,7 @@ from messages.actions import (
     PatchPod,
 )
 from runtime.bus import Bus
-from tests.executor.builders import envelope, pod, raw
+from tests.executor.builders import create_pods, envelope, pod, raw
 from tests.executor.conftest import Running, pods_in, publish, results_for
 from tests.simulation import SimProcess
 
@@ -288,3 +289,70 @@ async def test_a_revision_is_adopted_only_for_a_live_owner(bus: Bus, sim: SimPro
     assert set(requests) == {"GET"}
     got = await _call(sim, "GET", f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions/web-1")
     assert not got["metadata"].get("ownerReferences")
+
+
+async def _held_deleting_owner(sim: SimProcess, namespace: str, kind: str) -> tuple[dict[str, Any], str]:
+    """An owner held by a finalizer after its delete: it has a deletionTimestamp, as in the race upstream's
+    TestDoNotAdoptOrCreateIfBeingDeletedRace / TestDontDoAnythingIfBeingDeletedRace set up."""
+    owner = await _owner(sim, namespace, kind, finalizers=["example.com/hold"])
+    path = f"/apis/apps/v1/namespaces/{namespace}/{PLURALS[kind]}/web"
+    await _call(sim, "DELETE", path)
+    return owner, path
+
+
+async def _release(sim: SimProcess, path: str) -> None:
+    await asyncio.to_thread(sim.request, "PATCH", path, {"metadata": {"finalizers": None}},
+                            "application/merge-patch+json")
+
+
+@pytest.mark.parametrize("kind", ["ReplicaSet", "DaemonSet"])
+async def test_creates_of_a_claiming_sync_whose_owner_is_being_deleted_are_not_made(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start, kind: str) -> None:
+    """A sync that adopts orphans makes its creates only if its claim could succeed: upstream's ClaimPods fails the
+    whole sync when canAdopt's fresh read finds the owner being deleted, so nothing is created, and no event."""
+    owner, path = await _held_deleting_owner(sim, namespace, kind)
+    try:
+        action = create_pods(namespace, 3)
+        action = msgspec.structs.replace(action, after_claim=OwnerCheck(
+            kind=kind, name="web", uid=owner["metadata"]["uid"]))
+        async with executor() as running:
+            await publish(bus, action)
+            results = await results_for(bus, 3, (running,))
+            requests = running.metrics.snapshot()["api_requests"]
+        assert {(r.outcome, r.reason) for r in results} == {(SKIPPED, NOT_ADOPTED)}
+        assert all("has just been deleted" in r.message for r in results), results
+        assert set(requests) == {"GET"}, "no create, no event"
+        assert await asyncio.to_thread(pods_in, sim, namespace) == []
+    finally:
+        await _release(sim, path)
+
+
+async def test_creates_and_deletes_of_a_claiming_sync_go_ahead_for_a_live_owner(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    owner = await _owner(sim, namespace, "ReplicaSet")
+    check = OwnerCheck(kind="ReplicaSet", name="web", uid=owner["metadata"]["uid"])
+    doomed = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("doomed"))
+    async with executor() as running:
+        await publish(bus, msgspec.structs.replace(create_pods(namespace, 2), after_claim=check))
+        await publish(bus, msgspec.structs.replace(_delete(namespace, doomed, None), after_claim=check))
+        results = await results_for(bus, 3, (running,))
+    assert {r.outcome for r in results} == {SUCCEEDED}
+    alive = [p["metadata"]["name"] for p in await asyncio.to_thread(pods_in, sim, namespace)
+             if not p["metadata"].get("deletionTimestamp")]  # (a deleted pod terminates gracefully)
+    assert sorted(alive) == ["web-0", "web-1"]
+
+
+async def test_a_delete_of_a_claiming_sync_whose_owner_is_being_deleted_is_not_applied(
+        bus: Bus, sim: SimProcess, namespace: str, executor: Start) -> None:
+    owner, path = await _held_deleting_owner(sim, namespace, "DaemonSet")
+    try:
+        target = await _call(sim, "POST", f"/api/v1/namespaces/{namespace}/pods", pod("kept"))
+        action = msgspec.structs.replace(_delete(namespace, target, None), after_claim=OwnerCheck(
+            kind="DaemonSet", name="web", uid=owner["metadata"]["uid"]))
+        async with executor() as running:
+            await publish(bus, action)
+            [result] = await results_for(bus, 1, (running,))
+        assert (result.outcome, result.reason) == (SKIPPED, NOT_ADOPTED)
+        assert [p["metadata"]["name"] for p in await asyncio.to_thread(pods_in, sim, namespace)] == ["kept"]
+    finally:
+        await _release(sim, path)

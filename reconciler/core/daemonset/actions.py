@@ -86,9 +86,13 @@ def plan_actions(plan: DaemonSetPlan, correlation: str, issued_at: str, write_st
             uid=pod.metadata.uid, patch_type="merge", patch=msgspec.Raw(patch),
             adopt_first=issuer.adopting_first(pod.metadata.uid, adopting_pods), **common))
     actions.extend(issuer.claims(plan.adopt, plan.release, touched_pods))
+    # the sync's other creates and deletes wait on its claims too: upstream's ClaimControllerRevisions or ClaimPods
+    # fails the whole sync when canAdopt finds the DaemonSet gone or being deleted
+    # (TestDontDoAnythingIfBeingDeletedRace)
+    claiming = bool(plan.adopt or plan.revision_adopt)
     if plan.creates:
-        actions.append(issuer.create_pods(plan.creates, known))
-    actions.extend(issuer.delete_pod(pod, adopting_pods) for pod in plan.deletes)
+        actions.append(issuer.create_pods(plan.creates, known, claiming))
+    actions.extend(issuer.delete_pod(pod, adopting_pods, claiming) for pod in plan.deletes)
     for rev in plan.revision_deletes:
         actions.append(DeleteControllerRevision(
             key=f"{correlation}/delete-revision/{rev.metadata.uid}", namespace=ns, name=rev.metadata.name,

@@ -30,9 +30,12 @@ def plan_actions(plan: Plan, correlation: str, issued_at: str, write_status: boo
     adopting = {pod.metadata.uid for pod in plan.adopt}
     actions: list[Action] = []
     actions.extend(issuer.claims(plan.adopt, plan.release, {pod.metadata.uid for pod in plan.deletes}))
+    # the sync's other creates and deletes wait on its claim too: upstream's ClaimPods fails the whole sync when
+    # canAdopt finds the ReplicaSet gone or being deleted (TestDoNotAdoptOrCreateIfBeingDeletedRace)
+    claiming = bool(plan.adopt)
     if plan.creates:
-        actions.append(issuer.create_pods(plan.creates, known))
-    actions.extend(issuer.delete_pod(pod, adopting) for pod in plan.deletes)
+        actions.append(issuer.create_pods(plan.creates, known, claiming))
+    actions.extend(issuer.delete_pod(pod, adopting, claiming) for pod in plan.deletes)
     if plan.status is not None and write_status:
         # updateReplicaSetStatus: UpdateStatus of the synced copy (its resourceVersion and metadata), and
         # after an error the whole newStatus on a fresh read
