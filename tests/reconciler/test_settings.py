@@ -66,8 +66,9 @@ def test_no_minimum_no_resync(minimum: timedelta) -> None:
 def test_settings_survive_the_start_tick(settings: Settings) -> None:
     """What a start records is what a replay of it decides with."""
     state = settings.start_state()
-    assert state["feature_gates"] == {"TaintTolerationComparisonOperators":
-                                      settings.feature_gates.taint_toleration_comparison_operators}
+    assert state["feature_gates"] == {
+        "DeploymentReplicaSetTerminatingReplicas": settings.feature_gates.deployment_replica_set_terminating_replicas,
+        "TaintTolerationComparisonOperators": settings.feature_gates.taint_toleration_comparison_operators}
     assert Settings.from_start_state({"positions": {}, **state}) == settings
 
 

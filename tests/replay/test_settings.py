@@ -67,7 +67,8 @@ def test_every_start_records_the_settings(gated: tuple[World, list[Bundle]]) -> 
     assert len(starts) == 2
     for tick in starts:
         assert tick.state is not None
-        assert tick.state["feature_gates"] == {"TaintTolerationComparisonOperators": True}
+        assert tick.state["feature_gates"] == {"DeploymentReplicaSetTerminatingReplicas": True,
+                                               "TaintTolerationComparisonOperators": True}
         assert tick.state["resync_period_us"] == 30_000_000
 
 
