@@ -141,8 +141,11 @@ def test_a_postgresql_restart_mid_commit_loses_and_duplicates_nothing(
                 "join decisions d on d.id = o.decision_id where t.action = 'create_pods' "
                 "and d.controller_key = 'ReplicaSet/restart/web'"))
     assert decided == keys, "every pod decided once, and no pod decided that was not created"
-    triggers = sql(db_url, "select controller_key, stream_seq, count(*) from decisions "
-                           "group by controller_key, stream_seq, summary::text having count(*) > 1")
+    # a batch committed twice would record its events' decisions twice: one event, one sync of a key. (Two syncs
+    # at one stream position with equal outcomes are no such thing: a requeue without an event, e.g. when the
+    # last result of a round comes in, syncs again at the same position; its trigger is none.)
+    triggers = sql(db_url, "select controller_key, trigger, count(*) from decisions where trigger not in ('resync') "
+                           "group by controller_key, trigger having count(*) > 1")
     assert triggers == [], f"a decision committed twice: {triggers}"
     assert all(pipeline.restarts[s] == 0 and pipeline.procs[s].poll() is None for s in SERVICES), \
         "a service restarted"
