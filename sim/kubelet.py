@@ -183,6 +183,15 @@ class Kubelets:
 
     def _finish_deletion(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
+        if meta.get("finalizers") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            # the containers are stopped, and a pod a finalizer holds stays: a real kubelet reports it terminal
+            # (its containers exited 0 on SIGTERM here), so it no longer counts among a ReplicaSet's
+            # terminatingReplicas. (A pod that goes at once is deleted without that status write.)
+            self._terminate(pod, "Succeeded")
+            entry = self.store.get(R.PODS, meta["namespace"], meta["name"])
+            if entry is None:
+                return
+            pod, meta = entry.obj, entry.obj["metadata"]
         self.registry.delete(R.PODS, meta["namespace"], meta["name"],
                              {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
 

@@ -824,6 +824,30 @@ def test_fail_pod_endpoint(sim: SimProcess, core: client.CoreV1Api, namespace: s
     assert core.read_namespaced_pod("victim", namespace).status.phase == "Failed"
 
 
+def test_a_pod_a_finalizer_holds_is_reported_terminal_once_its_grace_period_ends(
+        core: client.CoreV1Api, namespace: str) -> None:
+    """As a real kubelet: the containers stop after the grace period and the pod, still there for its finalizer,
+    is Succeeded with its containers terminated (so a ReplicaSet no longer counts it as terminating); it goes
+    once the finalizer is removed."""
+    body = pod("held")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    core.create_namespaced_pod(namespace, body)
+    _running_then(core, namespace, "held", "Running")
+    core.delete_namespaced_pod("held", namespace, grace_period_seconds=1)
+    done = _running_then(core, namespace, "held", "Succeeded")
+    assert done.metadata.deletion_timestamp is not None
+    assert [s.state.terminated.exit_code for s in done.status.container_statuses] == [0]
+    core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("held", namespace)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+    wait_for(gone, what="the pod gone once its finalizer is")
+
+
 def test_no_kubelet_leaves_status_to_the_client(idle_sim: SimProcess) -> None:
     """Without kubelets a bound pod stays Pending until a client writes Running and Ready through /status."""
     with api_client(idle_sim.kubeconfig) as api:

@@ -70,8 +70,11 @@ def test_a_terminating_pod_is_replaced_and_counted_apart(pipeline: Pipeline, kub
     assert rs["status"] == {"replicas": 2, "fullyLabeledReplicas": 2, "readyReplicas": 2, "availableReplicas": 2,
                             "terminatingReplicas": 0, "observedGeneration": 1}
     victim = sorted(names(first))[0]
+    # a long graceful shutdown keeps it terminating for the test (once its containers stop, the kubelet reports a
+    # pod a finalizer holds terminal, and it is no longer counted), the finalizer keeps it after a force delete
     kubectl("patch", "pod", victim, "-n", namespace, "--type=merge",
-            "-p", json.dumps({"metadata": {"finalizers": [FINALIZER]}}))
+            "-p", json.dumps({"metadata": {"finalizers": [FINALIZER],
+                                           "annotations": {"sim.kubus.io/termination-seconds": "3600"}}}))
 
     kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
 
@@ -104,6 +107,7 @@ def test_a_terminating_pod_is_replaced_and_counted_apart(pipeline: Pipeline, kub
 
     kubectl("patch", "pod", victim, "-n", namespace, "--type=json",
             "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
+    kubectl("delete", "pod", victim, "-n", namespace, "--grace-period=0", "--force", "--wait=false")
     until(pipeline, lambda: victim not in names(pipeline.pods(namespace)), "the held pod to go")
     until(pipeline, lambda: kubectl.json("get", "rs", "web", "-n", namespace)["status"].get(
         "terminatingReplicas") == 0, "terminatingReplicas 0")
@@ -184,9 +188,10 @@ def test_a_terminating_daemon_pod_is_replaced_only_once_gone_unless_surging(
     before = {name: until(pipeline, partial(daemon_settled, pipeline, namespace, name), f"{name} on every node")
               for name in ("plain", "surge")}
     held = {name: before[name]["node-1"][0] for name in before}
-    for pod in held.values():
+    for pod in held.values():  # terminating for the test's length (a long graceful shutdown), then held
         kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--type=merge",
-                "-p", json.dumps({"metadata": {"finalizers": [FINALIZER]}}))
+                "-p", json.dumps({"metadata": {"finalizers": [FINALIZER],
+                                               "annotations": {"sim.kubus.io/termination-seconds": "3600"}}}))
         kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
 
     def surged() -> dict[str, Any] | None:
@@ -215,6 +220,8 @@ def test_a_terminating_daemon_pod_is_replaced_only_once_gone_unless_surging(
     for pod in held.values():
         kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--type=json",
                 "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
+        kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--grace-period=0", "--force",
+                "--wait=false")
     after = {name: until(pipeline, partial(daemon_settled, pipeline, namespace, name), f"{name} on every node again")
              for name in ("plain", "surge")}
     assert after["surge"]["node-1"][0]["metadata"]["uid"] == beside["metadata"]["uid"]
