@@ -39,30 +39,44 @@ NAMESPACE = "bench"
 SIM_FLAGS = ("--nodes", "100", "--kubelet-delay", "0")
 
 
-def pod_bodies(count: int) -> list[tuple[str, bytes]]:
-    """(key, body) pairs: what the reconciler would send, pre-encoded once for both clients."""
+def pod_bodies(count: int, owner_uid: str) -> list[tuple[str, bytes]]:
+    """(key, body) pairs: what the reconciler would send for the ReplicaSet `bench` (uid `owner_uid`, which the
+    executor's ownership check reads once), pre-encoded before either client starts."""
     out = []
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench", "uid": owner_uid, "controller": True,
+             "blockOwnerDeletion": True}
     for i in range(count):
         key = f"{NAMESPACE}/bench/{i}"
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"bench-{i:06d}", "labels": {"app": "bench"},
-                             "annotations": {IDEMPOTENCY_ANNOTATION: key}},
+                             "annotations": {IDEMPOTENCY_ANNOTATION: key}, "ownerReferences": [owner]},
                 "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
                                          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
         out.append((key, msgspec.json.encode(body)))
     return out
 
 
-async def create_namespace(url: str) -> None:
-    async with aiohttp.ClientSession() as s, s.post(f"{url}/api/v1/namespaces",
-                                                    json={"metadata": {"name": NAMESPACE}}) as r:
-        assert r.status == 201, await r.text()
+async def create_owner(url: str, count: int) -> list[tuple[str, bytes]]:
+    """The namespace and the ReplicaSet `bench` (0 replicas: nothing else acts on its pods), and the pods to create
+    for it."""
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}}) as r:
+            assert r.status == 201, await r.text()
+        labels = {"app": "bench"}
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "bench"},
+              "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+                  "metadata": {"labels": labels},
+                  "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}}
+        async with s.post(f"{url}/apis/apps/v1/namespaces/{NAMESPACE}/replicasets", json=rs) as r:
+            assert r.status == 201, await r.text()
+            uid = (await r.json())["metadata"]["uid"]
+    return pod_bodies(count, uid)
 
 
-async def bare(bodies: list[tuple[str, bytes]]) -> float:
+async def bare(count: int) -> float:
     sim = start_sim(*SIM_FLAGS)
     try:
-        await create_namespace(sim.url)
+        bodies = await create_owner(sim.url, count)
         seconds, failures = await post_all(sim.url, f"/api/v1/namespaces/{NAMESPACE}/pods", [b for _, b in bodies])
         assert failures == 0, failures
         return len(bodies) / seconds
@@ -82,13 +96,13 @@ async def publish_actions(bus: Bus, bodies: list[tuple[str, bytes]], per_action:
     return len(acks)
 
 
-async def kubus(bodies: list[tuple[str, bytes]], per_action: int) -> tuple[float, ExecutorMetrics]:
+async def kubus(count: int, per_action: int) -> tuple[float, ExecutorMetrics]:
     sim: Process = start_sim(*SIM_FLAGS)
     store = Path(tempfile.mkdtemp(prefix="kubus-bench-nats-"))
     server = EmbeddedNats(store)
     try:
         url = await server.start()
-        await create_namespace(sim.url)
+        bodies = await create_owner(sim.url, count)
         nc = await nats.connect(url)
         bus = await ensure_streams(nc, prefix="bench", partitions=16)
         actions = await publish_actions(bus, bodies, per_action)
@@ -117,11 +131,10 @@ async def kubus(bodies: list[tuple[str, bytes]], per_action: int) -> tuple[float
 
 
 async def main_async(pods: int, per_action: int, runs: int) -> None:
-    bodies = pod_bodies(pods)
     print(f"machine: {machine()}")
     for run in range(1, runs + 1):
-        bare_rate = await bare(bodies)
-        kubus_rate, metrics = await kubus(bodies, per_action)
+        bare_rate = await bare(pods)
+        kubus_rate, metrics = await kubus(pods, per_action)
         print(f"run {run}: kubus executor {kubus_rate:,.0f} pods/s (target >= 500), bare aiohttp loop "
               f"{bare_rate:,.0f} pods/s, ratio {kubus_rate / bare_rate:.2f} (target >= 0.5); {pods:,} pods in "
               f"actions of {per_action}, rate limiter disabled (qps=0), 16 API calls in flight, sim with "
