@@ -70,22 +70,24 @@ def status_key(correlation: str) -> str:
     return f"{correlation}/{STATUS}"
 
 
-def correlation_of(action_key: str) -> str:
-    """The correlation id an action key starts with: its decision's; "" for a key of another form (see
-    `action_step`)."""
+def _split_action_key(action_key: str) -> tuple[str, str] | None:
+    """(correlation id, what follows its slash) of an action key; None for a key of another form. Neither a
+    namespace nor a name holds an ``@``, so the correlation id ends at the first slash after the first ``@``."""
     head, at, after = action_key.partition("@")
-    seq_and_time, slash, _ = after.partition("/")
+    seq_and_time, slash, rest = after.partition("/")
     if not at or not slash:
-        return ""
-    return f"{head}@{seq_and_time}"
+        return None
+    return f"{head}@{seq_and_time}", rest
+
+
+def correlation_of(action_key: str) -> str:
+    """The correlation id an action key starts with: its decision's; "" for a key of another form."""
+    split = _split_action_key(action_key)
+    return "" if split is None else split[0]
 
 
 def action_step(action_key: str) -> str:
     """The step an action key names after its correlation id (``adopt``, ``release``, ``create``, ...); "" for
-    a key of another form. Neither a namespace nor a name holds an ``@``, so the correlation id ends at the
-    first slash after the first ``@``."""
-    _, at, after = action_key.partition("@")
-    _, slash, rest = after.partition("/")
-    if not at or not slash:
-        return ""
-    return rest.partition("/")[0]
+    a key of another form."""
+    split = _split_action_key(action_key)
+    return "" if split is None else split[1].partition("/")[0]

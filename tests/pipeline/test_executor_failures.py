@@ -56,17 +56,6 @@ def namespace(pipeline: Pipeline, request: pytest.FixtureRequest) -> str:
     return name
 
 
-@pytest.fixture
-def faults(pipeline: Pipeline) -> Iterator[Callable[..., None]]:
-    """Sets the sim's fault rules; clears them when the test ends."""
-
-    def set_rules(*rules: str) -> None:
-        api(pipeline, "PUT", "/sim/faults", {"rules": list(rules), "seed": 1})
-
-    yield set_rules
-    api(pipeline, "DELETE", "/sim/faults")
-
-
 def api(p: Pipeline, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
     code, got = p.sim.request(method, path, body)
     assert code == expect, (method, path, code, got)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
 pipeline, kubectl, namespace, services = shared.pipeline, shared.kubectl, shared.namespace, shared.services
 apply, until = shared.apply, shared.until
 NODES = {"node-0", "node-1", "node-2", "node-3"}
-
-
-@pytest.fixture
-def faults(pipeline: Pipeline) -> Iterator[Callable[..., None]]:
-    """Sets the sim's fault rules; clears them when the test ends (whatever it asserted)."""
-
-    def set_rules(*rules: str) -> None:
-        api(pipeline, "PUT", "/sim/faults", {"rules": list(rules), "seed": 1})
-
-    yield set_rules
-    api(pipeline, "DELETE", "/sim/faults")
 
 
 def daemonset(name: str, ns: str, image: str = "agent:1") -> dict[str, Any]:

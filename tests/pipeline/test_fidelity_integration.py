@@ -391,17 +391,6 @@ def test_unschedulable_node_daemon_does_launch_pod(pipeline: Pipeline, namespace
     status_is(pipeline, namespace, "numberReady", 2)
 
 
-@pytest.fixture
-def faults(pipeline: Pipeline) -> Iterator[Callable[..., None]]:
-    """Sets the sim's fault rules; clears them when the test ends (whatever it asserted)."""
-
-    def set_rules(*rules: str) -> None:
-        api(pipeline, "PUT", "/sim/faults", {"rules": list(rules), "seed": 1})
-
-    yield set_rules
-    api(pipeline, "DELETE", "/sim/faults")
-
-
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_update_status_despite_pod_creation_failure(pipeline: Pipeline, namespace: str, nodes: Nodes,
                                                     faults: Callable[..., None], strategy: str) -> None:
