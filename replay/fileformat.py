@@ -265,8 +265,11 @@ class Reader:
         first_message_line = 0
         results: list[ActionResult] = []
         current: Bundle | None = None
-        last_event = last_state = last_tick = last_decision = 0  # last_event: within the block of event lines
-        took: dict[str, int] = {}  # per reconciler instance, the highest sequence its batches took
+        last_event = last_state = last_tick = 0  # last_event: within the block of event lines
+        # per reconciler instance: the highest sequence its batches took, its last decision id (the members of a
+        # split deployment commit at once: ids are drawn in one order and committed in another)
+        took: dict[str, int] = {}
+        last_decision: dict[str, int] = {}
         counts = self.counts
         n = self.lines
         ended = False
@@ -361,9 +364,11 @@ class Reader:
             elif isinstance(line, DecisionLine):
                 if current is None or current.decisions is None or line.tick != current.tick.id:
                     raise FormatError(n, f"decision {line.id} of tick {line.tick} is not right after that tick")
-                if line.id <= last_decision:
-                    raise FormatError(n, f"decision {line.id} after decision {last_decision}: out of order")
-                last_decision = line.id
+                instance = current.tick.instance
+                before = last_decision.get(instance, 0)
+                if line.id <= before:
+                    raise FormatError(n, f"decision {line.id} after decision {before} of {instance}: out of order")
+                last_decision[instance] = line.id
                 expected = current.tick.decision_ids
                 index = len(current.decisions)
                 if index >= len(expected) or expected[index] != line.id:

@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.core.stepping import Message
 from replay import fileformat
-from replay.bundles import Bundle
+from replay.bundles import Bundle, RecordedDecision
 from replay.fileformat import FormatError
 from replay.source import EventReader, Recorded, SourceError, bundles, from_list, memory_opener, of_instance
 from replay.synthetic import World
@@ -38,25 +38,32 @@ def start(tick_id: int, instance: str, partitions: list[int], first_seq: int, la
                          state=state), [])
 
 
-def batch(tick_id: int, instance: str, partitions: list[int], first_seq: int, last_seq: int) -> Recorded:
-    return Recorded(Tick(id=tick_id, instance=instance, kind="batch", at=T0 + timedelta(seconds=tick_id),
-                         caught_up=True, first_seq=first_seq, last_seq=last_seq, partitions=partitions), [])
+def batch(tick_id: int, instance: str, partitions: list[int], first_seq: int, last_seq: int,
+          decision_ids: tuple[int, ...] = ()) -> Recorded:
+    at = T0 + timedelta(seconds=tick_id)
+    decisions = [RecordedDecision(id=i, correlation_id=f"ReplicaSet/split/web@{last_seq}~{i}",
+                                  controller_key="ReplicaSet/split/web", controller_kind="ReplicaSet", partition=0,
+                                  stream_seq=last_seq, trigger=None, decided_at=at, summary={"reason": "synced"},
+                                  actions=[]) for i in decision_ids]
+    return Recorded(Tick(id=tick_id, instance=instance, kind="batch", at=at, caught_up=True, first_seq=first_seq,
+                         last_seq=last_seq, partitions=partitions, decision_ids=list(decision_ids)), decisions)
 
 
 def split_log() -> list[Recorded]:
     """Members a and b over 4 partitions: b starts after a has read some of the history (its bootstrap
     reflects up to 8), reads from 9 on, then takes over a's partitions after a dies, from a's committed
-    position 15: it reads 16.. again after having read up to 20."""
+    position 15: it reads 16.. again after having read up to 20. Their transactions ran at once: b's drew
+    decision id 12 before a's drew 30, a's committed first."""
     return [
         start(1, "a", [0, 1, 2, 3], 1, 0, {}),
         batch(2, "a", [0, 1, 2, 3], 1, 10),
         start(3, "a", [0, 1], 11, 10, {0: 10, 1: 9}),  # b joined: a hands partitions 2 and 3 over
         start(4, "b", [2, 3], 9, 8, {2: 8, 3: 10}),
-        batch(5, "a", [0, 1], 11, 20),
-        batch(6, "b", [2, 3], 9, 20),
+        batch(5, "a", [0, 1], 11, 20, (30,)),
+        batch(6, "b", [2, 3], 9, 20, (12,)),
         batch(7, "a", [0, 1], 21, 22),
         start(8, "b", [0, 1, 2, 3], 16, 22, {0: 15, 1: 22, 2: 20, 3: 20}),  # a died: b takes 0 and 1
-        batch(9, "b", [0, 1, 2, 3], 16, 30),
+        batch(9, "b", [0, 1, 2, 3], 16, 30, (31, 32)),
     ]
 
 
@@ -114,6 +121,7 @@ def test_one_member_out_of_a_full_export(stream: list[Message]) -> None:
         picked = list(of_instance(read(data), member, "full.jsonl"))
         alone = bundled([r for r in log if r.tick.instance == member], stream)
         assert [b.tick.id for b in picked] == [b.tick.id for b in alone]
+        assert [[d.id for d in b.decisions or ()] for b in picked] == [[d.id for d in b.decisions or ()] for b in alone]
         assert seqs(picked) == seqs(alone)
     with pytest.raises(SourceError) as raised:
         list(of_instance(read(data), "c", "full.jsonl"))
