@@ -17,9 +17,10 @@ Line 1 is a header, ``{"kubus_events": FORMAT, "schema": SCHEMA_VERSION, "export
   line, so a truncated file is told from a complete one.
 
 The reader refuses, with the line number and the reason, a file that is truncated, out of order (event
-and state sequences, tick and decision ids strictly increasing; an event inside the range of the batch
-after it; a tick's results and decisions exactly the lines around it) or written by a newer kubus (a
-newer format or event schema).
+sequences strictly increasing within a batch and per reconciler instance, going back only after a start
+that re-reads the history; state sequences within their block; tick ids strictly increasing, decision ids
+per instance; an event inside the range of the batch after it; a tick's results and decisions exactly the
+lines around it) or written by a newer kubus (a newer format or event schema).
 """
 
 from __future__ import annotations

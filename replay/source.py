@@ -6,9 +6,12 @@ The bundler walks the ticks in commit order and gives each the messages it needs
 
 - a ``start`` tick: the last message of every subject up to its ``last_seq`` (what KUBUS_STATE held when
   that process bootstrapped), in sequence order;
-- a ``batch`` tick: the messages of its range after the highest sequence an earlier batch took. The ones
-  before were committed by earlier batches, so the live loop skipped them after a restart, and so does
-  the replay (its consumer positions say so); none is ever needed twice.
+- a ``batch`` tick: the messages of its range after the highest sequence an earlier batch of the same
+  reconciler instance took. The ones before were committed by its earlier batches, so the live loop skipped
+  them after a restart, and so does the replay (its consumer positions say so). Each member of a split
+  deployment reads the whole history, so a history of several members gives each its own; and a start
+  that re-reads the history (`bundles.restarts_reading`: a new set of partitions, a bootstrap behind its
+  positions) goes back to its first sequence, as the live process did.
 
 A replay of a window (`--since-seq`, `--since`, ...) starts at the latest start tick before the window
 that recorded what it loaded (or at the very first tick), so the controllers' memory is right when the
