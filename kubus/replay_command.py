@@ -146,7 +146,7 @@ def run_replay(args: argparse.Namespace) -> int:
         with tuned_gc():
             if args.from_file:
                 source = args.from_file
-                _replay_file(replay, args.from_file)
+                _replay_file(replay, args.from_file, args.instance)
             else:
                 source = asyncio.run(_replay_live(replay, args))
     except FormatError as exc:
@@ -161,8 +161,9 @@ def run_replay(args: argparse.Namespace) -> int:
     return replay.finish(source)
 
 
-def _replay_file(replay: Any, path: str) -> None:
+def _replay_file(replay: Any, path: str, instance: str | None) -> None:
     from replay.fileformat import Reader, read_file
+    from replay.source import of_instance
 
     if path == "-":
         reader = Reader(sys.stdin.buffer)
@@ -170,6 +171,8 @@ def _replay_file(replay: Any, path: str) -> None:
         bundles = iter(reader)
     else:
         _, bundles = read_file(path)
+    if instance is not None:  # one member of a split deployment, from a file holding several
+        bundles = of_instance(bundles, instance, "stdin" if path == "-" else path)
     for bundle in bundles:
         if not replay.feed(bundle):
             break

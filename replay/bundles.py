@@ -18,7 +18,7 @@ from typing import Any
 
 from messages.actions import ActionResult
 from reconciler.core.stepping import Message
-from store.ticks import Tick
+from store.ticks import START, Tick
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,11 @@ class Bundle:
     @property
     def where(self) -> str:
         return f"tick {self.tick.id}" + (f" (line {self.line})" if self.line else "")
+
+
+def restarts_reading(tick: Tick) -> bool:
+    """Whether a start tick re-reads the history from its `first_seq` (before what its instance took already):
+    a split reconciler's new set of partitions (it re-reads from the lowest position among them, and what it
+    took over was read by another process, not by this one), or a start whose bootstrap lagged behind its
+    positions (it re-reads from what the bootstrap reflects, to catch its cache up)."""
+    return tick.kind == START and (tick.partitions is not None or "consistent" in (tick.state or {}))

@@ -17,9 +17,10 @@ Line 1 is a header, ``{"kubus_events": FORMAT, "schema": SCHEMA_VERSION, "export
   line, so a truncated file is told from a complete one.
 
 The reader refuses, with the line number and the reason, a file that is truncated, out of order (event
-and state sequences, tick and decision ids strictly increasing; an event inside the range of the batch
-after it; a tick's results and decisions exactly the lines around it) or written by a newer kubus (a
-newer format or event schema).
+sequences strictly increasing within a batch and per reconciler instance, going back only after a start
+that re-reads the history; state sequences within their block; tick ids strictly increasing, decision ids
+per instance; an event inside the range of the batch after it; a tick's results and decisions exactly the
+lines around it) or written by a newer kubus (a newer format or event schema).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from kube.times import format_micro_time, parse_time
 from messages.actions import ActionResult
 from messages.observed import SCHEMA_VERSION, ObservedEvent
 from reconciler.core.stepping import Message
-from replay.bundles import Bundle, RecordedAction, RecordedDecision
+from replay.bundles import Bundle, RecordedAction, RecordedDecision, restarts_reading
 from store.ticks import BATCH, START, Tick
 
 FORMAT: Final = 1
@@ -265,7 +266,11 @@ class Reader:
         first_message_line = 0
         results: list[ActionResult] = []
         current: Bundle | None = None
-        last_event = last_state = last_tick = last_decision = 0
+        last_event = last_state = last_tick = 0  # last_event: within the block of event lines
+        # per reconciler instance: the highest sequence its batches took, its last decision id (the members of a
+        # split deployment commit at once: ids are drawn in one order and committed in another)
+        took: dict[str, int] = {}
+        last_decision: dict[str, int] = {}
         counts = self.counts
         n = self.lines
         ended = False
@@ -285,11 +290,11 @@ class Reader:
                 # the fast path of the branch below for the most common line (most of a file's lines are
                 # events): the same checks, in the same order
                 seq = line.seq
-                if seq <= last_event:
-                    raise FormatError(n, f"event sequence {seq} after {last_event}: out of order")
-                last_event = seq
                 if not messages:
                     first_message_line = n
+                elif seq <= last_event:
+                    raise FormatError(n, f"event sequence {seq} after {last_event}: out of order")
+                last_event = seq
                 message_kind = "event"
                 event = line.event
                 if event.v > SCHEMA_VERSION:
@@ -314,7 +319,7 @@ class Reader:
                 kind = "event" if isinstance(line, _EVENT_LINES) else "state"
                 seq = line.seq
                 if kind == "event":
-                    if seq <= last_event:
+                    if messages and message_kind == "event" and seq <= last_event:
                         raise FormatError(n, f"event sequence {seq} after {last_event}: out of order")
                     last_event = seq
                 else:
@@ -349,6 +354,7 @@ class Reader:
                 last_tick = line.id
                 tick = _tick(line, n)
                 self._check_tick(tick, messages, message_kind, first_message_line, results, n)
+                _check_read_order(tick, messages, first_message_line, took)
                 current = Bundle(tick, messages, results, [] if header.decisions else None, n)
                 messages, message_kind, results = [], "", []
                 append = messages.append
@@ -359,9 +365,11 @@ class Reader:
             elif isinstance(line, DecisionLine):
                 if current is None or current.decisions is None or line.tick != current.tick.id:
                     raise FormatError(n, f"decision {line.id} of tick {line.tick} is not right after that tick")
-                if line.id <= last_decision:
-                    raise FormatError(n, f"decision {line.id} after decision {last_decision}: out of order")
-                last_decision = line.id
+                instance = current.tick.instance
+                before = last_decision.get(instance, 0)
+                if line.id <= before:
+                    raise FormatError(n, f"decision {line.id} after decision {before} of {instance}: out of order")
+                last_decision[instance] = line.id
                 expected = current.tick.decision_ids
                 index = len(current.decisions)
                 if index >= len(expected) or expected[index] != line.id:
@@ -433,6 +441,24 @@ class Reader:
             if line.counts.get(kind, 0) != self.counts[kind]:
                 raise FormatError(n, f"the end line counts {line.counts.get(kind, 0)} {kind} lines, the file "
                                      f"holds {self.counts[kind]}")
+
+
+def _check_read_order(tick: Tick, messages: list[Message], first_line: int, took: dict[str, int]) -> None:
+    """A batch's event lines come after what the earlier batches of its instance took (each member of a split
+    deployment reads the whole history, so the file holds each one's events); a start that re-reads the history
+    (`restarts_reading`) goes back to its first_seq, as `replay.source.bundles` does. Moves `took` on."""
+    instance = tick.instance
+    if tick.kind == START:
+        took.setdefault(instance, 0)
+        if restarts_reading(tick):
+            took[instance] = min(took[instance], (tick.first_seq or 1) - 1)
+        return
+    before = took.get(instance)
+    if before is not None and messages and messages[0][0] <= before:
+        raise FormatError(first_line, f"event sequence {messages[0][0]} after {before}: out of order (the batches "
+                                      f"of {instance} before tick {tick.id} took up to {before})")
+    if tick.last_seq is not None:
+        took[instance] = max(before or 0, tick.last_seq)
 
 
 def _finished(bundle: Bundle, n: int) -> Bundle:

@@ -6,9 +6,12 @@ The bundler walks the ticks in commit order and gives each the messages it needs
 
 - a ``start`` tick: the last message of every subject up to its ``last_seq`` (what KUBUS_STATE held when
   that process bootstrapped), in sequence order;
-- a ``batch`` tick: the messages of its range after the highest sequence an earlier batch took. The ones
-  before were committed by earlier batches, so the live loop skipped them after a restart, and so does
-  the replay (its consumer positions say so); none is ever needed twice.
+- a ``batch`` tick: the messages of its range after the highest sequence an earlier batch of the same
+  reconciler instance took. The ones before were committed by its earlier batches, so the live loop skipped
+  them after a restart, and so does the replay (its consumer positions say so). Each member of a split
+  deployment reads the whole history, so a history of several members gives each its own; and a start
+  that re-reads the history (`bundles.restarts_reading`: a new set of partitions, a bootstrap behind its
+  positions) goes back to its first sequence, as the live process did.
 
 A replay of a window (`--since-seq`, `--since`, ...) starts at the latest start tick before the window
 that recorded what it loaded (or at the very first tick), so the controllers' memory is right when the
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from messages.actions import ActionResult
 from reconciler.core.stepping import Message, Payload
-from replay.bundles import Bundle, RecordedAction, RecordedDecision
+from replay.bundles import Bundle, RecordedAction, RecordedDecision, restarts_reading
 from store import ticks as tick_rows
 from store.engine import Store
 from store.tables import decisions as decision_table
@@ -112,15 +115,23 @@ def choose_ticks(outlines: Sequence[tick_rows.Outline], window: Window) -> tuple
 Opener = Callable[[int], AsyncIterator[Message]]  # the history's messages from a sequence on, in order
 
 
-class EventReader:
-    """One pass over the event history, keeping the last message of every subject (for bootstraps)."""
+RECENT = 10_000  # messages an EventReader keeps after handing them out, for the members of a split deployment
 
-    def __init__(self, open_from: Opener, first_seq: int = 1):
+
+class EventReader:
+    """One pass over the event history, keeping the last message of every subject (for bootstraps), and the
+    last `recent` messages it handed out: the members of a split deployment read the same history, a little
+    apart, and a member's batch behind the pass is served from those instead of a second pass."""
+
+    def __init__(self, open_from: Opener, first_seq: int = 1, recent: int = RECENT):
         self._open = open_from
         self._first = first_seq
         self._messages: AsyncIterator[Message] | None = None
         self._peeked: Message | None = None
         self._ahead: deque[Message] = deque()
+        self._recent: deque[Message] = deque()
+        self._recent_size = recent
+        self._recent_after = first_seq - 1  # `_recent` holds every message after this sequence up to `handed`
         self.cursor = 0  # the last sequence read
         self.handed = 0  # the last sequence `read` has gone past (handed out or skipped)
         self.shadow: dict[str, tuple[int, Payload]] = {}
@@ -158,15 +169,27 @@ class EventReader:
         if after < self.handed:
             taken = await self._reread(after, min(self.handed, upto))
         await self._pull(upto)
-        ahead = self._ahead
+        ahead, recent = self._ahead, self._recent
         while ahead and ahead[0][0] <= upto:
             message = ahead.popleft()
             self.handed = message[0]
             if message[0] > after:
                 taken.append(message)
+            recent.append(message)
+            if len(recent) > self._recent_size:
+                self._recent_after = recent.popleft()[0]
         return taken
 
     async def _reread(self, after: int, upto: int) -> list[Message]:
+        if after >= self._recent_after:  # still held: the messages after `after`, from the newest back
+            back: list[Message] = []
+            for message in reversed(self._recent):
+                if message[0] <= after:
+                    break
+                if message[0] <= upto:
+                    back.append(message)
+            back.reverse()
+            return back
         again: list[Message] = []
         messages = self._open(after + 1)
         try:
@@ -220,30 +243,50 @@ def results_of(tick: Tick) -> list[ActionResult]:
 
 async def bundles(ticks: AsyncIterator[Recorded], events: EventReader) -> AsyncIterator[Bundle]:
     """The bundles of the ticks, their messages read from `events` (see the module's docstring)."""
-    emitted: int | None = None  # the highest sequence a batch took
+    # per reconciler instance, the highest sequence a batch of it took: the members of a split deployment each
+    # read the whole history, so each one's batches are given what it read, not what another member took first
+    emitted: dict[str, int] = {}
+    started = False
     async for recorded in ticks:
         tick = recorded.tick
+        instance = tick.instance
         if tick.kind == START:
             top = tick.last_seq or 0
             messages = await events.state_at(top) if top else []
             state = tick.state or {}
-            if emitted is None:
+            if instance not in emitted:
                 positions = state.get("positions") or {}
-                emitted = max((int(s) for s in positions.values()), default=0)
-            if tick.partitions is not None or "consistent" in state:
-                # a split reconciler's new set of partitions: it re-reads from the lowest position among them, and
-                # what it took over was read before by another process, not by this one; a start whose bootstrap
-                # lagged behind its positions re-reads from what the bootstrap reflects, to catch its cache up
-                emitted = min(emitted, (tick.first_seq or 1) - 1)
+                emitted[instance] = max((int(s) for s in positions.values()), default=0)
+            if restarts_reading(tick):
+                emitted[instance] = min(emitted[instance], (tick.first_seq or 1) - 1)
+            started = True
             yield Bundle(tick, messages, [], recorded.decisions)
             continue
-        if emitted is None:
+        if not started:
             raise SourceError(f"tick {tick.id}: the history must begin with a start tick")
+        # a member whose start lies before the window: its batches from their own range on
+        took = emitted.get(instance, (tick.first_seq or 1) - 1)
         messages = []
-        if tick.last_seq is not None and tick.last_seq > emitted:
-            messages = await events.read(max(emitted, (tick.first_seq or 1) - 1), tick.last_seq)
-            emitted = tick.last_seq
+        if tick.last_seq is not None and tick.last_seq > took:
+            messages = await events.read(max(took, (tick.first_seq or 1) - 1), tick.last_seq)
+            emitted[instance] = tick.last_seq
         yield Bundle(tick, messages, results_of(tick), recorded.decisions)
+
+
+def of_instance(bundles: Iterable[Bundle], instance: str, where: str) -> Iterator[Bundle]:
+    """The bundles of one reconciler instance (`--instance` on a file holding several: a full export of a
+    split deployment holds each member's events with its ticks); a SourceError when none is its."""
+    others: set[str] = set()
+    found = False
+    for bundle in bundles:
+        if bundle.tick.instance == instance:
+            found = True
+            yield bundle
+        else:
+            others.add(bundle.tick.instance)
+    if not found:
+        held = ", ".join(sorted(others)) or "none"
+        raise SourceError(f"{where} holds no tick of reconciler instance {instance!r} (it holds: {held})")
 
 
 async def from_list(items: Iterable[Recorded]) -> AsyncIterator[Recorded]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,8 @@ def test_paths_targets_and_values() -> None:
     assert parse_target("Node/node-1") == NamedObject(("Node",), "", "node-1")
     assert parse_target("DaemonSet/ns/x") == NamedObject(("DaemonSet",), "ns", "x")
     change = parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable=3", AGENT)
-    assert (change.target, change.value) == (AGENT, 3)
-    assert parse_set("maxUnavailable='25%'", AGENT).value == "25%"
+    assert (change.target, change.value) == (NamedObject(("DaemonSet",), NAMESPACE, "agent"), 3)  # the kind that has it
+    assert parse_set("spec.updateStrategy.rollingUpdate.maxUnavailable='25%'", AGENT).value == "25%"
     node = parse_set("Node/node-2:spec.taints=[{key: x, effect: NoSchedule}]", None)
     assert node.target == NamedObject(("Node",), "", "node-2") and node.value == [{"key": "x", "effect": "NoSchedule"}]
     assert parse_add_node("node-9:zone=b,disk=ssd") == ("node-9", {"zone": "b", "disk": "ssd"})
@@ -153,3 +155,108 @@ def test_the_window_narrows_what_is_reported_not_what_is_replayed(bundles: list[
     run, early = replay(bundles, controller=WEB, window=Window(until=until))
     assert decisions(early) == [d for d in decisions(everything) if d["tick"] <= bundles[10].tick.id]
     assert run.engine.stats.ticks == 11  # it stopped at the first tick past the window
+
+
+# --- a --set path checked against the kind's model ---------------------------------------------------------
+@pytest.mark.parametrize(("text", "target"), [
+    pytest.param("spec.replicas=10", "ReplicaSet/demo/web", id="replicas-narrows-to-replicaset"),
+    pytest.param("spec.updateStrategy.rollingUpdate.maxUnavailable=3", "DaemonSet/demo/web",
+                 id="max-unavailable-narrows-to-daemonset"),
+    pytest.param("spec.updateStrategy.rollingUpdate.maxSurge='25%'", "DaemonSet/demo/web", id="max-surge"),
+    pytest.param("spec.updateStrategy.rollingUpdate=null", "DaemonSet/demo/web", id="removing-an-object"),
+    pytest.param("spec.updateStrategy={type: RollingUpdate, rollingUpdate: {maxUnavailable: 2}}",
+                 "DaemonSet/demo/web", id="an-object-value"),
+    pytest.param("spec.minReadySeconds=5", "DaemonSet/ReplicaSet/demo/web", id="both-kinds"),
+    pytest.param("spec.template.spec.containers.0.image=nginx:2", "DaemonSet/ReplicaSet/demo/web",
+                 id="container-image"),
+    pytest.param("spec.template.spec.containers.1={name: side, image: x}", "DaemonSet/ReplicaSet/demo/web",
+                 id="container-appended"),
+    pytest.param("spec.template.spec.containers.0.env=[{name: A, value: b}]", "DaemonSet/ReplicaSet/demo/web",
+                 id="container-env-kept-in-templates"),
+    pytest.param("spec.template.spec.containers.0.resources.limits.cpu=1", "DaemonSet/ReplicaSet/demo/web",
+                 id="below-a-kept-field"),
+    pytest.param("spec.template.spec.tolerations.0.key=dedicated", "DaemonSet/ReplicaSet/demo/web",
+                 id="toleration"),
+    pytest.param("spec.template.metadata.labels[app.kubernetes.io/name]=x", "DaemonSet/ReplicaSet/demo/web",
+                 id="template-label"),
+    pytest.param("ReplicaSet/demo/web:spec.replicas=3", "ReplicaSet/demo/web", id="named-replicaset"),
+    pytest.param("DaemonSet/demo/agent:spec.updateStrategy.type=OnDelete", "DaemonSet/demo/agent",
+                 id="named-daemonset"),
+    pytest.param("Node/node-2:spec.taints=[{key: dedicated, effect: NoSchedule}]", "Node/node-2", id="node-taints"),
+    pytest.param("Node/node-1:metadata.labels[zone]=b", "Node/node-1", id="node-label"),
+])
+def test_a_set_path_the_model_has(text: str, target: str) -> None:
+    assert str(parse_set(text, WEB).target) == target
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    pytest.param("spec.replicaz=10", "a DaemonSet or a ReplicaSet has no field spec.replicaz that kubus reads "
+                                     "(nearest: spec.replicas)", id="replicas-mistyped"),
+    pytest.param("foo.bar=1", "a DaemonSet or a ReplicaSet has no field foo that kubus reads (known there: "
+                              "apiVersion, kind, metadata, spec, status)", id="no-such-top-level-field"),
+    pytest.param("spec.updateStrategy.rollingUpdate.maxUnavailabel=3",
+                 "a DaemonSet has no field spec.updateStrategy.rollingUpdate.maxUnavailabel that kubus reads "
+                 "(nearest: spec.updateStrategy.rollingUpdate.maxUnavailable)", id="max-unavailable-mistyped"),
+    pytest.param("spec.updateStrategy={rollingUpdate: {maxUnavailabel: 2}}",
+                 "a DaemonSet has no field spec.updateStrategy.rollingUpdate.maxUnavailabel that kubus reads "
+                 "(nearest: spec.updateStrategy.rollingUpdate.maxUnavailable)", id="mistyped-in-an-object-value"),
+    pytest.param("metadata.labelz.app=x", "a DaemonSet or a ReplicaSet has no field metadata.labelz that kubus "
+                                          "reads (nearest: metadata.labels)", id="metadata-mistyped"),
+    pytest.param("spec.template.spec.containers.0.imagee=x",
+                 "a DaemonSet or a ReplicaSet has no field spec.template.spec.containers.0.imagee that kubus reads "
+                 "(nearest: spec.template.spec.containers.0.image)", id="container-field-mistyped"),
+    pytest.param("spec.template.spec.containers.image=x",
+                 "spec.template.spec.containers of a DaemonSet or a ReplicaSet is a list: its items are numbered "
+                 "(0, 1, ...)", id="list-without-index"),
+    pytest.param("spec.replicas.x=1", "spec.replicas of a ReplicaSet is a plain value, without fields",
+                 id="below-a-plain-value"),
+    pytest.param("ReplicaSet/demo/web:spec.updateStrategy.type=OnDelete",
+                 "a ReplicaSet has no field spec.updateStrategy that kubus reads (known there: minReadySeconds, "
+                 "replicas, selector, template)", id="daemonset-field-on-a-replicaset"),
+    pytest.param("DaemonSet/demo/agent:spec.replicas=3",
+                 "a DaemonSet has no field spec.replicas that kubus reads (known there: minReadySeconds, "
+                 "revisionHistoryLimit, selector, template, templateGeneration, updateStrategy)",
+                 id="replicaset-field-on-a-daemonset"),
+    pytest.param("Node/node-2:spec.taints=[{key: x, efect: NoSchedule}]",
+                 "a Node has no field spec.taints.0.efect that kubus reads (nearest: spec.taints.0.effect)",
+                 id="node-taint-mistyped-in-the-value"),
+    pytest.param("Deploymnet/demo/web:spec.replicas=3", "kubus reads no kind 'Deploymnet' (nearest: DaemonSet)",
+                 id="unknown-kind"),
+])
+def test_a_set_path_the_model_has_not_is_refused_naming_the_nearest(text: str, error: str) -> None:
+    with pytest.raises(WhatIfError) as raised:
+        parse_set(text, WEB)
+    assert str(raised.value) == f"--set {text!r}: {error}"
+
+
+def test_the_what_if_header_names_the_kind_the_replay_found(bundles: list[Bundle]) -> None:
+    """A name that may be a DaemonSet or a ReplicaSet is named as the one the history holds, by the path
+    (spec.replicas: a ReplicaSet) or by the events changed (a container image: either); an object of which
+    no event was replayed is said to be unchanged."""
+    what_if = WhatIf(sets=[parse_set("spec.replicas=3", WEB),
+                           parse_set("spec.template.spec.containers.0.image=busybox:9", AGENT),
+                           parse_set("spec.replicas=7", NamedObject(("DaemonSet", "ReplicaSet"), NAMESPACE, "nope"))])
+    out = io.StringIO()
+    run = Replay(ReplayOptions(what_if=what_if), out)
+    for bundle in bundles:
+        run.feed(bundle)
+    run.finish("test")
+    header = next(line for line in out.getvalue().splitlines() if line.startswith("what if: "))
+    assert header == (f"what if: ReplicaSet/{NAMESPACE}/web: spec.replicas = 3; "
+                      f"DaemonSet/{NAMESPACE}/agent: spec.template.spec.containers.0.image = \"busybox:9\"; "
+                      f"ReplicaSet/{NAMESPACE}/nope (no event of it replayed: nothing changed): spec.replicas = 7")
+
+
+@pytest.mark.parametrize(("sets", "code", "said"), [
+    pytest.param(["spec.replicaz=10"], 2, "kubus replay: --set 'spec.replicaz=10': a DaemonSet or a ReplicaSet has "
+                                          "no field spec.replicaz that kubus reads (nearest: spec.replicas)\n",
+                 id="mistyped"),
+    pytest.param(["spec.replicas=1"], 0, f"what if: ReplicaSet/{NAMESPACE}/web: spec.replicas = 1\n", id="good"),
+])
+def test_the_command_line_exits_2_on_an_unknown_set_path(history_file: Path, sets: list[str], code: int,
+                                                         said: str) -> None:
+    args = [arg for text in sets for arg in ("--set", text)]
+    result = subprocess.run([sys.executable, "-m", "kubus", "replay", "--from-file", str(history_file),
+                             "--controller", f"{NAMESPACE}/web", *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == code, result.stderr
+    assert said in (result.stderr if code else result.stdout), (result.stdout[-2000:], result.stderr)

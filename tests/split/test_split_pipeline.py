@@ -342,6 +342,7 @@ class Deployment:
         self.victim: str | None = None  # the service test (b) killed
         self.victim_partitions: set[int] = set()
         self.failover_s: float | None = None
+        self.replayed: dict[str, dict[str, Any]] = {}  # member -> the summary of its replay from the store
 
 
 @pytest.fixture(scope="module")
@@ -654,3 +655,42 @@ def test_each_member_replays_without_divergence(deployment: Deployment) -> None:
         assert result.returncode == 0, f"{member}: {summary}"
         assert summary.get("divergence") is None, f"{member}: {summary}"
         assert summary["starts"] >= 1 and summary["compared"] == summary["decisions"], f"{member}: {summary}"
+        deployment.replayed[member] = summary
+
+
+def replay_file(path: Path, member: str) -> dict[str, Any]:
+    """`kubus replay --from-file PATH --instance MEMBER --diff`: its summary, checked to be without divergence."""
+    result = subprocess.run([sys.executable, "-m", "kubus", "replay", "--from-file", str(path), "--instance", member,
+                             "--diff", "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip(), \
+        f"{member} from {path.name}: kubus replay exited {result.returncode}: {result.stderr}{result.stdout[-2000:]}"
+    summary: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])["summary"]
+    assert summary.get("divergence") is None, f"{member} from {path.name}: {summary}"
+    return summary
+
+
+def test_each_member_replays_from_a_file_as_from_the_store(deployment: Deployment, tmp_path: Path) -> None:
+    """A file is how a history is handed to someone else: `kubus events export --instance NAME -o FILE`, then
+    `kubus replay --from-file FILE --instance NAME --diff`, replays every member (the survivors that took the
+    killed reconciler's partitions over included: their events go back to the positions they took over from)
+    with no divergence and the very decisions the replay from the store compared; and so does `--instance NAME`
+    on one export of the whole history."""
+    dep = deployment.dep
+    from_store = deployment.replayed
+    assert from_store, "test_each_member_replays_without_divergence did not run"
+    source = ("--db-url", dep.db_url, "--nats-url", dep.nats_url, "--prefix", dep.prefix)
+    # the members that took partitions over: a start tick of theirs after their first one
+    took_over = {m for (m,) in dep.sql("select instance from reconciler_ticks where kind = 'start' "
+                                       "group by instance having count(*) > 1")}
+    assert took_over & set(from_store), f"no member took partitions over: {sorted(from_store)}"
+    full = tmp_path / "history.jsonl"
+    dep.kubus("events", "export", *source, "-o", str(full), timeout=300)
+    for member, stored in sorted(from_store.items()):
+        own = tmp_path / f"{member}.jsonl"
+        dep.kubus("events", "export", *source, "--instance", member, "-o", str(own), timeout=300)
+        for path in (own, full):
+            summary = replay_file(path, member)
+            counts = {k: summary[k] for k in ("ticks", "starts", "events", "bootstrap_events", "decisions", "compared")}
+            assert counts == {k: stored[k] for k in counts}, f"{member} from {path.name}: {counts}, from the " \
+                                                             f"store {stored}"
+    print(f"\nreplayed from files, as from the store: { {m: s['compared'] for m, s in sorted(from_store.items())} }")
