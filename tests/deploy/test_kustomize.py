@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.manifests import DEPLOY, NAMESPACE, RBAC, containers, one, pod_specs, render
+from tests.deploy.manifests import DEPLOY, NAMESPACE, RBAC, WORKLOADS, containers, one, pod_specs, render
 
 pytestmark = pytest.mark.kubectl
 
-SERVICES = {"ingest": "Deployment", "reconciler": "StatefulSet", "executor": "Deployment"}
+# every kubus service is a StatefulSet: a Deployment's pods are made by the ReplicaSet controller, which is kubus
+# itself once kube-controller-manager runs without it (docs/production.md, "Why StatefulSets")
+SERVICES = {"ingest": "StatefulSet", "reconciler": "StatefulSet", "executor": "StatefulSet"}
 CONTAINER_SECURITY = {
     "runAsNonRoot": True,
     "readOnlyRootFilesystem": True,
@@ -149,3 +151,19 @@ def test_disruption_budgets_and_network_policies(docs: list[dict[str, Any]]) -> 
     assert egress_ports("reconciler") == {53, 4222, 5432}
     assert egress_ports("executor") == {53, 4222, 443, 6443}
     assert egress_ports("ingest") == {53, 4222, 5432, 443, 6443}
+
+
+def test_no_kubus_pod_depends_on_kubus_to_exist(docs: list[dict[str, Any]]) -> None:
+    """kube-controller-manager runs without its DaemonSet and ReplicaSet controllers beside kubus, so a workload
+    whose pods those controllers make (a Deployment's ReplicaSet, a ReplicaSet, a DaemonSet) would never get its
+    first pod on a fresh cluster, nor get it back once lost: every kubus pod comes from a StatefulSet or a Job."""
+    made_by_kubus = {"Deployment", "ReplicaSet", "DaemonSet"}
+    workloads = {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in (*WORKLOADS, *made_by_kubus)}
+    assert {kind for kind, _ in workloads} <= {"StatefulSet", "Job"}, sorted(workloads)
+    for component in SERVICES:
+        statefulset = _workload(docs, component)["spec"]
+        # start them together: leases (reconcilers) and the work queue (executors) share the work, not start order
+        assert statefulset["podManagementPolicy"] == "Parallel", component
+        governing = one(docs, "Service", statefulset["serviceName"])["spec"]
+        assert governing["clusterIP"] == "None", component
+        assert governing["selector"].items() <= statefulset["template"]["metadata"]["labels"].items(), component
