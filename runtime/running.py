@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import logs, redact, serving
+from runtime import datadir, logs, redact, serving
 from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats
 from runtime.serving import Health
@@ -78,14 +78,17 @@ class Runtime:
 
 Part = Callable[[], Coroutine[Any, Any, None]]  # one of a service's tasks
 Build = Callable[[Runtime], Awaitable[dict[str, Part]]]
+Prepare = Callable[[Path], Awaitable[None]]  # readies the data directory before anything uses it
 
 
-def run_service(command: str, options: Options, build: Build) -> int:
-    """Runs the service `build` makes until it is asked to stop or fails; returns the exit code."""
+def run_service(command: str, options: Options, build: Build, prepare: Prepare | None = None) -> int:
+    """Runs the service `build` makes until it is asked to stop or fails; returns the exit code. `prepare`, if
+    given, is awaited with the data directory once this process holds it, before the embedded nats-server starts
+    (`kubus up --sim`: runtime.datadir.set_aside)."""
     logs.configure(options.log_level, options.log_format)
     install_fast_loop()
     try:
-        asyncio.run(_serve(command, options, build))
+        asyncio.run(_serve(command, options, build, prepare))
     except (NatsUnavailable, StreamError, StartupError) as exc:
         print(f"kubus {command}: {redact.text(str(exc))}", file=sys.stderr)  # a driver may quote a URL
         return EXIT_STARTUP
@@ -103,7 +106,7 @@ def install_fast_loop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _serve(command: str, options: Options, build: Build) -> None:
+async def _serve(command: str, options: Options, build: Build, prepare: Prepare | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -115,7 +118,14 @@ async def _serve(command: str, options: Options, build: Build) -> None:
         options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
         nats_url = options.nats_url
         if not nats_url:
-            embedded = EmbeddedNats(options.data_dir / "nats")
+            try:
+                stack.enter_context(datadir.lock(options.data_dir))  # one embedded nats-server on a store
+            except datadir.DataDirBusy as exc:
+                raise StartupError(str(exc)) from None
+        if prepare is not None:
+            await prepare(options.data_dir)
+        if not nats_url:
+            embedded = EmbeddedNats(options.data_dir / datadir.NATS_DIR)
             try:
                 nats_url = await embedded.start()
             except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from runtime.natsserver import EmbeddedNats, free_port
+from tests.simulation import wait_for
 
 
 def kubus(*args: str, metrics_port: int = 0) -> subprocess.CompletedProcess[str]:
@@ -52,3 +53,32 @@ def test_metrics_port_in_use(nats_server: EmbeddedNats, tmp_path: Path) -> None:
                          "address already in use (choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)"
                          ), lines
     assert "Traceback" not in result.stderr
+
+
+def test_a_second_kubus_on_a_data_directory_in_use(tmp_path: Path) -> None:
+    """Two kubus with the embedded nats-server on one data directory would run two nats-servers on one store (and
+    `kubus up --sim` would move state aside from under the first): the second exits 2, naming the first's pid."""
+    data = tmp_path / "data"
+    first = subprocess.Popen([sys.executable, "-m", "kubus", "reconcile", "--data-dir", str(data), "--metrics-port",
+                              "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: first.poll() is not None or b"Server is ready" in _read(data / "nats" / "nats-server.log"),
+                 timeout=60, what="the first kubus's embedded nats-server")
+        assert first.poll() is None, first.communicate()[1]
+        result = kubus("reconcile", "--data-dir", str(data))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"kubus reconcile: another kubus (pid {first.pid}) is running on data directory {data}, its embedded "
+            "nats-server's streams and its database: stop it, or give this one another --data-dir (or "
+            "KUBUS_DATA_DIR)"), result.stderr
+        assert first.poll() is None  # and the first runs on
+    finally:
+        first.terminate()
+        assert first.wait(timeout=30) == 0
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
