@@ -61,6 +61,7 @@ class Options:
     partitions: int  # used only when the streams are first created
     streams: StreamSettings = field(default_factory=StreamSettings)  # the same: an existing stream keeps its own
     metrics_port: int  # 0: no /metrics, /healthz and /readyz
+    metrics_host: str = "127.0.0.1"  # where they are served; "": every interface
     instance: str
     log_level: str = "info"
     log_format: str = "text"
@@ -137,13 +138,15 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
             settings=options.streams, auth=options.nats_auth))
         health = Health()
         if options.metrics_port:
+            where = f"{_bracketed(options.metrics_host)}:{options.metrics_port}"
             try:
-                runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
+                runner = await serving.serve(health, options.metrics_host, options.metrics_port)
             except OSError as exc:  # the port is taken, or not ours to bind: a start-up error, not a traceback
                 why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
                 raise StartupError(
-                    f"cannot serve /metrics, /healthz and /readyz on 0.0.0.0:{options.metrics_port}: {why} "
-                    "(choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)") from None
+                    f"cannot serve /metrics, /healthz and /readyz on {where}: {why} (choose another with "
+                    "--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
+                    "KUBUS_METRICS_PORT; 0 serves none)") from None
             stack.push_async_callback(runner.cleanup)
             gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
             stack.push_async_callback(_cancel, gauges)
@@ -178,6 +181,10 @@ async def _cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _reason(exc: BaseException) -> str:

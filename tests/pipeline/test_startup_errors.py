@@ -49,8 +49,9 @@ def test_metrics_port_in_use(nats_server: EmbeddedNats, tmp_path: Path) -> None:
         result = kubus("reconcile", "--nats-url", nats_server.url, "--data-dir", str(tmp_path), metrics_port=port)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert lines[-1] == (f"kubus reconcile: cannot serve /metrics, /healthz and /readyz on 0.0.0.0:{port}: "
-                         "address already in use (choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)"
+    assert lines[-1] == (f"kubus reconcile: cannot serve /metrics, /healthz and /readyz on 127.0.0.1:{port}: "
+                         "address already in use (choose another with --metrics-bind-address HOST:PORT or "
+                         "--metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or KUBUS_METRICS_PORT; 0 serves none)"
                          ), lines
     assert "Traceback" not in result.stderr
 
