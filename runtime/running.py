@@ -11,9 +11,10 @@ SIGUSR1 logs what every task waits on, and the service runs on.
 
 Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
 cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
-was missing at start (NATS, the database), a stream does not fit what kubus needs (runtime/bus.py), or a
-part refused its start-up input with a StartupError (ingest: the streams are another cluster's; the other
-parts are stopped cleanly first).
+was missing at start (NATS, the database, the embedded nats-server), a stream does not fit what kubus needs
+(runtime/bus.py), the data directory cannot be created or another kubus runs on it (runtime/datadir.py), the
+metrics port is taken, or a part refused its start-up input with a StartupError (a kubeconfig that cannot be
+used, runtime/kubeconfig.py; ingest: the streams are another cluster's; the other parts are stopped cleanly first).
 Either failure is one line on stderr: `kubus <command>: <what failed and how to fix it>`.
 """
 
@@ -116,7 +117,11 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
     failures: list[str] = []
     startup: StartupError | None = None
     async with contextlib.AsyncExitStack() as stack:
-        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
+        try:
+            options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
+        except OSError as exc:
+            raise StartupError(f"cannot create data directory {options.data_dir} ({exc.strerror}); give another "
+                               "--data-dir (or KUBUS_DATA_DIR)") from None
         nats_url = options.nats_url
         if not nats_url:
             try:
@@ -131,6 +136,9 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
                 nats_url = await embedded.start()
             except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback
                 raise StartupError(str(exc)) from None
+            except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it was ready
+                raise StartupError(f"the embedded nats-server in {options.data_dir / datadir.NATS_DIR} did not "
+                                   f"start: {_reason(exc)}; see {embedded.log_path}, or pass --nats-url") from None
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         bus = await stack.enter_async_context(connected(
