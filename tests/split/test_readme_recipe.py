@@ -46,8 +46,12 @@ def recipe() -> str:
 def localised(block: str, db_url: str) -> str:
     """The block with the database URL and every port it names swapped for this run's."""
     ports = set(re.findall(r"(?:-p |--metrics-port |127\.0\.0\.1:)(\d+)\b", block))
+    chosen: set[int] = set()
     for port in ports:
-        block = re.sub(rf"(?<!\d){port}(?!\d)", str(free_port()), block)
+        while (new := free_port()) in chosen or str(new) in ports:  # each its own
+            pass
+        chosen.add(new)
+        block = re.sub(rf"(?<!\d){port}(?!\d)", str(new), block)
     block, n = re.subn(r"KUBUS_DB_URL=\S+", f"KUBUS_DB_URL={db_url}", block)
     assert n == 1, block
     return block
@@ -162,8 +166,13 @@ def test_the_split_recipe_runs_as_written_on_one_host(tmp_path: Path, pg_admin_u
                 "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
                 "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": {
                     "metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}))
-            wait_for(lambda: kubectl.json("get", "rs", "web")["status"].get("readyReplicas") == 3, timeout=90,
-                     what="the ReplicaSet web's 3 pods ready")
+            try:
+                wait_for(lambda: kubectl.json("get", "rs", "web")["status"].get("readyReplicas") == 3, timeout=90,
+                         what="the ReplicaSet web's 3 pods ready")
+            except AssertionError:
+                logs = "\n".join(f"--- {line} (exit {proc.poll()})\n{shells.log_of(proc)}"
+                                  for line, proc, _ in shells.procs)
+                raise AssertionError(f"the ReplicaSet did not converge; the processes' logs:\n{logs}") from None
             for line, proc, _ in shells.procs:  # nobody died on the way (a taken port, a missing NATS)
                 shells.assert_running(line, proc)
             # the recipe's `kubus status`, once more now that the reconcilers have their partitions
