@@ -38,3 +38,6 @@ class IngestConfig:
     stream_check_interval: float = 5.0  # seconds between two looks at whether KUBUS_EVENTS was created anew
     # seconds a deleted object's last event stays in KUBUS_STATE (--state-tombstone-ttl); None: for ever
     tombstone_ttl: float | None = 3600.0
+    # how this ingest's kubus gets streams and a store of its own, for the message refusing another cluster's
+    # streams (ingest/identity.py); "": identity.OWN_STATE, the general answer
+    own_state: str = ""

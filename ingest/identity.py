@@ -96,8 +96,13 @@ async def cluster_uid(api: client.ApiClient, backoff: Backoff) -> str:
         return uid
 
 
-async def claim(bus: Bus, uid: str, instance: str, now: str) -> Claim:
-    """Records `uid` as the streams' cluster if none is recorded; raises ClusterMismatch if another is."""
+# how a kubus gets state of its own, when the caller does not say (its streams and its audit trail both)
+OWN_STATE = "another --prefix for its streams and another database (--db-url) for its audit trail"
+
+
+async def claim(bus: Bus, uid: str, instance: str, now: str, own_state: str = OWN_STATE) -> Claim:
+    """Records `uid` as the streams' cluster if none is recorded; raises ClusterMismatch if another is, saying how
+    this cluster's kubus gets state of its own (`own_state`: where this process keeps its streams and store)."""
     stream, subject = bus.stream(subjects.STATE_STREAM), subjects.cluster_subject(bus.prefix)
     while True:
         try:
@@ -122,6 +127,7 @@ async def claim(bus: Bus, uid: str, instance: str, now: str) -> Claim:
         if theirs != uid:
             raise ClusterMismatch(
                 f"the streams under prefix {bus.prefix!r} belong to cluster {theirs} (the uid of its namespace "
-                f"{NAMESPACE}), and this ingest's kubeconfig reaches cluster {uid}: refusing to publish; point "
-                "--kubeconfig (or --context) at the streams' cluster, or give this cluster's kubus another --prefix")
+                f"{NAMESPACE}), and this ingest's kubeconfig reaches cluster {uid}: refusing to publish; if cluster "
+                f"{uid} is the one meant, give its kubus state of its own: {own_state}; if not, point --kubeconfig "
+                f"(or --context) at cluster {theirs}")
         return Claim(uid, recorded=False)

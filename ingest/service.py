@@ -132,7 +132,7 @@ class Ingest:
         backoff = self._backoff()
         while True:
             try:
-                await identity.claim(bus, uid, self.config.instance, now())
+                await identity.claim(bus, uid, self.config.instance, now(), self._own_state)
                 return uid
             except identity.ClusterMismatch:
                 raise
@@ -189,7 +189,7 @@ class Ingest:
                     continue
                 # the cluster's record, in every round: a KUBUS_STATE rebuilt for a new KUBUS_EVENTS (here, or by a
                 # reconciler that saw the reset, even just after this ingest recorded it) lost it
-                await identity.claim(bus, self.cluster, self.config.instance, now())
+                await identity.claim(bus, self.cluster, self.config.instance, now(), self._own_state)
                 if recorded != current and all(w.listed == current for w in self._watchers):
                     await checkpoints.save_stream_identity(bus.stream(subjects.EVENTS_STREAM), current)
                     if recorded is not None:
@@ -203,6 +203,10 @@ class Ingest:
 
     def _backoff(self) -> Backoff:
         return Backoff(self.config.backoff_initial, self.config.backoff_max)
+
+    @property
+    def _own_state(self) -> str:
+        return self.config.own_state or identity.OWN_STATE
 
     async def _open_checkpoints(self, bus: Bus) -> Checkpoints:
         chosen = self.config.checkpoints

@@ -47,7 +47,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
         revision = asyncio.run(engine.upgrade(args.db_url, args.data_dir))
     except engine.DatabaseUnavailable as exc:
         print(f"kubus db upgrade: {redact.text(str(exc))}", file=sys.stderr)
-        return 1
+        return 2
     print(f"kubus db upgrade: schema at revision {revision}")
     return 0
 
@@ -57,7 +57,7 @@ def run_current(args: argparse.Namespace) -> int:
         revision = asyncio.run(engine.current(args.db_url, args.data_dir))
     except engine.DatabaseUnavailable as exc:
         print(f"kubus db current: {redact.text(str(exc))}", file=sys.stderr)
-        return 1
+        return 2
     need = head()
     state = "up to date" if revision == need else "run `kubus db upgrade`"
     print(f"{revision or 'none'} (this kubus needs {need}: {state})")
@@ -86,7 +86,7 @@ def run_prune(args: argparse.Namespace) -> int:
         counts = asyncio.run(prune())
     except engine.DatabaseUnavailable as exc:
         print(f"kubus db prune: {redact.text(str(exc))}", file=sys.stderr)
-        return 1
+        return 2
     done = ", ".join(f"{n} {table.replace('_', ' ')}{' rows' if table == 'outbox' else ''}"
                      for table, n in counts.items())
     print(f"kubus db prune: deleted {done} older than {cutoff.isoformat(timespec='seconds').replace('+00:00', 'Z')}")

@@ -21,7 +21,7 @@ from kube.features import KNOWN as KNOWN_GATES
 from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
 from kube.times import parse_go_duration
 from kubus.sim_command import SIM_KUBECONFIG, add_sim_arguments
-from runtime import flags, logs
+from runtime import datadir, flags, logs
 from runtime.running import Part, Runtime, StartupError, run_service
 
 
@@ -122,7 +122,39 @@ def run(name: str, args: argparse.Namespace) -> int:
     async def build(runtime: Runtime) -> dict[str, Part]:
         return await _build(name, args, runtime)
 
-    return run_service(name, flags.options_of(args), build)
+    prepare = None
+    if name == "up" and args.sim and not args.nats_url and not args.db_url:
+        # a new simulated cluster, with the streams and the store in the data directory (the defaults): what the
+        # data directory holds is an earlier sim's, which is gone. Moved aside, not refused, mixed in or deleted
+        # (runtime/datadir.py). With a NATS or a database of the user's, nothing is moved: ingest refuses the
+        # other cluster's streams, saying how to give this one state of its own.
+        async def prepare(data_dir: Path) -> None:
+            from store.urls import DB_FILE
+
+            sqlite = [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal"]  # and its journals
+            try:
+                await datadir.set_aside(data_dir, [datadir.NATS_DIR, *sqlite], args.prefix)
+            except OSError as exc:
+                raise StartupError(f"cannot move the earlier cluster's state in {data_dir} aside ({exc}); move it "
+                                   "yourself, or give another --data-dir") from None
+
+    return run_service(name, flags.options_of(args), build, prepare)
+
+
+def own_state(args: argparse.Namespace) -> str:
+    """How the kubus of another cluster than the streams' gets state of its own: where this process keeps its
+    streams (the embedded nats-server's in --data-dir, or --prefix on a NATS) and its store (SQLite in --data-dir,
+    or --db-url). The ingest's message refusing the streams says it (ingest/identity.py)."""
+    data_dir = args.data_dir
+    if not args.nats_url and not args.db_url:
+        return (f"another --data-dir (its embedded nats-server's streams and its SQLite audit trail are in "
+                f"{data_dir}), or move {data_dir} aside (kubus audit and kubus replay still read it, with "
+                "--data-dir)")
+    streams = ("another --prefix for its streams" if args.nats_url
+               else f"another --data-dir for its streams (the embedded nats-server's, in {data_dir})")
+    store = ("another database (--db-url) for its audit trail" if args.db_url
+             else f"another --data-dir for its audit trail (SQLite, in {data_dir})")
+    return f"{streams} and {store}"
 
 
 async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[str, Part]:
@@ -150,7 +182,8 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
         assert store is not None
         ingest = Ingest(IngestConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                      context=args.context, instance=f"ingest-{args.instance}",
-                                     checkpoints=SqlCheckpoints(store), tombstone_ttl=args.state_tombstone_ttl))
+                                     checkpoints=SqlCheckpoints(store), tombstone_ttl=args.state_tombstone_ttl,
+                                     own_state=own_state(args)))
         parts["ingest"] = lambda: ingest.run(bus, health)
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler

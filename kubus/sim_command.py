@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import sys
 from typing import Any
 
 from runtime import logs
@@ -89,7 +91,13 @@ async def serve(config: SimConfig) -> None:
     try:
         url = await cluster.start()
     except TlsUnavailable as exc:
-        print(f"kubus sim: {exc}", flush=True)
+        print(f"kubus sim: {exc}", file=sys.stderr, flush=True)
+        await cluster.stop()
+        raise SystemExit(2) from None
+    except OSError as exc:  # the port taken, the address not ours: a start-up error, one line
+        why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        print(f"kubus sim: cannot serve the API on {config.host}:{config.port}: {why} (choose another --port or "
+              "--host)", file=sys.stderr, flush=True)
         await cluster.stop()
         raise SystemExit(2) from None
     mode = " with RBAC (the kubeconfig's user is the admin)" if config.authz else ""
@@ -109,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
     except (ValueError, OSError) as exc:
-        print(f"kubus sim: {exc}")
+        print(f"kubus sim: {exc}", file=sys.stderr)
         return 2
     install_fast_loop()
     asyncio.run(serve(config))

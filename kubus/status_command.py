@@ -332,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.db_url is None and not (Path(args.data_dir) / DB_FILE).exists():
         print(f"kubus status: no kubus database in {args.data_dir} (set --db-url or --data-dir)", file=sys.stderr)
-        return 1
+        return 2
     # connect()'s reconnect notices are for services; here a closed connection is the plan
     logging.getLogger("kubus.jetstream").setLevel(logging.ERROR)
     try:
@@ -341,6 +341,6 @@ def run(args: argparse.Namespace) -> int:
                                      now=datetime.now(UTC), consumer=args.consumer, auth=flags.nats_auth(args)))
     except DatabaseUnavailable as exc:
         print(f"kubus status: {redact.text(str(exc))}", file=sys.stderr)
-        return 1
+        return 2
     sys.stdout.write(to_json(status) + "\n" if args.json else render(status))
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from messages import subjects
 from runtime.bus import DEFAULT_EVENTS_MAX_BYTES, GiB, NatsAuth, StreamSettings
@@ -149,16 +150,86 @@ def add_service(flags: Flags) -> None:
     add_database(flags)
     add_partitions(flags)
     add_streams(flags)
-    flags.add_argument("--metrics-port", type=int, default=_env("KUBUS_METRICS_PORT") or "8080",
-                       help="port for /metrics, /healthz and /readyz (env KUBUS_METRICS_PORT; 0 disables)")
+    add_metrics(flags)
     flags.add_argument("--instance", default=_env("KUBUS_INSTANCE") or f"{os.uname().nodename}-{os.getpid()}",
                        help="this process's name in messages and the audit trail (env KUBUS_INSTANCE)")
 
 
+DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT = "127.0.0.1", 8080
+
+
+class _FromFlag(argparse.Action):
+    """Stores the value and notes that the command line gave it (so it wins over either variable)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.metrics_from_flag = self.dest
+
+
+def add_metrics(flags: Flags) -> None:
+    """--metrics-bind-address (as controller-runtime's) and --metrics-port (the port on loopback), one or the other.
+    Loopback by default: a laptop's kubus serves nothing on its other interfaces; a pod's probes need
+    `:8080` (deploy/config.yaml)."""
+    group = flags.add_mutually_exclusive_group()
+    group.add_argument("--metrics-bind-address", type=bind_address, action=_FromFlag, metavar="HOST:PORT",
+                       default=_env("KUBUS_METRICS_BIND_ADDRESS"),
+                       help="where to serve /metrics, /healthz and /readyz: HOST:PORT, :PORT for every interface, 0 "
+                            "for nowhere (env KUBUS_METRICS_BIND_ADDRESS; default "
+                            f"{DEFAULT_METRICS_HOST}:{DEFAULT_METRICS_PORT})")
+    group.add_argument("--metrics-port", type=port_number, action=_FromFlag, metavar="PORT",
+                       default=_env("KUBUS_METRICS_PORT"),
+                       help=f"the same on {DEFAULT_METRICS_HOST}: --metrics-port N is --metrics-bind-address "
+                            f"{DEFAULT_METRICS_HOST}:N, 0 serves none (env KUBUS_METRICS_PORT; "
+                            "KUBUS_METRICS_BIND_ADDRESS wins over it)")
+    flags.set_defaults(metrics_from_flag=None)
+
+
+def metrics_address(args: argparse.Namespace) -> tuple[str, int]:
+    """(host, port) from add_metrics's flags: the flag given, else KUBUS_METRICS_BIND_ADDRESS, else
+    KUBUS_METRICS_PORT, else the default; host "" is every interface, port 0 none."""
+    chosen = args.metrics_from_flag or ("metrics_bind_address" if args.metrics_bind_address is not None
+                                        else "metrics_port" if args.metrics_port is not None else None)
+    if chosen == "metrics_bind_address":
+        host, port = args.metrics_bind_address
+        return host, port
+    if chosen == "metrics_port":
+        return DEFAULT_METRICS_HOST, int(args.metrics_port)
+    return DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT
+
+
+def bind_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` (every interface), `[IPv6]:PORT`, or `0` (serve nothing)."""
+    if text.strip() == "0":
+        return "", 0
+    host, colon, port = text.strip().rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not colon or not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT, :PORT (every interface) or 0 (none): {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, number
+
+
+def port_number(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0 to 65535; 0 serves none): {text!r}")
+    return number
+
+
 def options_of(args: argparse.Namespace) -> Options:
     """run_service's options from the flags add_service and runtime.logs.add_arguments declared."""
+    metrics_host, metrics_port = metrics_address(args)
     return Options(nats_url=args.nats_url, nats_auth=nats_auth(args), data_dir=Path(args.data_dir), prefix=args.prefix,
-                   partitions=args.partitions, streams=stream_settings(args), metrics_port=args.metrics_port,
+                   partitions=args.partitions, streams=stream_settings(args), metrics_host=metrics_host,
+                   metrics_port=metrics_port,
                    instance=args.instance,
                    log_level=args.log_level, log_format=args.log_format)
 

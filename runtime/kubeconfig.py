@@ -36,6 +36,8 @@ import yaml  # type: ignore[import-untyped]
 from kubernetes import client
 from kubernetes.config import kube_config
 
+from runtime.running import StartupError
+
 log = logging.getLogger("kubus.kubeconfig")
 
 SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -43,8 +45,9 @@ TOKEN_REREAD_S = 60.0  # client-go's cachedFileTokenSource period
 HOW = "pass --kubeconfig with a readable kubeconfig for the cluster"
 
 
-class KubeconfigError(RuntimeError):
-    """The kubeconfig is missing or unusable: the message says which file (and context) and why."""
+class KubeconfigError(StartupError):
+    """The kubeconfig is missing or unusable: the message says which file (and context) and why. Bad start-up
+    input: the service exits 2 (runtime/running.py), not 1, so that a supervisor does not restart it for ever."""
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ SIGUSR1 logs what every task waits on, and the service runs on.
 
 Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
 cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
-was missing at start (NATS, the database), a stream does not fit what kubus needs (runtime/bus.py), or a
-part refused its start-up input with a StartupError (ingest: the streams are another cluster's; the other
-parts are stopped cleanly first).
+was missing at start (NATS, the database, the embedded nats-server), a stream does not fit what kubus needs
+(runtime/bus.py), the data directory cannot be created or another kubus runs on it (runtime/datadir.py), the
+metrics port is taken, or a part refused its start-up input with a StartupError (a kubeconfig that cannot be
+used, runtime/kubeconfig.py; ingest: the streams are another cluster's; the other parts are stopped cleanly first).
 Either failure is one line on stderr: `kubus <command>: <what failed and how to fix it>`.
 """
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import logs, redact, serving
+from runtime import datadir, logs, redact, serving
 from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats
 from runtime.serving import Health
@@ -61,6 +62,7 @@ class Options:
     partitions: int  # used only when the streams are first created
     streams: StreamSettings = field(default_factory=StreamSettings)  # the same: an existing stream keeps its own
     metrics_port: int  # 0: no /metrics, /healthz and /readyz
+    metrics_host: str = "127.0.0.1"  # where they are served; "": every interface
     instance: str
     log_level: str = "info"
     log_format: str = "text"
@@ -78,14 +80,17 @@ class Runtime:
 
 Part = Callable[[], Coroutine[Any, Any, None]]  # one of a service's tasks
 Build = Callable[[Runtime], Awaitable[dict[str, Part]]]
+Prepare = Callable[[Path], Awaitable[None]]  # readies the data directory before anything uses it
 
 
-def run_service(command: str, options: Options, build: Build) -> int:
-    """Runs the service `build` makes until it is asked to stop or fails; returns the exit code."""
+def run_service(command: str, options: Options, build: Build, prepare: Prepare | None = None) -> int:
+    """Runs the service `build` makes until it is asked to stop or fails; returns the exit code. `prepare`, if
+    given, is awaited with the data directory once this process holds it, before the embedded nats-server starts
+    (`kubus up --sim`: runtime.datadir.set_aside)."""
     logs.configure(options.log_level, options.log_format)
     install_fast_loop()
     try:
-        asyncio.run(_serve(command, options, build))
+        asyncio.run(_serve(command, options, build, prepare))
     except (NatsUnavailable, StreamError, StartupError) as exc:
         print(f"kubus {command}: {redact.text(str(exc))}", file=sys.stderr)  # a driver may quote a URL
         return EXIT_STARTUP
@@ -103,7 +108,7 @@ def install_fast_loop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _serve(command: str, options: Options, build: Build) -> None:
+async def _serve(command: str, options: Options, build: Build, prepare: Prepare | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -112,14 +117,28 @@ async def _serve(command: str, options: Options, build: Build) -> None:
     failures: list[str] = []
     startup: StartupError | None = None
     async with contextlib.AsyncExitStack() as stack:
-        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
+        try:
+            options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store and streams: pod bodies
+        except OSError as exc:
+            raise StartupError(f"cannot create data directory {options.data_dir} ({exc.strerror}); give another "
+                               "--data-dir (or KUBUS_DATA_DIR)") from None
         nats_url = options.nats_url
         if not nats_url:
-            embedded = EmbeddedNats(options.data_dir / "nats")
+            try:
+                stack.enter_context(datadir.lock(options.data_dir))  # one embedded nats-server on a store
+            except datadir.DataDirBusy as exc:
+                raise StartupError(str(exc)) from None
+        if prepare is not None:
+            await prepare(options.data_dir)
+        if not nats_url:
+            embedded = EmbeddedNats(options.data_dir / datadir.NATS_DIR)
             try:
                 nats_url = await embedded.start()
             except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback
                 raise StartupError(str(exc)) from None
+            except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it was ready
+                raise StartupError(f"the embedded nats-server in {options.data_dir / datadir.NATS_DIR} did not "
+                                   f"start: {_reason(exc)}; see {embedded.log_path}, or pass --nats-url") from None
             stack.push_async_callback(embedded.stop)
             log.info("embedded nats-server with JetStream at %s", nats_url)
         bus = await stack.enter_async_context(connected(
@@ -127,13 +146,15 @@ async def _serve(command: str, options: Options, build: Build) -> None:
             settings=options.streams, auth=options.nats_auth))
         health = Health()
         if options.metrics_port:
+            where = f"{_bracketed(options.metrics_host)}:{options.metrics_port}"
             try:
-                runner = await serving.serve(health, "0.0.0.0", options.metrics_port)
+                runner = await serving.serve(health, options.metrics_host, options.metrics_port)
             except OSError as exc:  # the port is taken, or not ours to bind: a start-up error, not a traceback
                 why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
                 raise StartupError(
-                    f"cannot serve /metrics, /healthz and /readyz on 0.0.0.0:{options.metrics_port}: {why} "
-                    "(choose another --metrics-port or KUBUS_METRICS_PORT; 0 serves none)") from None
+                    f"cannot serve /metrics, /healthz and /readyz on {where}: {why} (choose another with "
+                    "--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
+                    "KUBUS_METRICS_PORT; 0 serves none)") from None
             stack.push_async_callback(runner.cleanup)
             gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
             stack.push_async_callback(_cancel, gauges)
@@ -168,6 +189,10 @@ async def _cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _reason(exc: BaseException) -> str:

@@ -197,7 +197,7 @@ async def serve(health: Health, host: str, port: int) -> web.AppRunner:
     app.router.add_get("/readyz", health.readyz)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host or None, port)  # "": every interface
     await site.start()
-    log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)
+    log.info("serving /metrics, /healthz and /readyz on %s:%d", f"[{host}]" if ":" in host else host, port)
     return runner

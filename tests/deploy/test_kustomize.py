@@ -70,7 +70,10 @@ def test_every_pod_and_container_is_locked_down(docs: list[dict[str, Any]]) -> N
 
 def test_every_service_is_probed_on_its_metrics_port(docs: list[dict[str, Any]]) -> None:
     config = one(docs, "ConfigMap", "kubus-config")["data"]
-    port = int(config["KUBUS_METRICS_PORT"])
+    # on every interface of the pod (the kubelet probes the pod's IP), not the services' default, loopback
+    host, _, text = config["KUBUS_METRICS_BIND_ADDRESS"].rpartition(":")
+    assert host in ("", "0.0.0.0"), config["KUBUS_METRICS_BIND_ADDRESS"]
+    port = int(text)
     for component in SERVICES:
         spec = _workload(docs, component)["spec"]["template"]["spec"]
         (c,) = spec["containers"]

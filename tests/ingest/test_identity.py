@@ -112,6 +112,11 @@ async def test_kubus_ingest_of_another_cluster_exits_2_with_one_line(
         assert lines[-1].startswith(f"kubus ingest: the streams under prefix '{prefix}' belong to cluster "
                                     f"{await kube_system(sim)} "), lines
         assert f"reaches cluster {await kube_system(other_sim)}: refusing to publish" in lines[-1]
+        # the way out where this is the cluster meant: state of its own, both its streams and its store (a new
+        # --prefix alone would mix two clusters' histories in one audit trail)
+        assert (f"give its kubus state of its own: another --prefix for its streams and another --data-dir for its "
+                f"audit trail (SQLite, in {tmp_path / 'stray'}); if not, point --kubeconfig (or --context) at cluster "
+                f"{await kube_system(sim)}") in lines[-1], lines
         assert "Traceback" not in err
     finally:
         ours.terminate()

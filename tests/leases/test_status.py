@@ -135,7 +135,7 @@ def test_cli_prints_the_store_even_when_nats_is_unreachable(db_url: str, backend
 
 
 def test_cli_without_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["status", "--data-dir", str(tmp_path / "nothing")]) == 1
+    assert cli.main(["status", "--data-dir", str(tmp_path / "nothing")]) == 2  # a dependency missing at start: exit 2
     assert "no kubus database in" in capsys.readouterr().err
     assert not (tmp_path / "nothing").exists()
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats
 import nats.errors
 import pytest
 
@@ -29,7 +30,7 @@ from reconciler.bootstrapping import wait_for_state
 from reconciler.consuming import Reconciler, Stopped
 from reconciler.relaying import RESULTS_CONSUMER, record_results
 from runtime.bus import Bus
-from runtime.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats, free_port
 from store.results import ResultRow
 from tests.leases.test_split_reconcilers import until
 from tests.reconciler.builders import observed
@@ -211,12 +212,42 @@ async def test_the_results_recorder_says_when_its_stream_is_gone(bus: Bus) -> No
         await asyncio.wait_for(record_results(bus, Recorder(), [0], ack_wait=5), 10)
 
 
-def test_a_service_whose_part_dies_exits_non_zero_with_one_line(nats_server: EmbeddedNats, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kubus", "execute", "--kubeconfig", str(tmp_path / "missing"), "--nats-url",
-         nats_server.url, "--data-dir", str(tmp_path), "--metrics-port", "0", "--instance", "dies"],
-        capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("kubus execute: executor stopped: KubeconfigError: cannot use the kubeconfig at "), last
-    assert "Traceback" not in done.stderr
+async def test_a_service_whose_part_dies_exits_non_zero_with_one_line(nats_server: EmbeddedNats,
+                                                                      tmp_path: Path) -> None:
+    """A part that stops on its own once running (here: the reconciler, whose KUBUS_RESULTS was deleted under it)
+    makes the service exit 1 with one line. (This test used a missing kubeconfig, which is a start-up input and
+    exits 2: issue 21, item 5.)"""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kubus", "reconcile", "--nats-url", nats_server.url, "--data-dir", str(tmp_path),
+        "--metrics-port", str(port), "--instance", "dies", stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        async def ready() -> bool:
+            return await asyncio.to_thread(_ready, port) or proc.returncode is not None
+
+        await until(ready, "the reconciler ready", timeout=60)
+        assert proc.returncode is None
+        nc = await nats.connect(nats_server.url)
+        try:
+            await nc.jetstream().delete_stream(subjects.stream_name(subjects.RESULTS_STREAM, subjects.PREFIX))
+        finally:
+            await nc.close()
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    stderr = err.decode()
+    assert proc.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("kubus reconcile: reconciler stopped: StreamMissing: "), last
+    assert "Traceback" not in stderr
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
