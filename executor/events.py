@@ -91,7 +91,7 @@ class EventRecorder:
                  clock: Clock = utcnow):
         self.metrics = metrics if metrics is not None else m.ExecutorMetrics()
         self.correlator = EventCorrelator(clock, spam_filter=spam_filter)
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         self._turns: dict[Hashable, tuple[asyncio.Lock, list[int]]] = {}
         self._written: Lru[tuple[str, str], bool] = Lru(MAX_WRITTEN_NAMES)
 
@@ -104,7 +104,12 @@ class EventRecorder:
         broadcaster goroutine too, so a slow events API never holds up the pods' results."""
         task = asyncio.ensure_future(work)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.metrics.events_pending += 1
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._background.discard(task)
+        self.metrics.events_pending -= 1
 
     async def drain(self) -> None:
         """Waits for the events still being recorded (at shutdown, and in tests)."""

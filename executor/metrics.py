@@ -5,7 +5,8 @@ Names follow controller-runtime and client-go: `kubus_executor_results_total{act
 counted where every consumer's are, `kubus_dead_lettered_total{origin="actions",reason}`),
 `rest_client_requests_total{method,code}`, `kubus_executor_events_total{outcome}` (events recorded,
 counted onto an existing Event, duplicate, dropped by the spam filter, failed) and
-`kubus_executor_actions_in_flight`.
+`kubus_executor_actions_in_flight`, and `kubus_executor_events_pending` (recordings started in the background and
+not yet written: an action is acked before its events are, as client-go's broadcaster records them).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ExecutorMetrics:
     api_requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (HTTP method, code or "<error>")
     events: Counter[str] = field(default_factory=Counter)  # outcome
     in_flight: int = 0
+    events_pending: int = 0  # background recordings of events not yet finished (executor/events.py)
 
     def result(self, action: str, outcome: str) -> None:
         self.results[(action, outcome)] += 1
@@ -54,4 +56,5 @@ class ExecutorMetrics:
         for (method, code), count in sorted(self.api_requests.items()):
             requests.setdefault(method, {})[code] = count
         return {"results": results, "deliveries": dict(sorted(self.deliveries.items())),
-                "api_requests": requests, "events": dict(sorted(self.events.items())), "in_flight": self.in_flight}
+                "api_requests": requests, "events": dict(sorted(self.events.items())), "in_flight": self.in_flight,
+                "events_pending": self.events_pending}

@@ -114,6 +114,8 @@ def _executor_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
         deliveries.add_metric([disposition], n)
     yield deliveries
     yield GaugeMetricFamily("kubus_executor_in_flight", "Actions being applied", value=snap.get("in_flight", 0))
+    yield GaugeMetricFamily("kubus_executor_events_pending", "Events being recorded in the background",
+                            value=snap.get("events_pending", 0))
 
 
 async def watch_streams(bus: Bus, interval: float = STREAMS_REFRESH) -> None:

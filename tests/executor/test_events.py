@@ -45,10 +45,13 @@ async def _events(sim: SimProcess, namespace: str) -> list[dict[str, Any]]:
 
 
 async def _acked(running: Running, count: int) -> None:
-    """Waits until `count` actions are acked: their events, recorded before the ack, are all in."""
+    """Waits until `count` actions are acked and the events they started are written: an action is acked
+    before its events are (they are recorded in the background, as client-go's broadcaster does), so the ack
+    alone does not say they are in (a loaded CI run read the events after the ack and found 5 of 10)."""
 
     async def done() -> bool:
-        return bool(running.metrics.deliveries["acked"] >= count)
+        metrics = running.metrics
+        return bool(metrics.deliveries["acked"] >= count and metrics.events_pending == 0)
 
     await eventually(done, what=f"{count} actions acked", running=(running,))
 
