@@ -1,7 +1,8 @@
 """Start a real control plane on loopback, on free ports, under a data directory; stop every process of it.
 
     etcd                      one member, --unsafe-no-fsync (a test cluster), data in DIR/etcd
-    kube-apiserver            TLS (our CA: certificates.py), Node,RBAC, ServiceAccount tokens, an audit log
+    kube-apiserver            TLS (our CA: certificates.py), Node,RBAC, ServiceAccount tokens, an audit log;
+                              no Endpoints for the `kubernetes` Service (its address, 127.0.0.1, is invalid there)
     kube-controller-manager   every controller but the DaemonSet and ReplicaSet ones (kubus is those), unless
                               upstream_controllers; each controller under its own ServiceAccount
     kube-scheduler            binds the pods to the nodes
@@ -285,7 +286,8 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             f"--audit-policy-file={data / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
-            "--profiling=false"])
+            # the `kubernetes` Service gets no Endpoints: 127.0.0.1 is refused in one (loopback), every 10 s
+            "--endpoint-reconciler-type=none", "--profiling=false"])
         api = self.api()
         self._wait(lambda: api.get("/readyz") == "ok", "kube-apiserver to be ready (/readyz)")
 
