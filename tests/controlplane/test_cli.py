@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from controlplane import building
+from controlplane.api import ApiError
 from controlplane.building import Build, BuildError
 from controlplane.processes import MARKER, ControlPlane, ControlPlaneConfig, ControlPlaneError
+from tests.controlplane.conftest import audited
 from tests.simulation import Kubectl, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,3 +167,29 @@ def test_a_killed_up_leaves_no_orphans(controlplane_build: Build, tmp_path: Path
         proc.wait()
     wait_for(lambda: not processes_naming(str(data)), timeout=30, interval=0.2,
              what="the killed control plane's processes to be gone")
+
+
+@pytest.mark.slow
+def test_upstream_controllers_make_the_pods_themselves(controlplane_build: Build, tmp_path: Path) -> None:
+    """With upstream_controllers (`--upstream-controllers`) kube-controller-manager's own ReplicaSet controller
+    runs: a ReplicaSet gets its pods with no kubus at all, made by its ServiceAccount."""
+    with ControlPlane(controlplane_build, ControlPlaneConfig(nodes=1, data_dir=tmp_path / "cp",
+                                                             upstream_controllers=True)) as plane:
+        api = plane.api()
+        labels = {"app": "web"}
+        api.post("/apis/apps/v1/namespaces/default/replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}}})
+
+        def ready() -> bool:
+            try:
+                return api.get("/apis/apps/v1/namespaces/default/replicasets/web")["status"].get("readyReplicas") == 2
+            except ApiError:
+                return False
+
+        wait_for(ready, timeout=60, interval=0.2, what="the upstream ReplicaSet controller's 2 ready pods")
+        makers = {e["user"]["username"] for e in audited(plane, "default", "pods", "create")}
+        assert makers == {"system:serviceaccount:kube-system:replicaset-controller"}, makers
+    assert not processes_naming(str(tmp_path / "cp"))
