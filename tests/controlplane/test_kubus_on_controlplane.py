@@ -168,3 +168,35 @@ def test_a_daemonset_runs_one_pod_per_node(kubus: Kubus, controlplane: ControlPl
         assert images == ["registry.k8s.io/pause:3.9"] * NODES, images
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
+
+
+def test_a_replicaset_adopts_a_matching_orphan(kubus: Kubus, controlplane: ControlPlane, api: Api,
+                                                namespace: str) -> None:
+    """A pod with the ReplicaSet's labels and no owner is adopted (a patch of its ownerReferences) and counted: one
+    pod is created, not two, and the status says 2 ready replicas."""
+    labels = {"app": "web"}
+    pod = {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+    api.post(f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                      "metadata": {"name": "orphan", "labels": labels}, "spec": pod})
+    wait_for(lambda: any(running_and_ready(p) for p in pods(api, namespace)), timeout=60, interval=0.2,
+             what="the orphan to be Running and Ready")
+    api.post(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": pod}}})
+
+    def converged() -> dict[str, Any] | None:
+        rs = api.get(f"/apis/apps/v1/namespaces/{namespace}/replicasets/web")
+        status = rs.get("status") or {}
+        owned = [p for p in pods(api, namespace) if running_and_ready(p)
+                 and [o["uid"] for o in p["metadata"].get("ownerReferences") or []] == [rs["metadata"]["uid"]]]
+        ok = (len(owned) == 2 and status.get("observedGeneration") == rs["metadata"]["generation"]
+              and status.get("replicas") == 2 and status.get("readyReplicas") == 2)
+        return rs if ok else None
+
+    try:
+        wait_for(converged, timeout=90, interval=0.2, what="the orphan adopted and 2 ready replicas")
+        assert len(pods(api, namespace)) == 2
+        assert len(audited(controlplane, namespace, "pods", "create")) == 2  # the orphan (by the test), one more
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
