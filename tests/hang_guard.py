@@ -3,7 +3,8 @@ limit kills it with nothing to read: the failure carries every thread's stack an
 what says where an asyncio test is stuck (the loop itself only ever shows `select`).
 
 The deadline is generous on purpose: it catches hangs, it does not time tests. `@pytest.mark.hang_limit(seconds)`
-raises it for a test that legitimately runs longer; KUBUS_TEST_HANG_LIMIT sets the default.
+raises it for a test that legitimately runs longer (`hang_limit(setup=seconds)`: for its setup only);
+KUBUS_TEST_HANG_LIMIT sets the default.
 """
 
 from __future__ import annotations
@@ -52,16 +53,22 @@ def _stacks() -> str:
     return out.getvalue()
 
 
-def _limit(item: pytest.Item) -> float:
+def _limit(item: pytest.Item, phase: str) -> float:
+    """`hang_limit(seconds)` for every phase, `hang_limit(setup=seconds)` for the setup alone (a session fixture
+    that starts something slow, e.g. the real control plane, runs in the setup of the first test that asks)."""
     marker = item.get_closest_marker("hang_limit")
-    return float(marker.args[0]) if marker is not None else DEFAULT_LIMIT
+    if marker is None:
+        return DEFAULT_LIMIT
+    if phase == "setup" and "setup" in marker.kwargs:
+        return float(marker.kwargs["setup"])
+    return float(marker.args[0]) if marker.args else DEFAULT_LIMIT
 
 
 def _guarded(item: pytest.Item, phase: str) -> Generator[None, None, None]:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
-    limit = _limit(item)
+    limit = _limit(item, phase)
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
         sys.stderr.write(f"\n=== {item.nodeid}: {phase} hung for {limit:.0f}s; every thread:\n")

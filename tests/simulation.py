@@ -97,8 +97,8 @@ class SimProcess:
         return self.proc.returncode
 
 
-KUBECTL_MISSING = ("kubectl is not on PATH; install it (Debian/Ubuntu: apt-get install kubernetes-client) "
-                   "or run .ci/run, which does")
+KUBECTL_MISSING = ("kubectl is not on PATH; put one there (`kubus controlplane build` prints the bin directory "
+                   "that holds kubectl v1.36) or run .ci/run, which does")
 
 
 def kubectl_binary() -> str:
@@ -109,8 +109,8 @@ def kubectl_binary() -> str:
 
 
 class Kubectl:
-    def __init__(self, kubeconfig: Path):
-        self.binary = kubectl_binary()
+    def __init__(self, kubeconfig: Path, binary: str | None = None):
+        self.binary = binary or kubectl_binary()
         self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
 
     def __call__(self, *args: str, input: str | None = None, check: bool = True,

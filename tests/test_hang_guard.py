@@ -23,6 +23,15 @@ HUNG = textwrap.dedent('''
         import threading
         threading.Event().wait()
 
+    @pytest.fixture
+    def slow_to_start() -> None:
+        import threading
+        threading.Event().wait()
+
+    @pytest.mark.hang_limit(300, setup=1)
+    def test_setup_hangs(slow_to_start: None) -> None:
+        assert True
+
     def test_after() -> None:
         assert True
 ''')
@@ -37,7 +46,8 @@ def test_a_hung_test_fails_with_its_stack_and_the_run_goes_on(tmp_path: Path) ->
         cwd=root, capture_output=True, text=True, timeout=120)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
-    assert "2 failed, 1 passed" in out, out
+    assert "2 failed, 1 passed, 1 error" in out, out
     assert "call of test_hung.py::test_hangs hung for 1s" in out, out
     assert "in wait_for_nobody" in out, out  # the stuck coroutine's frame, from the task dump
     assert "call of test_hung.py::test_hangs_in_a_thread_wait hung for 1s" in out, out
+    assert "setup of test_hung.py::test_setup_hangs hung for 1s" in out, out  # hang_limit(setup=...): setup only

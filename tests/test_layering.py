@@ -4,6 +4,7 @@
     reconciler.core           the pure controllers: the cache fold, the syncs, one batch -> one commit
     store, runtime            the store port and its adapters; the bus, serving, failpoints, kubeconfig, flags
     ingest, reconciler, executor, replay, sim    the services (and the replay, and the simulated cluster)
+    controlplane              builds and runs a real control plane (Go binaries) for the CLI and the tests
     kubus                     the command line: nothing imports it
 
 An import inside `if TYPE_CHECKING:` counts too (a type is a dependency); an import inside a function counts
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kube", "messages", "runtime", "store", "ingest", "reconciler", "executor", "replay", "sim", "kubus")
+PACKAGES = ("kube", "messages", "runtime", "store", "ingest", "reconciler", "executor", "replay", "sim", "controlplane",
+            "kubus")
 
 # what each layer may import of the project (its own package always)
 ALLOWED: dict[str, set[str]] = {
@@ -34,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "executor": {"kube", "messages", "runtime", "store"},
     "replay": {"kube", "messages", "runtime", "store", "reconciler.core"},
     "sim": {"kube", "messages", "runtime"},
+    "controlplane": {"kube", "messages", "runtime"},
     "kubus": set(PACKAGES) | {"reconciler.core"},
 }
 # what the pure core may not import from outside the project: anything that does I/O or waits
@@ -94,6 +97,14 @@ def test_the_core_does_no_io() -> None:
 def test_no_module_outside_the_cli_imports_it() -> None:
     wrong = sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
                    if layer_of(module) != "kubus" for target in targets if layer_of(target) == "kubus")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_cli_imports_the_controlplane() -> None:
+    """The real control plane (Go binaries, processes) is for `kubus controlplane` and the tests, never a service's."""
+    wrong = sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
+                   if layer_of(module) not in {"kubus", "controlplane"} for target in targets
+                   if layer_of(target) == "controlplane")
     assert not wrong, "\n".join(wrong)
 
 

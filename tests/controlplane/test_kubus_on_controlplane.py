@@ -1,0 +1,202 @@
+"""kubus as the real cluster's ReplicaSet and DaemonSet controllers: `kubus up --kubeconfig` (the README's command,
+one process with its embedded nats-server and SQLite) against kube-apiserver v1.36, whose controller-manager runs
+every controller but those two, with kube-scheduler binding the pods and kwok running them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api import Api
+from controlplane.processes import ControlPlane
+from runtime.natsserver import free_port
+from tests.controlplane.conftest import NODES, audited, pods, running_and_ready
+from tests.simulation import Kubectl, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+class Kubus:
+    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+        self.port = free_port()
+        self.log_path = workdir / "kubus-up.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kubus", "up", "--kubeconfig", str(kubeconfig), "--data-dir", str(workdir / "data"),
+             "--metrics-port", str(self.port)], stdout=self._log, stderr=subprocess.STDOUT)
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, f"kubus up exited with {self.proc.returncode}:\n{self.log()}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def kubus(controlplane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubus]:
+    running = Kubus(tmp_path_factory.mktemp("kubus"), controlplane.kubeconfig)
+    try:
+        wait_for(running.ready, timeout=90, interval=0.2, what="kubus up to be ready (/readyz)")
+        yield running
+    finally:
+        code = running.stop()
+    assert code == 0, f"kubus up exited with {code}:\n{running.log()}"
+    assert "Traceback" not in running.log(), running.log()
+
+
+def scale(api: Api, namespace: str, kind: str, name: str, replicas: int) -> None:
+    api.request("PATCH", f"/apis/apps/v1/namespaces/{namespace}/{kind}/{name}/scale",
+                {"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
+
+
+def events_of(api: Api, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def test_a_replicaset_scales_0_3_1(kubus: Kubus, controlplane: ControlPlane, api: Api, namespace: str) -> None:
+    labels = {"app": "web"}
+    api.post(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets/web"
+
+    def status_is(replicas: int, ready: int) -> dict[str, Any] | None:
+        rs = api.get(path)
+        status = rs.get("status") or {}
+        done = (status.get("observedGeneration") == rs["metadata"]["generation"]
+                and status.get("replicas", 0) == replicas and status.get("readyReplicas", 0) == ready
+                and status.get("availableReplicas", 0) == ready)
+        return rs if done else None
+
+    def converged(replicas: int) -> dict[str, Any] | None:
+        live = [p for p in pods(api, namespace, "app=web") if not p["metadata"].get("deletionTimestamp")]
+        if len(live) != replicas or not all(running_and_ready(p) for p in live):
+            return None
+        return status_is(replicas, replicas)
+
+    try:
+        wait_for(lambda: converged(0), timeout=60, interval=0.2, what="the ReplicaSet's status at 0 replicas")
+        scale(api, namespace, "replicasets", "web", 3)
+        rs = wait_for(lambda: converged(3), timeout=90, interval=0.2, what="3 ready replicas")
+        uid = rs["metadata"]["uid"]
+        for pod in pods(api, namespace, "app=web"):
+            owner = pod["metadata"]["ownerReferences"]
+            assert owner == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": uid,
+                              "controller": True, "blockOwnerDeletion": True}], owner
+        scale(api, namespace, "replicasets", "web", 1)
+        wait_for(lambda: converged(1), timeout=90, interval=0.2, what="1 ready replica")
+        wait_for(lambda: len(pods(api, namespace, "app=web")) == 1, timeout=60, interval=0.2,
+                 what="the 2 deleted pods to be gone")
+        events = events_of(api, namespace, "web")
+        reasons = {(e["reason"], e["source"].get("component")) for e in events}
+        assert ("SuccessfulCreate", "replicaset-controller") in reasons, events
+        assert ("SuccessfulDelete", "replicaset-controller") in reasons, events
+        # made by kubus (the kubeconfig's admin), not by a controller-manager's replicaset-controller
+        creates = audited(controlplane, namespace, "pods", "create")
+        assert len(creates) == 3 and {e["user"]["username"] for e in creates} == {"kubus-admin"}, creates
+        deletes = [e["user"]["username"] for e in audited(controlplane, namespace, "pods", "delete")]
+        assert deletes.count("kubus-admin") == 2, deletes  # then kwok's, as a kubelet's, once they stopped
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
+
+
+def test_a_daemonset_runs_one_pod_per_node(kubus: Kubus, controlplane: ControlPlane, api: Api, kubectl: Kubectl,
+                                           namespace: str) -> None:
+    labels = {"app": "agent"}
+    api.post(f"/apis/apps/v1/namespaces/{namespace}/daemonsets", {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/agent"
+
+    def converged() -> dict[str, Any] | None:
+        live = [p for p in pods(api, namespace, "app=agent") if running_and_ready(p)]
+        ds = api.get(path)
+        status = ds.get("status") or {}
+        if len(live) != NODES or status.get("numberAvailable") != NODES:
+            return None
+        if status.get("observedGeneration") != ds["metadata"]["generation"]:
+            return None
+        return {"pods": live, "status": status}
+
+    try:
+        done = wait_for(converged, timeout=90, interval=0.2, what=f"{NODES} available daemon pods")
+        nodes = sorted(p["spec"]["nodeName"] for p in done["pods"])
+        assert nodes == [f"kwok-node-{i}" for i in range(NODES)], nodes
+        status = done["status"]
+        assert status["desiredNumberScheduled"] == status["currentNumberScheduled"] == NODES, status
+        assert status["numberReady"] == status["updatedNumberScheduled"] == NODES, status
+        assert status.get("numberMisscheduled", 0) == 0, status
+        rollout = kubectl("rollout", "status", "-n", namespace, "ds/agent", "--timeout=60s", timeout=90)
+        assert "successfully rolled out" in rollout.stdout, rollout.stdout
+        creates = audited(controlplane, namespace, "pods", "create")
+        assert len(creates) == NODES and {e["user"]["username"] for e in creates} == {"kubus-admin"}, creates
+        # a rolling update (maxUnavailable 1): each node's pod replaced by one of the new template
+        kubectl("set", "image", "-n", namespace, "ds/agent", "pause=registry.k8s.io/pause:3.9")
+        rollout = kubectl("rollout", "status", "-n", namespace, "ds/agent", "--timeout=90s", timeout=120)
+        assert "successfully rolled out" in rollout.stdout, rollout.stdout
+        updated = wait_for(converged, timeout=60, interval=0.2, what="the updated daemon pods available")
+        images = sorted(p["spec"]["containers"][0]["image"] for p in updated["pods"])
+        assert images == ["registry.k8s.io/pause:3.9"] * NODES, images
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
+
+
+def test_a_replicaset_adopts_a_matching_orphan(kubus: Kubus, controlplane: ControlPlane, api: Api,
+                                                namespace: str) -> None:
+    """A pod with the ReplicaSet's labels and no owner is adopted (a patch of its ownerReferences) and counted: one
+    pod is created, not two, and the status says 2 ready replicas."""
+    labels = {"app": "web"}
+    pod = {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+    api.post(f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                      "metadata": {"name": "orphan", "labels": labels}, "spec": pod})
+    wait_for(lambda: any(running_and_ready(p) for p in pods(api, namespace)), timeout=60, interval=0.2,
+             what="the orphan to be Running and Ready")
+    api.post(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": pod}}})
+
+    def converged() -> dict[str, Any] | None:
+        rs = api.get(f"/apis/apps/v1/namespaces/{namespace}/replicasets/web")
+        status = rs.get("status") or {}
+        owned = [p for p in pods(api, namespace) if running_and_ready(p)
+                 and [o["uid"] for o in p["metadata"].get("ownerReferences") or []] == [rs["metadata"]["uid"]]]
+        ok = (len(owned) == 2 and status.get("observedGeneration") == rs["metadata"]["generation"]
+              and status.get("replicas") == 2 and status.get("readyReplicas") == 2)
+        return rs if ok else None
+
+    try:
+        wait_for(converged, timeout=90, interval=0.2, what="the orphan adopted and 2 ready replicas")
+        assert len(pods(api, namespace)) == 2
+        assert len(audited(controlplane, namespace, "pods", "create")) == 2  # the orphan (by the test), one more
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
