@@ -79,3 +79,13 @@ def test_without_kubectl_each_kubectl_module_fails_once_saying_what_to_install(t
     failures = result.stdout.split("short test summary info")[0]
     assert failures.count(KUBECTL_MISSING) == len(modules), result.stdout
     assert "Traceback" not in result.stdout and "ERROR" not in result.stdout, result.stdout
+
+
+def test_ci_runs_the_readmes_test_command_word_for_word() -> None:
+    """CI runs what a newcomer runs: `.ci/run` holds the README's test command verbatim, and that command builds
+    (or finds) the real control plane before pytest, so tests/controlplane never meet a machine without it."""
+    readme = (ROOT / "README.md").read_text().split("Test it (the whole suite, as CI runs it):", 1)[1]
+    command = readme.split("```sh\n", 1)[1].split("\n```", 1)[0].strip()
+    assert "\n" not in command, command
+    assert "kubus controlplane build" in command.split("&& .venv/bin/python -m pytest")[0], command
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines(), ".ci/run does not run the README's command"
