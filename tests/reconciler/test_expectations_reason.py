@@ -13,7 +13,7 @@ import pytest
 from reconciler.core.expectations import Expectations, expect, held_back
 from tests.reconciler.builders import NOW
 
-SINCE = "since 2026-03-15T12:00:00.000000Z"
+SINCE = "since 2026-03-15T12:00:00.000Z"
 EXPIRE = "they expire after 5m0s"
 
 

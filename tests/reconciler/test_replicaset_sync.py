@@ -189,7 +189,7 @@ def test_a_held_back_sync_says_why() -> None:
     assert acts(plan) == NOTHING
     assert plan.explain == {
         "reason": "expectations not satisfied: waiting to observe 2 deletes (default/pod1, default/pod2), expected "
-                  "since 2026-03-15T11:59:48.000000Z (12s ago; they expire after 5m0s): status only",
+                  "since 2026-03-15T11:59:48.000Z (12s ago; they expire after 5m0s): status only",
         "replicas": 1, "active": 3, "diff": 2, "needs_sync": False}
 
 

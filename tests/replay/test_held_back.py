@@ -18,9 +18,9 @@ import pytest
 from replay import fileformat, synthetic
 from replay.synthetic import World, daemonset, replicaset
 
-RS_HELD = ("expectations not satisfied: waiting to observe 2 creates, expected since 2026-01-01T00:00:00.500000Z "
+RS_HELD = ("expectations not satisfied: waiting to observe 2 creates, expected since 2026-01-01T00:00:00.500Z "
            "(300ms ago; they expire after 5m0s): status only")
-DS_HELD = ("expectations not satisfied: waiting to observe 3 creates, expected since 2026-01-01T00:00:01.200000Z "
+DS_HELD = ("expectations not satisfied: waiting to observe 3 creates, expected since 2026-01-01T00:00:01.200Z "
            "(300ms ago; they expire after 5m0s): status only")
 
 
