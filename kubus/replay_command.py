@@ -199,7 +199,7 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
 async def _connected(args: argparse.Namespace, *, create_streams: bool, partitions: int = 0,
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
-    from runtime.bus import Bus, NatsUnavailable, StreamError, connect, ensure_streams
+    from runtime.bus import Bus, NatsUnavailable, StreamError, close, connect, ensure_streams
     from runtime.natsserver import EmbeddedNats
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
@@ -224,7 +224,7 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
                 nc = await connect(url, "kubus-replay", reconnect=False, auth=flags.nats_auth(args))
             except NatsUnavailable as exc:
                 raise Refused(str(exc)) from None
-            stack.push_async_callback(nc.close)
+            stack.push_async_callback(close, nc)
             if create_streams:
                 try:
                     bus = await ensure_streams(nc, prefix=args.prefix, partitions=partitions,

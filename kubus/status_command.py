@@ -200,7 +200,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
     from nats.js.errors import NotFoundError
 
     from executor.config import ExecutorConfig
-    from runtime.bus import connect
+    from runtime.bus import close, connect
 
     nc = await connect(url, "kubus-status", reconnect=False, auth=auth)
     try:
@@ -233,8 +233,7 @@ async def read_nats(url: str, prefix: str, positions: Mapping[int, int], partiti
         return NatsSnapshot(partitions=count if recorded else None, last_seq=int(info.state.last_seq), lag=lag,
                             executors=executors)
     finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(nc.close(), 3)
+        await close(nc)
 
 
 async def collect(*, db_url: str | None, data_dir: str, nats_url: str | None, prefix: str, partitions: int,

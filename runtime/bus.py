@@ -241,6 +241,9 @@ class _Denials:
 
 
 _DENIALS: weakref.WeakKeyDictionary[Client, _Denials] = weakref.WeakKeyDictionary()
+# Connections kubus itself is closing (close, _abandon): nats-py calls the disconnect callback from close() too,
+# and a deliberate close is no disconnection to warn about.
+_CLOSING: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 def denied(nc: Client, prefix: str = "") -> str | None:
@@ -303,7 +306,14 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
         log.warning("NATS %s: %s", name, exc or type(exc).__name__)
 
     async def on_disconnected() -> None:
-        log.warning("NATS %s: disconnected; reconnecting", name)
+        if nc in _CLOSING:
+            log.debug("NATS %s: closed", name)
+        elif nc.is_closed:  # the server went, or refused us, and this connection does not reconnect
+            why = nc.last_error
+            log.warning("NATS %s: disconnected; not reconnecting%s", name,
+                        f" ({redact.text(str(why)) or type(why).__name__})" if why is not None else "")
+        else:
+            log.warning("NATS %s: disconnected; reconnecting", name)
 
     async def on_reconnected() -> None:
         log.info("NATS %s: reconnected to %s", name, _where(nc))
@@ -336,6 +346,7 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
 
 
 async def _abandon(nc: Client, attempt: asyncio.Future[None]) -> None:
+    _CLOSING.add(nc)
     attempt.cancel()
     with contextlib.suppress(BaseException):
         await attempt
@@ -367,7 +378,9 @@ async def close(nc: Client) -> None:
     """Flush, then close; each bounded. Not drain: a drain waits for every subscription's pending messages
     to be taken, and a pull subscription can hold messages that arrived after its last fetch returned,
     which nobody will take (nats-py then waits out its 30 s drain timeout). Every service has awaited the
-    acks of what it published; what it acked or naked is flushed here."""
+    acks of what it published; what it acked or naked is flushed here. A close through here is logged at debug
+    level only: the disconnect warning is for a connection lost."""
+    _CLOSING.add(nc)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(nc.flush(), CLOSE_TIMEOUT)
     with contextlib.suppress(Exception):

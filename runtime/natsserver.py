@@ -79,10 +79,13 @@ class EmbeddedNats:
         stderr_path = self.store_dir / "nats-server.stderr"
         logged = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends to it
         with open(stderr_path, "ab") as stderr:  # the child holds its own copy of the descriptor
+            # In a session (so a process group) of its own: a terminal's Ctrl-C (SIGINT to the foreground group)
+            # reaches kubus alone, which closes its connections and then stops the server (stop). Were the server
+            # in the group too, it would go first: the services would lose their connections, warn, flush nothing.
             self._proc = await asyncio.create_subprocess_exec(
                 binary(), "-c", str(config), "-js", "-a", "127.0.0.1", "-p", str(self.port),
                 "-sd", str(self.store_dir), "-l", str(self.log_path),
-                stdout=asyncio.subprocess.DEVNULL, stderr=stderr)
+                stdout=asyncio.subprocess.DEVNULL, stderr=stderr, start_new_session=True)
         try:
             await self._wait_ready(stderr_path, logged, timeout)
         except BaseException:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from math import ceil
+from typing import Any, Final
 
 import msgspec
 
@@ -23,6 +25,7 @@ from kube.taints import tolerations_tolerate_taint
 from sim import resources as R
 from sim import status as errors
 from sim.apiserver import bind_pod
+from sim.defaulting import parse_quantity
 from sim.registry import Registry, format_time
 from sim.store import DELETED, HistoryEvent
 
@@ -32,6 +35,17 @@ _encode = msgspec.json.encode
 DEFAULT_SCHEDULER = "default-scheduler"
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 _MIN_FEASIBLE = 100
+DEFAULT_PODS: Final = 110  # the kubelet's --max-pods default, and the sim's nodes' capacity unless told otherwise
+
+
+def allowed_pods(allocatable: Mapping[str, object] | None) -> int:
+    """NodeInfo's Allocatable.AllowedPodNumber: `allocatable.pods` read as the quantity it is (kube-apiserver
+    canonicalises 1000 to "1k", 2048 to "2Ki"), rounded up as Quantity.Value() rounds. A node that states no
+    (or no readable) pod capacity is given the sim's default, DEFAULT_PODS."""
+    parsed = parse_quantity((allocatable or {}).get("pods"))
+    if parsed is None or parsed[0] < 0:
+        return DEFAULT_PODS
+    return ceil(parsed[0])
 
 
 def _is_terminal(pod: dict[str, Any]) -> bool:
@@ -113,10 +127,7 @@ class Scheduler:
             node = codec.decode_builtin(entry.obj, Node)
             cached = (entry.rv, node)
             self._nodes[name] = cached
-            try:
-                self._capacity[name] = int((node.status.allocatable or {}).get("pods", "110"))
-            except ValueError:
-                self._capacity[name] = 110
+            self._capacity[name] = allowed_pods(node.status.allocatable)
         return cached[1]
 
     def _schedule(self, namespace: str, name: str) -> None:
@@ -168,12 +179,12 @@ class Scheduler:
         for i in range(sample):
             node_name = feasible[(self._offset + i) % count]
             load = self.pods_on_node[node_name]
-            if load >= self._capacity.get(node_name, 110):
+            if load >= self._capacity.get(node_name, DEFAULT_PODS):
                 continue
             if best is None or load < best_load:
                 best, best_load = node_name, load
         if best is None and sample < count:  # the sample was full; look everywhere before giving up
-            best = next((n for n in feasible if self.pods_on_node[n] < self._capacity.get(n, 110)), None)
+            best = next((n for n in feasible if self.pods_on_node[n] < self._capacity.get(n, DEFAULT_PODS)), None)
         return best
 
     def _nodes_list(self) -> list[str]:

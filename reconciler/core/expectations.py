@@ -8,9 +8,12 @@ shell persists them with the decision that set them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+from kube.times import format_go_duration
 
 EXPECTATIONS_TIMEOUT = timedelta(minutes=5)
+SHOWN_KEYS = 5  # the pods awaited a held-back sync's reason names, at most
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,35 @@ class Expectations:
 
 def expect(adds: int, dels: int, now: datetime, deletion_keys: frozenset[str] = frozenset()) -> Expectations:
     return Expectations(adds, dels, deletion_keys, now)
+
+
+def _counted(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
+def held_back(expectations: Expectations, now: datetime) -> str:
+    """Why a sync with these (unsatisfied) expectations makes no creates or deletes: what it still waits to
+    observe (the creates, and the deletes by pod key as far as they are kept) and since when, e.g.
+    ``expectations not satisfied: waiting to observe 2 creates and 1 delete (default/web-x7k2p), expected
+    since 2025-06-01T10:01:01.000Z (1.5s ago; they expire after 5m0s)``. A pure function of the
+    expectations and the sync's clock, so that a replay words it the same."""
+    waiting = [_counted(expectations.adds, "create")] if expectations.adds > 0 else []
+    if expectations.dels > 0:
+        deleting = _counted(expectations.dels, "delete")
+        keys = sorted(expectations.deletion_keys)
+        if keys:
+            more = f", and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
+            deleting += f" ({', '.join(keys[:SHOWN_KEYS])}{more})"
+        waiting.append(deleting)
+    what = " and ".join(waiting) if waiting else "nothing"
+    if expectations.set_at is None:
+        return f"expectations not satisfied: waiting to observe {what}"
+    ago = max(now - expectations.set_at, timedelta(0))
+    ago = timedelta(milliseconds=round(ago / timedelta(milliseconds=1)))
+    return (f"expectations not satisfied: waiting to observe {what}, expected since {_when(expectations.set_at)} "
+            f"({format_go_duration(ago)} ago; they expire after {format_go_duration(EXPECTATIONS_TIMEOUT)})")
+
+
+def _when(moment: datetime) -> str:
+    """As `kubus audit` shows a decision's time (milliseconds), so that the decision that set them is found."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

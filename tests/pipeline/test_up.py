@@ -4,6 +4,7 @@ embedded nats-server and SQLite, serving /metrics, /healthz and /readyz."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -71,3 +72,30 @@ def test_up_sim_converges_and_reports(tmp_path: Path, authz: list[str]) -> None:
             proc.wait()
         log.close()
     assert "Traceback" not in (tmp_path / "up.log").read_text()
+
+
+def test_ctrl_c_stops_up_without_a_warning(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group. The embedded nats-server was in it,
+    went first, and every stop of the README's first command logged `nats: unexpected EOF`, `disconnected;
+    reconnecting` and `Connection refused` at WARNING (issue 21, 7); the server runs in a group of its own now,
+    and kubus closes its connections (quietly) before it stops the server."""
+    port = free_port()
+    log_path = tmp_path / "up.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "kubus", "up", "--sim", "--nodes", "1",
+                             "--kubeconfig", str(tmp_path / "kubeconfig"), "--data-dir", str(tmp_path / "data"),
+                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # its own group, as a shell runs a foreground job
+    try:
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=60, what="/readyz to pass")
+        before = log_path.stat().st_size
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    after = log_path.read_bytes()[before:].decode()
+    assert "stopped" in after, after
+    assert [line for line in after.splitlines() if " WARNING " in line or " ERROR " in line] == [], after

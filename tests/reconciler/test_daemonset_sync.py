@@ -143,6 +143,9 @@ def test_pending_expectations_only_write_the_status() -> None:
     assert (plan.creates, plan.deletes, plan.expectations, plan.managed) == ([], [], None, False)
     assert plan.status is not None
     assert (plan.status.desired_number_scheduled, plan.status.observed_generation) == (3, 0)
+    # why, in the decision's reason (issue 21, 7: it said only "expectations not satisfied")
+    assert plan.explain["reason"] == ("expectations not satisfied: waiting to observe 3 creates, expected since "
+                                      "2026-03-15T12:00:00.000Z (0s ago; they expire after 5m0s): status only")
 
 
 def test_a_sync_adopting_pods_writes_no_status_until_they_are_its_own() -> None:

@@ -180,6 +180,19 @@ def test_dormant_sync_still_updates_status() -> None:
     assert (plan.status.replicas, plan.status.ready_replicas, plan.status.observed_generation) == (1, 1, 1)
 
 
+def test_a_held_back_sync_says_why() -> None:
+    """The decision's reason was empty (issue 21, 7): it names the expectations that hold the sync back, and since
+    when (reconciler.core.expectations.held_back; tests/reconciler/test_expectations_reason.py has the wording)."""
+    rs = upstream_rs(1)
+    expectations = expect(0, 2, NOW - timedelta(seconds=12), frozenset({"default/pod1", "default/pod2"}))
+    plan = sync(rs, running("pod0", rs), running("pod1", rs), running("pod2", rs), expectations=expectations)
+    assert acts(plan) == NOTHING
+    assert plan.explain == {
+        "reason": "expectations not satisfied: waiting to observe 2 deletes (default/pod1, default/pod2), expected "
+                  "since 2026-03-15T11:59:48.000Z (12s ago; they expire after 5m0s): status only",
+        "replicas": 1, "active": 3, "diff": 2, "needs_sync": False}
+
+
 @pytest.mark.parametrize(
     ("replicas", "burst", "creates"),
     [
@@ -274,6 +287,7 @@ def test_no_adoption_or_creation_while_being_deleted() -> None:
     plan = sync(rs, orphan_pod("pod1", rs).build(), running("mine", rs))
     assert acts(plan) == NOTHING
     assert plan.expectations is None
+    assert plan.explain["reason"] == "being deleted: no creates or deletes, status only"
     assert plan.status is not None and plan.status.replicas == 1
 
 

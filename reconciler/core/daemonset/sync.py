@@ -66,7 +66,7 @@ from reconciler.core.daemonset.rollout import (
     updated_desired_node_counts,
 )
 from reconciler.core.daemonset.status import calculate_status, needs_write, resync_after, selecting_all_event
-from reconciler.core.expectations import Expectations
+from reconciler.core.expectations import Expectations, held_back
 from reconciler.core.view import BadInput, CacheView
 
 __all__ = ["COMPONENT", "BadInput", "DaemonSetPlan", "sync_daemonset"]
@@ -206,13 +206,12 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
 
     nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
     pods_by_node = nodes_to_daemon_pods(claimed)
-    satisfied = expectations is None or expectations.satisfied(now)
-    if not satisfied:
+    if expectations is not None and not expectations.satisfied(now):
         status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
                                   comparison_operators=comparison_operators)
         plan.status = _to_write(ds, status, plan.adopt)
         plan.requeue_after = resync_after(ds, status, pods_by_node, now)
-        plan.explain.update({"reason": "expectations not satisfied: status only", "hash": hash_,
+        plan.explain.update({"reason": f"{held_back(expectations, now)}: status only", "hash": hash_,
                              "pods": len(claimed), "nodes": len(nodes)})
         return plan
 

@@ -28,7 +28,7 @@ from kube.pods import pod_key
 from messages.keys import ControllerKey
 from reconciler.core.claiming import claim_active
 from reconciler.core.controller import ManageError
-from reconciler.core.expectations import Expectations, expect
+from reconciler.core.expectations import Expectations, expect, held_back
 from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
 from reconciler.core.ranking import get_pods_to_delete
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
@@ -96,6 +96,10 @@ def sync_replicaset(key: ControllerKey, view: CacheView, expectations: Expectati
     plan.diff = len(active) - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
     own = _manage(plan, rs, active, view, expectations, now, key_base, burst) if plan.managed else None
+    if rs.metadata.deletion_timestamp is not None:
+        plan.explain["reason"] = "being deleted: no creates or deletes, status only"
+    elif expectations is not None and not plan.needs_sync:
+        plan.explain["reason"] = f"{held_back(expectations, now)}: status only"
     plan.failure = reported_error(plan.diff, own, carried, deleting=rs.metadata.deletion_timestamp is not None)
     status = status_of(rs, claim.claimed, len(claim.terminating) if terminating_replicas else None,
                        plan.manage_error, now)
