@@ -29,6 +29,7 @@ COPY migrations migrations
 COPY runtime runtime
 COPY replay replay
 COPY kubus kubus
+COPY controlplane controlplane
 RUN /opt/kubus/bin/pip install --no-deps . \
     && /opt/kubus/bin/python -c "import kubus.cli, replay, sim, migrations"
 
