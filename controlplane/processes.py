@@ -15,7 +15,9 @@ wait is a condition polled with a deadline; a process that exits during the star
 log's tail, and a failed start stops what it started. The admin kubeconfig is written last, once the API
 answers, every node is Ready and the `default` ServiceAccount exists (the controller-manager works).
 
-The audit policy logs every write at Metadata level (who did what to which object, no bodies) and no reads.
+The audit policy logs every write at Metadata level (who did what to which object, no bodies) and no reads, but
+those of the user groups ``audit_reads_of`` names (e.g. ``system:serviceaccounts:kubus-system``: every request of
+kubus's own ServiceAccounts, reads included, for a test of what they ask and are granted).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -59,6 +62,16 @@ rules:
 """
 
 
+def audit_policy(reads_of: tuple[str, ...] = ()) -> str:
+    """AUDIT_POLICY, with a first rule logging the reads of the user groups ``reads_of`` too (rules are matched in
+    order: the first that matches decides)."""
+    if not reads_of:
+        return AUDIT_POLICY
+    head, rules = AUDIT_POLICY.split("rules:\n", 1)
+    groups = ", ".join(json.dumps(group) for group in reads_of)
+    return f"{head}rules:\n- level: Metadata\n  userGroups: [{groups}]\n{rules}"
+
+
 class ControlPlaneError(RuntimeError):
     """The control plane cannot start: the message says which part and why (and where its log is)."""
 
@@ -69,6 +82,7 @@ class ControlPlaneConfig:
     data_dir: Path | None = None  # None: a fresh temporary directory, removed at stop
     kubeconfig: Path | None = None  # None: DATA_DIR/kubeconfig
     upstream_controllers: bool = False  # run kube-controller-manager's own DaemonSet and ReplicaSet controllers
+    audit_reads_of: tuple[str, ...] = ()  # user groups whose reads (get, list, watch) the audit log has too
     node_prefix: str = "kwok-node-"
     start_timeout: float = 120.0  # for each wait of the start
 
@@ -77,6 +91,9 @@ class ControlPlaneConfig:
             raise ControlPlaneError(f"the control plane's nodes must be 0 or more, not {self.nodes}")
         if self.start_timeout <= 0:
             raise ControlPlaneError(f"the control plane's start_timeout must be positive, not {self.start_timeout}")
+        for group in self.audit_reads_of:
+            if not isinstance(group, str) or not group.strip():
+                raise ControlPlaneError(f"the control plane's audit_reads_of must be user group names, not {group!r}")
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
@@ -261,7 +278,7 @@ class ControlPlane:
         build, data = self.build, self.data_dir
         _prepare(data)
         self.pki = pki = make(data / "pki", SERVICE_IP)
-        (data / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        (data / "audit-policy.yaml").write_text(audit_policy(tuple(self.config.audit_reads_of)))
 
         client, peer = free_port(), free_port()
         self._say(f"etcd on 127.0.0.1:{client}")

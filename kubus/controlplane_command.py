@@ -45,6 +45,9 @@ def add_parser(sub: Any) -> None:
                         "start if a previous control plane left it, refused if it holds anything else")
     u.add_argument("--upstream-controllers", action="store_true",
                    help="run kube-controller-manager's own DaemonSet and ReplicaSet controllers too")
+    u.add_argument("--audit-reads-of", action="append", default=[], metavar="GROUP",
+                   help="log the reads (get, list, watch) of this user group too, e.g. "
+                        "system:serviceaccounts:kubus-system (repeatable; by default the audit log has writes only)")
     u.set_defaults(run=run_up)
 
 
@@ -68,10 +71,12 @@ class _Stop(Exception):
 
 def run_up(args: argparse.Namespace) -> int:
     try:
+        config = ControlPlaneConfig(nodes=args.nodes, data_dir=Path(args.data_dir), kubeconfig=Path(args.kubeconfig),
+                                    upstream_controllers=args.upstream_controllers,
+                                    audit_reads_of=tuple(args.audit_reads_of))
+        config.validate()  # bad input is said before the build is looked for
         made = find_or_fail()
-        plane = ControlPlane(made, ControlPlaneConfig(nodes=args.nodes, data_dir=Path(args.data_dir),
-                                                      kubeconfig=Path(args.kubeconfig),
-                                                      upstream_controllers=args.upstream_controllers), _say)
+        plane = ControlPlane(made, config, _say)
     except (BuildError, ControlPlaneError) as exc:
         print(f"kubus controlplane up: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -19,6 +19,8 @@ from controlplane.processes import ControlPlane, ControlPlaneConfig
 from tests.simulation import Kubectl, wait_for
 
 NODES = 3
+# the audit log has every request of kubus's own ServiceAccounts, reads too (tests/controlplane/test_install.py)
+KUBUS_SERVICE_ACCOUNTS = "system:serviceaccounts:kubus-system"
 START_LIMIT_S = 240  # the hang guard's limit for the setup that starts it (well under a minute once built)
 
 _namespaces = itertools.count()
@@ -35,7 +37,8 @@ def controlplane_build() -> Build:
 @pytest.fixture(scope="session")
 def controlplane(controlplane_build: Build, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     plane = ControlPlane(controlplane_build, ControlPlaneConfig(nodes=NODES,
-                                                                data_dir=tmp_path_factory.mktemp("controlplane")))
+                                                                data_dir=tmp_path_factory.mktemp("controlplane"),
+                                                                audit_reads_of=(KUBUS_SERVICE_ACCOUNTS,)))
     plane.start()  # a failed start has stopped what it started, and says why
     yield plane
     plane.stop()

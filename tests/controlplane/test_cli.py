@@ -12,11 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
 from controlplane import building
 from controlplane.api import ApiError
 from controlplane.building import Build, BuildError
-from controlplane.processes import MARKER, ControlPlane, ControlPlaneConfig, ControlPlaneError
+from controlplane.processes import (
+    AUDIT_POLICY,
+    MARKER,
+    ControlPlane,
+    ControlPlaneConfig,
+    ControlPlaneError,
+    audit_policy,
+)
 from tests.controlplane.conftest import audited
 from tests.simulation import Kubectl, wait_for
 
@@ -130,6 +138,22 @@ def test_a_data_dir_of_someone_elses_is_refused(tmp_path: Path) -> None:
 def test_bad_config_names_the_field() -> None:
     with pytest.raises(ControlPlaneError, match="nodes must be 0 or more, not -1"):
         ControlPlaneConfig(nodes=-1).validate()
+    with pytest.raises(ControlPlaneError, match="audit_reads_of must be user group names, not ' '"):
+        ControlPlaneConfig(audit_reads_of=("system:authenticated", " ")).validate()
+
+
+def test_audit_reads_of_adds_a_first_rule_and_leaves_the_default_policy_alone(tmp_path: Path) -> None:
+    assert audit_policy() == AUDIT_POLICY
+    rules = yaml.safe_load(audit_policy(("g1", "system:serviceaccounts:kubus-system")))["rules"]
+    assert rules[0] == {"level": "Metadata", "userGroups": ["g1", "system:serviceaccounts:kubus-system"]}
+    assert rules[1:] == yaml.safe_load(AUDIT_POLICY)["rules"]
+    # `kubus controlplane up --audit-reads-of` passes it on: a bad one is refused before anything starts
+    bad = subprocess.run([sys.executable, "-m", "kubus", "controlplane", "up", "--data-dir", str(tmp_path / "cp"),
+                          "--audit-reads-of", ""], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2, bad
+    assert bad.stderr.strip() == ("kubus controlplane up: the control plane's audit_reads_of must be user group "
+                                  "names, not ''"), bad.stderr
+    assert not (tmp_path / "cp").exists()
 
 
 @pytest.mark.slow
