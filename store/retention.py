@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.tables import action_results, decisions, observed_events, outbox, reconciler_ticks
+from store.tables import action_results, decisions, observed_events, outbox, reconciler_ticks, shadow_acts
 
 BATCH = 5000
 
@@ -32,6 +32,7 @@ class Pruned:
     outbox: int = 0
     decisions: int = 0
     reconciler_ticks: int = 0
+    shadow_acts: int = 0
 
     @property
     def total(self) -> int:
@@ -69,6 +70,7 @@ async def prune(conn: AsyncConnection, before: datetime, limit: int = BATCH) -> 
                                         sa.and_(decisions.c.decided_at < before, unreferenced), limit)
     done.reconciler_ticks = await _delete_some(conn, reconciler_ticks, reconciler_ticks.c.id,
                                                reconciler_ticks.c.at < before, limit)
+    done.shadow_acts = await _delete_some(conn, shadow_acts, shadow_acts.c.id, shadow_acts.c.at < before, limit)
     return done
 
 
