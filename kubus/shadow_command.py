@@ -34,7 +34,8 @@ AGREEMENT, DIVERGENCE, BAD_INPUT = 0, 1, 2
 
 def add_shadow_arguments(p: argparse.ArgumentParser) -> None:
     """`--shadow` and `--shadow-window`, for `kubus up` and `kubus reconcile`."""
-    p.add_argument("--shadow", action="store_true", default=os.environ.get("KUBUS_SHADOW", "").strip().lower() in ("1", "true"),
+    on = os.environ.get("KUBUS_SHADOW", "").strip().lower() in ("1", "true")
+    p.add_argument("--shadow", action="store_true", default=on,
                    help="shadow mode: decide beside the acting controller (kube-controller-manager), act on nothing, "
                         "record every action as would-do and compare (env KUBUS_SHADOW=true; docs/shadow.md). "
                         "`kubus up --shadow` runs no executor")
