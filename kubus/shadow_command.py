@@ -190,7 +190,7 @@ def _objects(judged: list[Window]) -> list[dict[str, Any]]:
 
 
 def _act(act: Act, at: datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {"verb": act.verb, "target": act.target, "hash": act.hash, "seq": act.seq,
+    out: dict[str, Any] = {"side": act.side, "verb": act.verb, "target": act.target, "hash": act.hash, "seq": act.seq,
                            "at": at.isoformat(), "ref": act.ref}
     if act.fields:
         out["fields"] = act.fields
