@@ -15,7 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kube.times import parse_time
 from reconciler.core.batch import Commit
 from reconciler.core.shadow import Act
+from store import outbox, sql
 from store.tables import shadow_acts as t
+from store.tables import would_do_actions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +51,16 @@ def _values(row: ShadowActRow) -> dict[str, Any]:
             "controller_key": act.controller_key, "owner_uid": act.owner_uid, "verb": act.verb,
             "target": act.target, "hash": act.hash, "fields": fields, "stream_seq": act.seq,
             "decision_id": row.decision_id, "ref": act.ref, "at": row.at}
+
+
+async def record_actions(conn: AsyncConnection, commit: Commit, ids: Sequence[int]) -> None:
+    """A shadow's actions whole, as the outbox would hold them (insert-or-ignore: a decision replayed after a
+    crash keeps its keys)."""
+    values = [{"key": row.key, "decision_id": row.decision_id, "payload": row.payload, "created_at": row.created_at}
+              for sync, decision_id in zip(commit.decisions, ids, strict=True)
+              for row in outbox.rows_of(sync, decision_id, commit.at)]
+    if values:
+        await sql.insert_or_ignore(conn, would_do_actions, values, returning=would_do_actions.c.key)
 
 
 async def record(conn: AsyncConnection, rows: Iterable[ShadowActRow]) -> None:

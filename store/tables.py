@@ -256,6 +256,18 @@ reconciler_members = sa.Table(
     sa.Column("info", JSON, nullable=False),  # host, pid, version ...: shown by `kubus status`
 )
 
+# A shadow's actions, whole, as an acting reconciler's outbox would hold them (migration 0007; docs/shadow.md):
+# never relayed, kept for the audit trail and for `kubus replay --diff`, which compares them with the replay's.
+would_do_actions = sa.Table(
+    "would_do_actions", metadata,
+    sa.Column("key", sa.Text, primary_key=True),  # the action's idempotency key
+    sa.Column("decision_id", sa.BigInteger, nullable=False),  # no foreign key: retention prunes both by time
+    sa.Column("payload", sa.LargeBinary, nullable=False),  # the action as JSON (messages/actions.py)
+    _at("created_at"),
+    sa.Index(None, "decision_id"),
+    sa.Index(None, "created_at"),
+)
+
 # Shadow mode's acts (migration 0007; docs/shadow.md): one row per would-do act of a shadow's decision
 # (side 'kubus': the action it would have issued, never queued) and per act of the acting controller the watch
 # showed (side 'upstream'), keyed as the comparator matches them (reconciler.core.shadow.Act).

@@ -66,6 +66,7 @@ class Transaction:
         ids = await self.insert_decisions([decisions.row_of(sync, commit.at) for sync in commit.decisions])
         if commit.shadow:  # nothing to send: the actions are would-do acts (docs/shadow.md)
             await shadow.record(self.conn, shadow.rows_of(commit, ids))
+            await shadow.record_actions(self.conn, commit, ids)
         else:
             rows = [row for sync, decision_id in zip(commit.decisions, ids, strict=True)
                     for row in outbox.rows_of(sync, decision_id, commit.at)]

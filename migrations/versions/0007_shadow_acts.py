@@ -1,5 +1,5 @@
 """Shadow mode: the acts of a shadow's decisions (would-do, never queued) and of the acting controller (as the
-watch showed them), side by side for the comparator (docs/shadow.md).
+watch showed them), side by side for the comparator, and the shadow's actions whole (docs/shadow.md).
 
 Revision ID: 0007
 Revises: 0006
@@ -42,9 +42,22 @@ def upgrade() -> None:
     )
     op.create_index("ix_shadow_acts_controller_key_at", "shadow_acts", ["controller_key", "at"])
     op.create_index("ix_shadow_acts_at", "shadow_acts", ["at"])
+    op.create_table(
+        "would_do_actions",
+        sa.Column("key", sa.Text, nullable=False),
+        sa.Column("decision_id", sa.BigInteger, nullable=False),
+        sa.Column("payload", sa.LargeBinary, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("key", name="pk_would_do_actions"),
+    )
+    op.create_index("ix_would_do_actions_decision_id", "would_do_actions", ["decision_id"])
+    op.create_index("ix_would_do_actions_created_at", "would_do_actions", ["created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_would_do_actions_created_at", table_name="would_do_actions")
+    op.drop_index("ix_would_do_actions_decision_id", table_name="would_do_actions")
+    op.drop_table("would_do_actions")
     op.drop_index("ix_shadow_acts_at", table_name="shadow_acts")
     op.drop_index("ix_shadow_acts_controller_key_at", table_name="shadow_acts")
     op.drop_table("shadow_acts")

@@ -49,7 +49,7 @@ async def test_prune_deletes_what_is_older_than_the_cutoff(store: Store, history
                                    "decisions": 6, "reconciler_ticks": 2, "shadow_acts": 2}
     pruned = await store.prune(at(300), batch=batch)
     assert pruned.as_dict() == {"observed_events": 11, "action_results": 8, "outbox": 5, "decisions": 3,
-                                "reconciler_ticks": 1, "shadow_acts": 1}
+                                "reconciler_ticks": 1, "shadow_acts": 1, "would_do_actions": 0}
     assert await counts(store) == {"observed_events": 2, "action_results": 1, "outbox": 2, "action_targets": 2,
                                    "decisions": 3, "reconciler_ticks": 1, "shadow_acts": 1}
     async with store.engine.connect() as conn:
@@ -76,7 +76,7 @@ def test_db_prune_command(history: Scenario, db_url: str, tmp_path: Path, capsys
     assert args.run(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("kubus db prune: deleted 13 observed events, 9 action results, 6 outbox rows, "
-                          "5 decisions, 0 reconciler ticks, 0 shadow acts older than ")
+                          "5 decisions, 0 reconciler ticks, 0 shadow acts, 0 would do actions older than ")
 
 
 def test_db_prune_needs_a_duration(capsys: pytest.CaptureFixture[str]) -> None:

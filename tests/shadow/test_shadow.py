@@ -8,6 +8,8 @@ kube-controller-manager is to be added as another parameter (docs/shadow.md says
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +86,11 @@ def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path) -
     assert "kubus.executor" not in shadow.logs()
     assert _outbox_rows(shadow) == 0
     (tmp_path / "report.txt").write_text(shadow.text_report())  # the comparator's noise, for docs/shadow.md
+    # the shadow's decisions replay byte for byte from its history: `kubus replay --explain` shows what it decided
+    shadow.stop()
+    replay = subprocess.run([sys.executable, "-m", "kubus", "replay", "--diff", "--data-dir", str(shadow.data_dir),
+                             "--prefix", "shadow"], capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
 
 
 def _outbox_rows(shadow: Shadow) -> int:

@@ -17,7 +17,7 @@ from store.tables import metadata
 
 TABLES = {"ingest_checkpoints", "consumer_positions", "expectations", "pod_backoff", "decisions", "outbox",
           "action_results", "observed_events", "reconciler_ticks", "action_targets", "partition_leases",
-          "reconciler_members", "stream_identities", "stream_resets", "shadow_acts"}
+          "reconciler_members", "stream_identities", "stream_resets", "shadow_acts", "would_do_actions"}
 
 
 async def table_names(store: Store) -> set[str]:
