@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         from kubus.audit_command import add_parser as add_audit_parser
 
         add_audit_parser(sub)
+        from kubus.shadow_command import add_parser as add_shadow_parser
+
+        add_shadow_parser(sub)
     return parser
 
 

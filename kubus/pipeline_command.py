@@ -63,6 +63,10 @@ def add_parsers(sub: Any) -> None:
                                 "for ever (env KUBUS_STATE_TOMBSTONE_TTL, default "
                                 f"{DEFAULT_TOMBSTONE_TTL}; keep it well above the 120 s duplicate window and any "
                                 "ingest lag)")
+        if name in ("up", "reconcile"):
+            from kubus.shadow_command import add_shadow_arguments
+
+            add_shadow_arguments(p)
         if name == "reconcile":
             flags.add_lease_ttl(p)
         if name == "up":
@@ -193,8 +197,9 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
         parts["reconciler"] = lambda: run_reconciler(bus, store, health, f"reconciler-{args.instance}",
                                                      retention=args.retention, lease_ttl=lease_ttl,
                                                      feature_gates=args.feature_gates,
-                                                     min_resync_period=args.min_resync_period)
-    if name in ("up", "execute"):
+                                                     min_resync_period=args.min_resync_period,
+                                                     shadow=args.shadow_window if args.shadow else None)
+    if name == "execute" or (name == "up" and not args.shadow):  # a shadow executes nothing
         from executor.config import ExecutorConfig
         from executor.service import run_executor
 

@@ -362,7 +362,10 @@ class Reconciler:
         # burst instead of one per few events (what a single upstream worker gets from its queue)
         woken = first is not None or bool(self._results)
         deadline = asyncio.get_running_loop().time() + BATCH_WINDOW if woken else 0.0
-        while len(msgs) < BATCH:
+        # a shadow decides after every event once caught up, as upstream's handlers run per event: so that each
+        # of its decisions sees the cluster as it was before the acting controller's next act (docs/shadow.md)
+        limit = 1 if self.settings.shadow and self.caught_up else BATCH
+        while len(msgs) < limit:
             if self._queue.empty():
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:

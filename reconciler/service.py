@@ -31,16 +31,24 @@ RETENTION_INTERVAL = 600.0  # seconds between two prunes of the audit trail
 async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str = "reconciler",
                          retention: timedelta | None = None, lease_ttl: float | None = None,
                          feature_gates: FeatureGates | None = None,
-                         min_resync_period: timedelta = DEFAULT_MIN_RESYNC_PERIOD) -> None:
+                         min_resync_period: timedelta = DEFAULT_MIN_RESYNC_PERIOD,
+                         shadow: timedelta | None = None) -> None:
     """With `lease_ttl`, one member of a split deployment: it holds leases on its share of the
     partitions (docs/split.md). Without, alone by construction (`kubus up`): every partition, unfenced.
 
     `feature_gates` and `min_resync_period` are kube-controller-manager's flags of those names: the
     controllers built under this call (one, or one per change of the partitions held) take them, with the
-    resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`)."""
+    resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`).
+
+    With `shadow` (the comparison window), a shadow (docs/shadow.md): the decisions' actions are recorded as
+    would-do acts and never relayed, so no relay runs and no results are awaited; a task counts the
+    divergences of each window that closed (kubus_shadow_divergences_total)."""
     # actions are cut to fit the server's max_payload as its INFO said at this start (recorded for replay)
     settings = dataclasses.replace(settings_of(feature_gates, min_resync_period, instance),
                                    max_action_bytes=payload_limit(bus.nc))
+    if shadow is not None:
+        settings = dataclasses.replace(settings, shadow=True, shadow_window=shadow)
+        log.info("shadow mode: acting on nothing, recording would-do actions; comparison window %s", shadow)
     log.info("feature gates %s; informers' resync every %s; actions up to %d bytes", settings.feature_gates.as_dict(),
              settings.resync_period or "never", settings.max_action_bytes)
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
@@ -55,21 +63,26 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     if lease_ttl is None:
         loop = reconciler = SoleReconciler(bus, store, instance=instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
-        tasks = [asyncio.create_task(reconciler.run(), name="reconciler"),
-                 asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop, progress=progress),
-                                     name="outbox-relay"),
-                 asyncio.create_task(record_results(bus, reconciler, stop=stop, by=instance, halts=halts),
-                                     name="results-recorder")]
+        tasks = [asyncio.create_task(reconciler.run(), name="reconciler")]
+        if shadow is None:
+            tasks += [asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop, progress=progress),
+                                          name="outbox-relay"),
+                      asyncio.create_task(record_results(bus, reconciler, stop=stop, by=instance, halts=halts),
+                                          name="results-recorder")]
     else:
         keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
                              info={"host": socket.gethostname(), "pid": os.getpid()})
         loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings, halts=halts)
         health.ready_when("reconciler-caught-up", lambda: split.caught_up)
         keeper_task = asyncio.create_task(keeper.run(), name="lease-keeper")
-        tasks = [keeper_task,
-                 asyncio.create_task(split.run(), name="reconciler"),
-                 asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects,
-                                           stop=stop, progress=progress), name="outbox-relay")]
+        tasks = [keeper_task, asyncio.create_task(split.run(), name="reconciler")]
+        if shadow is None:
+            tasks.append(asyncio.create_task(relay(bus, store, split.relay_wakeup, subjects_of=split.action_subjects,
+                                                   stop=stop, progress=progress), name="outbox-relay"))
+    if shadow is not None:
+        from reconciler.shadowing import count_divergences
+
+        tasks.append(asyncio.create_task(count_divergences(store, shadow, stop=stop), name="shadow-comparator"))
     if retention is not None:
         tasks.append(asyncio.create_task(enforce_retention(store, retention, stop=stop), name="retention"))
     try:

@@ -38,6 +38,7 @@ from store import ticks as tick_rows
 from store.engine import Store
 from store.tables import decisions as decision_table
 from store.tables import outbox as outbox_table
+from store.tables import would_do_actions
 from store.ticks import START, Tick
 
 TICK_CHUNK = 500
@@ -324,10 +325,12 @@ async def load_decisions(conn: AsyncConnection, ids: Sequence[int]) -> dict[int,
     for start in range(0, len(ids), 1000):
         part = list(ids[start:start + 1000])
         actions: dict[int, list[RecordedAction]] = {}
-        rows = await conn.execute(sa.select(o.c.decision_id, o.c.key, o.c.payload)
-                                  .where(o.c.decision_id.in_(part)).order_by(o.c.key))
-        for decision_id, key, payload in rows:
-            actions.setdefault(int(decision_id), []).append(RecordedAction(str(key), bytes(payload)))
+        # an acting reconciler's actions are its outbox rows; a shadow's, its would-do actions (docs/shadow.md)
+        for table in (o, would_do_actions):
+            rows = await conn.execute(sa.select(table.c.decision_id, table.c.key, table.c.payload)
+                                      .where(table.c.decision_id.in_(part)).order_by(table.c.key))
+            for decision_id, key, payload in rows:
+                actions.setdefault(int(decision_id), []).append(RecordedAction(str(key), bytes(payload)))
         for r in (await conn.execute(sa.select(d).where(d.c.id.in_(part)))).mappings():
             found[int(r["id"])] = RecordedDecision(
                 id=int(r["id"]), correlation_id=r["correlation_id"], controller_key=r["controller_key"],

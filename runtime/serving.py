@@ -51,6 +51,12 @@ STREAM_FULLNESS = Gauge("kubus_stream_fullness_ratio",
 STREAM_RESETS = Counter("kubus_stream_resets_total",
                         "Times this process found KUBUS_EVENTS reset (created anew, or it lost events it had "
                         "stored) and started over from a fresh relist", ["stream", "service"])
+SHADOW_DIVERGENCES = Counter("kubus_shadow_divergences_total",
+                             "Decisions a shadow would have taken that the acting controller did not (kind "
+                             "kubus-only), and acts of the acting controller the shadow would not have taken "
+                             "(upstream-only), "
+                             "counted once per closed comparison window (docs/shadow.md)",
+                             ["controller", "kind"])
 STREAMS_REFRESH = 15.0  # seconds; Prometheus's default scrape interval
 
 

@@ -33,6 +33,7 @@ from store import (
     positions,
     results,
     retention,
+    shadow,
     streams,
 )
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
@@ -293,6 +294,17 @@ class Store:
     async def created_per_minute(self, window: TimeRange = ALL_TIME) -> list[Row]:
         async with self.engine.connect() as conn:
             return await audit.created_per_minute(conn, window)
+
+    # shadow mode (docs/shadow.md)
+    async def shadow_acts(self, since: datetime | None = None, until: datetime | None = None,
+                          controller_key: str | None = None) -> list[shadow.ShadowActRow]:
+        async with self.engine.connect() as conn:
+            return await shadow.load(conn, since, until, controller_key)
+
+    async def shadow_lineage(self, decision_ids: Sequence[int], msg_ids: Sequence[str], namespace: str,
+                             since: datetime, until: datetime) -> dict[str, Any]:
+        async with self.engine.connect() as conn:
+            return await shadow.lineage(conn, decision_ids, msg_ids, namespace, since, until)
 
     # retention
     async def prune(self, before: datetime, batch: int = retention.BATCH) -> retention.Pruned:

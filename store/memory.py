@@ -25,7 +25,7 @@ from reconciler.core.batch import CONSUMER, Commit, Stored
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.expectations import Expectations
 from reconciler.core.ticks import Tick
-from store import decisions, events, outbox
+from store import decisions, events, outbox, shadow
 from store.decisions import Decision
 from store.events import ObservedEventRow
 from store.outbox import OutboxRow
@@ -48,6 +48,7 @@ class MemoryStore:
         self.events: dict[int, ObservedEventRow] = {}
         self.decisions: dict[int, Decision] = {}
         self.outbox: dict[str, OutboxRow] = {}  # without targets, as the SQL store reads rows back
+        self.shadow_acts: list[shadow.ShadowActRow] = []  # a shadow's acts (docs/shadow.md)
         self.targets: dict[str, tuple[str, Target]] = {}  # effect key -> (the outbox row's key, its target)
         self.ticks: list[Tick] = []
         self.identities: dict[str, str] = {}  # which stream the positions refer to (store/streams.py)
@@ -124,8 +125,12 @@ class MemoryStore:
             return
         for event, seq in commit.events:
             self.events.setdefault(seq, events.row_of(event, seq))
+        if commit.shadow:
+            self.shadow_acts.extend(shadow.rows_of(commit, ids))
         for sync, decision_id in zip(commit.decisions, ids, strict=True):
             self.decisions[decision_id] = dataclasses.replace(decisions.row_of(sync, commit.at), id=decision_id)
+            if commit.shadow:
+                continue
             for row in outbox.rows_of(sync, decision_id, commit.at):
                 if row.key in self.outbox:  # insert-or-ignore: a decision replayed after a crash
                     continue

@@ -20,7 +20,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.tables import action_results, decisions, observed_events, outbox, reconciler_ticks
+from store.tables import (
+    action_results,
+    decisions,
+    observed_events,
+    outbox,
+    reconciler_ticks,
+    shadow_acts,
+    would_do_actions,
+)
 
 BATCH = 5000
 
@@ -32,6 +40,8 @@ class Pruned:
     outbox: int = 0
     decisions: int = 0
     reconciler_ticks: int = 0
+    shadow_acts: int = 0
+    would_do_actions: int = 0
 
     @property
     def total(self) -> int:
@@ -69,6 +79,9 @@ async def prune(conn: AsyncConnection, before: datetime, limit: int = BATCH) -> 
                                         sa.and_(decisions.c.decided_at < before, unreferenced), limit)
     done.reconciler_ticks = await _delete_some(conn, reconciler_ticks, reconciler_ticks.c.id,
                                                reconciler_ticks.c.at < before, limit)
+    done.shadow_acts = await _delete_some(conn, shadow_acts, shadow_acts.c.id, shadow_acts.c.at < before, limit)
+    done.would_do_actions = await _delete_some(conn, would_do_actions, would_do_actions.c.key,
+                                               would_do_actions.c.created_at < before, limit)
     return done
 
 

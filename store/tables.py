@@ -255,3 +255,38 @@ reconciler_members = sa.Table(
     _at("heartbeat_at"),
     sa.Column("info", JSON, nullable=False),  # host, pid, version ...: shown by `kubus status`
 )
+
+# A shadow's actions, whole, as an acting reconciler's outbox would hold them (migration 0007; docs/shadow.md):
+# never relayed, kept for the audit trail and for `kubus replay --diff`, which compares them with the replay's.
+would_do_actions = sa.Table(
+    "would_do_actions", metadata,
+    sa.Column("key", sa.Text, primary_key=True),  # the action's idempotency key
+    sa.Column("decision_id", sa.BigInteger, nullable=False),  # no foreign key: retention prunes both by time
+    sa.Column("payload", sa.LargeBinary, nullable=False),  # the action as JSON (messages/actions.py)
+    _at("created_at"),
+    sa.Index(None, "decision_id"),
+    sa.Index(None, "created_at"),
+)
+
+# Shadow mode's acts (migration 0007; docs/shadow.md): one row per would-do act of a shadow's decision
+# (side 'kubus': the action it would have issued, never queued) and per act of the acting controller the watch
+# showed (side 'upstream'), keyed as the comparator matches them (reconciler.core.shadow.Act).
+shadow_acts = sa.Table(
+    "shadow_acts", metadata,
+    sa.Column("id", BIG_ID, primary_key=True, autoincrement=True),
+    sa.Column("side", sa.Text, nullable=False),
+    sa.Column("controller_kind", sa.Text, nullable=False),
+    sa.Column("controller_key", sa.Text, nullable=False),
+    sa.Column("owner_uid", sa.Text, nullable=False),
+    sa.Column("verb", sa.Text, nullable=False),  # create_pod, delete_pod, adopt_pod, ..., update_status
+    sa.Column("target", sa.Text, nullable=False),  # a DaemonSet pod's node, a pod's namespace/name, a revision
+    sa.Column("hash", sa.Text, nullable=False),  # a DaemonSet pod's controller-revision-hash
+    sa.Column("fields", JSON, nullable=False),  # a status write's status; a would-do deletion's tie class
+    sa.Column("stream_seq", sa.BigInteger, nullable=False),  # kubus: newest event seen; upstream: the event's
+    sa.Column("decision_id", sa.BigInteger, nullable=True),  # kubus: the decision (no foreign key: retention)
+    sa.Column("ref", sa.Text, nullable=False),  # kubus: the action's idempotency key; upstream: the event's msg_id
+    _at("at"),  # kubus: decided_at; upstream: when ingest observed the event
+    sa.CheckConstraint("side IN ('kubus', 'upstream')", name="side"),
+    sa.Index(None, "controller_key", "at"),
+    sa.Index(None, "at"),
+)

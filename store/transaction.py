@@ -22,6 +22,7 @@ from store import (
     outbox,
     positions,
     results,
+    shadow,
     streams,
     ticks,
 )
@@ -63,10 +64,14 @@ class Transaction:
         if commit.expectations_deleted:
             await self.delete_expectations(commit.expectations_deleted)
         ids = await self.insert_decisions([decisions.row_of(sync, commit.at) for sync in commit.decisions])
-        rows = [row for sync, decision_id in zip(commit.decisions, ids, strict=True)
-                for row in outbox.rows_of(sync, decision_id, commit.at)]
-        if rows:
-            await self.enqueue(rows)
+        if commit.shadow:  # nothing to send: the actions are would-do acts (docs/shadow.md)
+            await shadow.record(self.conn, shadow.rows_of(commit, ids))
+            await shadow.record_actions(self.conn, commit, ids)
+        else:
+            rows = [row for sync, decision_id in zip(commit.decisions, ids, strict=True)
+                    for row in outbox.rows_of(sync, decision_id, commit.at)]
+            if rows:
+                await self.enqueue(rows)
         for partition, seq in commit.positions.items():
             await self.advance(commit.consumer, partition, seq)
         for tick in commit.ticks(ids):

@@ -35,6 +35,7 @@ from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
+from reconciler.core.shadow import Act, upstream_acts, would_do
 from reconciler.core.ticks import BATCH, START, Tick, state_of
 
 CONSUMER = "reconciler"  # the reconciler's consumer positions in the store
@@ -131,11 +132,16 @@ class Commit:
     # KUBUS_DEAD before it commits), and the one it stopped before (a newer schema version: the loop stops)
     unusable: list[stepping.Unusable] = field(default_factory=list)
     halted: stepping.Halt | None = None
+    # shadow mode (docs/shadow.md): the decisions' actions are not queued but recorded as would-do acts,
+    # `would_do[i]` those of `decisions[i]`, beside the acts of the acting controller the batch's events show
+    shadow: bool = False
+    would_do: list[list[Act]] = field(default_factory=list)
+    upstream: list[Act] = field(default_factory=list)
 
     @property
     def acts(self) -> bool:
         """Whether it commits actions (the relay has something to send)."""
-        return any(d.decided.actions for d in self.decisions)
+        return not self.shadow and any(d.decided.actions for d in self.decisions)
 
     def ticks(self, decision_ids: Sequence[int]) -> list[Tick]:
         """The ticks to record, in order, given the ids the store assigned to `decisions`. Built when asked: a
@@ -231,7 +237,13 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         state.positions[partition] = max(state.positions.get(partition, 0), seq)
     start_tick, state.start_tick = state.start_tick, None
     seqs = [m[0] for m in messages]
+    shadow = controllers.settings.shadow
     return Commit(
+        shadow=shadow,
+        would_do=[would_do(decided, state.cache, now) for decided in outcome.decisions] if shadow else [],
+        # what the acting controller did before the shadow caught up, it had no chance to decide
+        upstream=[act for change, seq, msg_id in changes for act in upstream_acts(change, seq, msg_id, state.cache)]
+        if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
         expectations={k: v if v.set_at is not None else Expectations(v.adds, v.dels, v.deletion_keys, now)
                       for k, v in outcome.expectations.items()},

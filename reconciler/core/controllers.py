@@ -58,6 +58,8 @@ IGNORED_RELEASE_CODES = (404, 422)
 STATUS_ONLY_INTERVAL = timedelta(milliseconds=250)
 DEFAULT_MIN_RESYNC_PERIOD: Final = timedelta(hours=12)  # kube-controller-manager's --min-resync-period
 RESYNC_TRIGGER: Final = "resync"  # a decision's trigger when the informers' periodic resync enqueued it
+SHADOW_REBASE_TRIGGER: Final = "shadow-rebase"  # a shadow's expectations given up after a window
+DEFAULT_SHADOW_WINDOW: Final = timedelta(seconds=30)  # --shadow-window: see docs/shadow.md, "The window"
 
 
 def resync_period(min_period: timedelta, seed: str) -> timedelta | None:
@@ -87,12 +89,19 @@ class Settings:
     # the largest action, in bytes, a sync may issue (NATS's max_payload less headroom): a CreatePods over it
     # is cut into several (core/sizing.py); None: no limit
     max_action_bytes: int | None = None
+    # shadow mode (docs/shadow.md): the actions are recorded as would-do and never executed; the acting
+    # controller's pods satisfy the expectations, and what they still wait for after `shadow_window` is given up
+    shadow: bool = False
+    shadow_window: timedelta = DEFAULT_SHADOW_WINDOW
 
     def start_state(self) -> dict[str, Any]:
         """The entries a start tick's state records."""
         period = None if self.resync_period is None else self.resync_period // timedelta(microseconds=1)
-        return {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period,
-                "max_action_bytes": self.max_action_bytes}
+        state: dict[str, Any] = {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period,
+                                 "max_action_bytes": self.max_action_bytes}
+        if self.shadow:  # recorded only when on: the histories recorded before shadow mode replay unchanged
+            state["shadow_window_us"] = self.shadow_window // timedelta(microseconds=1)
+        return state
 
     @classmethod
     def from_start_state(cls, state: Mapping[str, Any] | None) -> Settings:
@@ -101,9 +110,11 @@ class Settings:
         state = state or {}
         period = state.get("resync_period_us")
         limit = state.get("max_action_bytes")
+        window = state.get("shadow_window_us")
         return cls(FeatureGates.from_mapping(state.get("feature_gates") or {}),
                    None if period is None else timedelta(microseconds=int(period)),
-                   None if limit is None else int(limit))
+                   None if limit is None else int(limit), shadow=window is not None,
+                   shadow_window=DEFAULT_SHADOW_WINDOW if window is None else timedelta(microseconds=int(window)))
 
 
 @dataclass
@@ -246,7 +257,12 @@ class Controllers:
                 self._set(key, current.creation_observed())
         for key, pod_key in wakeups.deletions_observed:
             if (current := self.expectations.get(key)) is not None:
-                self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))
+                if self.settings.shadow:
+                    # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
+                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do
+                    self._set(key, current.deletion_counted(pod_key))
+                else:
+                    self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))
         for key in wakeups.expectations_deleted:
             self._drop(key)
         for key in wakeups.enqueue:
@@ -324,6 +340,8 @@ class Controllers:
     def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
         outcome = Outcome()
         self._resync(now)
+        if self.settings.shadow:
+            self._rebase(now)
         self._release_held(now)
         for key in self.queue.pop_ready(now):
             if self.owns is not None and not self.owns(key):
@@ -354,7 +372,9 @@ class Controllers:
             return decided
         if synced.expectations is not None:
             self._set(key, synced.expectations)
-        if synced.round:
+            if self.settings.shadow and not synced.expectations.fulfilled():
+                self.queue.add_after(key, self.settings.shadow_window, now)  # see _rebase
+        if synced.round and not self.settings.shadow:  # a shadow's round has no results to wait for
             self.manage_pending[key] = synced.round
         if synced.clear_error:
             self.errors.pop(key, None)
@@ -364,11 +384,26 @@ class Controllers:
             self.queue.forget(key)
         if synced.requeue_after is not None:
             self.queue.add_after(key, synced.requeue_after, now)
-        if synced.status_written is not None:
+        if self.settings.shadow and key.kind is ControllerKind.DAEMON_SET:
+            self.daemonsets.would_write(key, decided.actions, self.cache, now)
+        if synced.status_written is not None and not self.settings.shadow:  # no answer will come
             self.status_in_flight[key] = (status_key(correlation), synced.status_written)
         for bad in synced.warnings:
             log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field)
         return decided
+
+    def _rebase(self, now: datetime) -> None:
+        """Shadow mode: expectations still waiting one window after they were set are given up, and the key
+        syncs again, from what the acting controller actually did (the shadow's actions never execute, so
+        what upstream did not do in the window will never be observed). Upstream waits five minutes for its
+        own lost creates; a shadow that waited so would sit out every later change of the owner, and one
+        that went on from its imagined history would decide twice."""
+        window = self.settings.shadow_window
+        for key, value in list(self.expectations.items()):
+            if value.set_at is not None and not value.fulfilled() and now - value.set_at >= window:
+                self._set(key, Expectations(0, 0, frozenset(), value.set_at))
+                self.queue.add(key)
+                self.triggers.setdefault(key, SHADOW_REBASE_TRIGGER)
 
     def _forget(self, controller: Controller, key: ControllerKey) -> None:
         """The key's object is gone: its expectations and everything kept for it go."""

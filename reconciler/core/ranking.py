@@ -208,6 +208,14 @@ def pods_to_delete_order(pods: list[Pod], ranks: list[int], now: datetime) -> li
     return [pods[i] for i in order]
 
 
+def tie_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[Any, ...]]:
+    """Each pod's place in the deletion order with its UID taken out: pods with equal keys are equal for
+    upstream's comparator, whose unstable sort.Sort leaves them in its informer's order, where kubus breaks
+    the tie by UID (shadow mode's tie class: reconciler.core.shadow)."""
+    return [tuple(v for v in key if v != pod.metadata.uid)
+            for pod, key in zip(pods, _sort_keys(pods, ranks, now), strict=True)]
+
+
 def _by_comparator(pods: list[Pod], ranks: list[int], now: datetime) -> list[Pod]:
     """The same order by calling `_less` itself: the reference the keys are tested against."""
 

@@ -14,10 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from kubus.cli import build_parser
+from reconciler.core.shadow import CREATE_POD, UPSTREAM, Act
 from reconciler.service import enforce_retention
-from store import retention
+from store import retention, shadow
 from store.engine import Store
 from store.retention import Pruned, parse_duration, parse_retention
+from store.shadow import ShadowActRow
 from store.ticks import BATCH, Tick
 from tests.audit.scenario import Scenario, at
 
@@ -26,13 +28,16 @@ async def counts(store: Store) -> dict[str, int]:
     async with store.engine.connect() as conn:
         return {t: int((await conn.exec_driver_sql(f"SELECT COUNT(*) FROM {t}")).scalar_one())
                 for t in ("observed_events", "action_results", "outbox", "action_targets", "decisions",
-                          "reconciler_ticks")}
+                          "reconciler_ticks", "shadow_acts")}
 
 
 async def add_ticks(store: Store) -> None:
     async with store.transaction() as tx:
         for when in (at(1), at(5400)):
             await tx.record_tick(Tick(instance="reconciler-0", kind=BATCH, at=when, caught_up=True))
+            # a shadow's acts, by when they happened (docs/shadow.md)
+            act = Act(UPSTREAM, "ReplicaSet/default/web", "uid-web", CREATE_POD, seq=1, ref="Pod/u/1/ADDED")
+            await shadow.record(tx.conn, [ShadowActRow(act=act, at=when)])
 
 
 @pytest.mark.parametrize("batch", [retention.BATCH, 2])
@@ -41,12 +46,12 @@ async def test_prune_deletes_what_is_older_than_the_cutoff(store: Store, history
     pending status write of 10:02 keeps its decision; everything from 11:30 stays."""
     await add_ticks(store)
     assert await counts(store) == {"observed_events": 13, "action_results": 9, "outbox": 7, "action_targets": 10,
-                                   "decisions": 6, "reconciler_ticks": 2}
+                                   "decisions": 6, "reconciler_ticks": 2, "shadow_acts": 2}
     pruned = await store.prune(at(300), batch=batch)
     assert pruned.as_dict() == {"observed_events": 11, "action_results": 8, "outbox": 5, "decisions": 3,
-                                "reconciler_ticks": 1}
+                                "reconciler_ticks": 1, "shadow_acts": 1, "would_do_actions": 0}
     assert await counts(store) == {"observed_events": 2, "action_results": 1, "outbox": 2, "action_targets": 2,
-                                   "decisions": 3, "reconciler_ticks": 1}
+                                   "decisions": 3, "reconciler_ticks": 1, "shadow_acts": 1}
     async with store.engine.connect() as conn:
         rows = (await conn.exec_driver_sql(
             "SELECT action, target_name, state, outcome, confirmed_seq FROM audit_actions ORDER BY decided_at")).all()
@@ -61,7 +66,7 @@ async def test_prune_keeps_a_pending_action_however_old(store: Store, history: S
     """Everything goes but what the relay has yet to publish, and the decision it belongs to."""
     await store.prune(at(10 ** 6))
     assert await counts(store) == {"observed_events": 0, "action_results": 0, "outbox": 1, "action_targets": 1,
-                                   "decisions": 1, "reconciler_ticks": 0}
+                                   "decisions": 1, "reconciler_ticks": 0, "shadow_acts": 0}
 
 
 def test_db_prune_command(history: Scenario, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,7 +76,7 @@ def test_db_prune_command(history: Scenario, db_url: str, tmp_path: Path, capsys
     assert args.run(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("kubus db prune: deleted 13 observed events, 9 action results, 6 outbox rows, "
-                          "5 decisions, 0 reconciler ticks older than ")
+                          "5 decisions, 0 reconciler ticks, 0 shadow acts, 0 would do actions older than ")
 
 
 def test_db_prune_needs_a_duration(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,8 +11,20 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Final
 
+import msgspec
+
 from kube.features import FeatureGates
-from messages.actions import FAILED, NOT_ADOPTED, SUCCEEDED, ActionKind, ActionResult
+from messages.actions import (
+    FAILED,
+    NOT_ADOPTED,
+    SUCCEEDED,
+    Action,
+    ActionKind,
+    ActionResult,
+    CreateControllerRevision,
+    DeleteControllerRevision,
+    PatchControllerRevision,
+)
 from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.cache import Change
 from reconciler.core.controller import (
@@ -142,6 +154,24 @@ class DaemonSetController:
             left = "" if action is ActionKind.DELETE_CONTROLLER_REVISION else result.resource_version
             self.revision_writes.setdefault(key, {})[name] = (left, now)
         return Requeue.NOW
+
+    def would_write(self, key: ControllerKey, actions: list[Action], view: CacheView, now: datetime) -> None:
+        """Shadow mode: the revision writes a sync would have made are waited for as if the executor had
+        reported them done, so that the next event's sync does not decide them again before the acting
+        controller's own writes show (docs/shadow.md). Given up after REVISION_WRITE_WAIT, as any other."""
+        for action in actions:
+            if isinstance(action, CreateControllerRevision):
+                name = str(msgspec.json.decode(action.revision).get("metadata", {}).get("name", ""))
+                left = "0"  # any version of it
+            elif isinstance(action, PatchControllerRevision | DeleteControllerRevision):
+                name = action.name
+                cached = view.named(handlers.REVISION_KIND, key.namespace, name)
+                left = "" if isinstance(action, DeleteControllerRevision) or cached is None else str(
+                    rv_number(cached.metadata.resource_version) + 1)
+            else:
+                continue
+            if name:
+                self.revision_writes.setdefault(key, {})[name] = (left, now)
 
     def forget(self, key: ControllerKey) -> None:
         self.revision_writes.pop(key, None)

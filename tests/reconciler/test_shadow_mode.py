@@ -1,0 +1,178 @@
+"""Shadow mode in the pure core (docs/shadow.md): the controllers' state machine when their actions never
+execute and the acting controller's acts are what the watch shows, and the acts both sides are recorded as."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+
+from kube.testing import daemonset, node
+from kube.times import format_micro_time
+from messages.actions import CreateControllerRevision, CreatePods, DeletePod, UpdateStatus
+from reconciler.core.controllers import SHADOW_REBASE_TRIGGER, Controllers, Decided, Settings
+from reconciler.core.daemonset.handlers import controller_key as ds_controller_key
+from reconciler.core.shadow import (
+    ADOPT_POD,
+    CREATE_POD,
+    CREATE_REVISION,
+    DELETE_POD,
+    OWNER_DELETED,
+    RELEASE_POD,
+    UPDATE_STATUS,
+    UPSTREAM,
+    upstream_acts,
+    would_do,
+)
+from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod
+from tests.reconciler.test_controllers import KEY, web
+from tests.reconciler.test_daemonset_sync import revision_of
+
+WINDOW = timedelta(seconds=30)
+SHADOW = Settings(shadow=True, shadow_window=WINDOW)
+
+
+def shadow(*objects: Any) -> tuple[Cluster, Controllers]:
+    cluster = Cluster()
+    controllers = Controllers(cluster.cache, settings=SHADOW)
+    controllers.observe([cluster.add(obj) for obj in objects], NOW)
+    return cluster, controllers
+
+
+def decide(controllers: Controllers, at: timedelta = timedelta(0)) -> list[Decided]:
+    now = NOW + at
+    return controllers.sync_ready(now, format_micro_time(now)).decisions
+
+
+def actions(decided: list[Decided], kind: type[Any]) -> list[Any]:
+    return [a for d in decided for a in d.actions if isinstance(a, kind)]
+
+
+def test_upstreams_pods_satisfy_the_shadows_creates() -> None:
+    """The shadow's creates never happen; the acting controller's pods, as the watch shows them, are what it
+    observes, and it waits for no result of its own round or status write."""
+    rs = web(3)
+    cluster, controllers = shadow(rs)
+    first = decide(controllers)
+    assert sum(len(c.pods) for c in actions(first, CreatePods)) == 3
+    assert actions(first, UpdateStatus)
+    assert controllers.manage_pending == {} and controllers.status_in_flight == {}
+    pods = [owned_pod(f"up-{i}", rs).build() for i in range(3)]
+    controllers.observe([cluster.add(p) for p in pods], NOW)
+    assert controllers.expectations[KEY].fulfilled()
+    assert actions(decide(controllers, timedelta(seconds=1)), CreatePods) == []  # decided once, not twice
+
+
+def test_upstream_deleting_an_equal_pod_satisfies_the_shadows_deletion() -> None:
+    """Scale-down: the shadow picks its pod, upstream another of equal rank. The shadow counts upstream's
+    deletions of the owner's pods, so it decides again at once and, the count being right, deletes nothing."""
+    rs = web(1)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    (deleting,) = [d.summary["deleting"] for d in decide(controllers)]
+    others = [p for p in pods if p.metadata.name not in deleting]
+    assert len(deleting) == 2 and len(others) == 1
+    gone = [others[0], next(p for p in pods if p.metadata.name == deleting[0])]  # upstream's pick: another pod
+    controllers.observe([cluster.delete(p) for p in gone], NOW)
+    assert controllers.expectations[KEY].fulfilled()
+    assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
+
+
+def test_what_upstream_never_did_is_given_up_after_the_window() -> None:
+    """The shadow would create 3, upstream created 2: the shadow does not wait five minutes for the third
+    (nor act on its imagined history) but syncs again one window later, from what upstream did."""
+    rs = web(3)
+    cluster, controllers = shadow(rs)
+    decide(controllers)
+    controllers.observe([cluster.add(owned_pod(f"up-{i}", rs).build()) for i in range(2)], NOW)
+    assert actions(decide(controllers, WINDOW - timedelta(seconds=1)), CreatePods) == []  # still waiting
+    (again,) = decide(controllers, WINDOW)
+    assert again.trigger == SHADOW_REBASE_TRIGGER
+    assert sum(len(c.pods) for c in actions([again], CreatePods)) == 1
+
+
+def test_a_shadow_waits_to_see_the_revision_it_would_have_written() -> None:
+    """The shadow's revision write never lands; until upstream's shows (or REVISION_WRITE_WAIT passes), a sync
+    would write it again. It is held back as an acting kubus is held back by its executor's result."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), ds)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    assert actions(decide(controllers), CreateControllerRevision)
+    controllers.queue.add(key)  # another event of the DaemonSet before the revision's
+    assert decide(controllers, timedelta(milliseconds=10)) == []
+    controllers.observe([cluster.add(revision_of(ds))], NOW)
+    later = decide(controllers, timedelta(milliseconds=20))
+    assert later and not actions(later, CreateControllerRevision)
+
+
+def test_a_normal_reconciler_is_unchanged() -> None:
+    """Without shadow mode the round and the status write are awaited, as before."""
+    cluster = Cluster()
+    controllers = Controllers(cluster.cache)
+    controllers.observe([cluster.add(web(3))], NOW)
+    decide(controllers)
+    assert controllers.manage_pending == {KEY: 3} and KEY in controllers.status_in_flight
+    assert Settings().start_state().get("shadow_window_us") is None
+    assert Settings.from_start_state(SHADOW.start_state()) == SHADOW
+
+
+# --- the acts -------------------------------------------------------------------------------------------------
+def test_the_watch_shows_upstreams_acts() -> None:
+    rs = web(2)
+    cluster = Cluster(rs)
+    created = owned_pod("up-0", rs).build()
+    change, seq, msg_id = cluster.add(created)
+    (act,) = upstream_acts(change, seq, msg_id, cluster.cache)
+    assert (act.side, act.verb, act.controller_key, act.owner_uid, act.target, act.ref) == (
+        UPSTREAM, CREATE_POD, str(KEY), rs.metadata.uid, "", msg_id)
+    deleting = owned_pod("up-0", rs).deleting(NOW).rv("2").build()
+    (act,) = upstream_acts(*cluster.update(deleting), cluster.cache)
+    assert (act.verb, act.target) == (DELETE_POD, "default/up-0")
+    assert upstream_acts(*cluster.delete(deleting), cluster.cache) == []  # its deletion was seen already
+    orphan = orphan_pod("o", rs).build()
+    cluster.add(orphan)
+    (act,) = upstream_acts(*cluster.update(owned_pod("o", rs).rv("3").build()), cluster.cache)
+    assert (act.verb, act.target) == (ADOPT_POD, "default/o")
+    (act,) = upstream_acts(*cluster.update(orphan_pod("o", rs).rv("4").build()), cluster.cache)
+    assert (act.verb, act.target) == (RELEASE_POD, "default/o")
+    written = web(2)
+    written.status.replicas = 2
+    written.metadata.resource_version = "5"
+    (act,) = upstream_acts(*cluster.update(written), cluster.cache)
+    assert (act.verb, act.fields["replicas"]) == (UPDATE_STATUS, 2)
+    (act,) = upstream_acts(*cluster.delete(written), cluster.cache)
+    assert act.verb == OWNER_DELETED
+
+
+def test_a_daemon_pod_is_keyed_by_node_and_revision() -> None:
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), ds)
+    revision = revision_of(ds)
+    controllers.observe([cluster.add(revision)], NOW)
+    decided = decide(controllers)
+    acts = [a for d in decided for a in would_do(d, cluster.cache, NOW)]
+    (create,) = [a for a in acts if a.verb == CREATE_POD]
+    assert (create.target, create.hash) == ("node-0", revision.metadata.labels["controller-revision-hash"])
+    created = msgspec.json.decode(actions(decided, CreatePods)[0].pods[0].pod)
+    assert created["metadata"]["labels"]["controller-revision-hash"] == create.hash
+
+
+def test_a_would_do_deletion_names_its_tie_class() -> None:
+    """Three ready pods created at the same time rank equal but for their UID: any of them is upstream's pick."""
+    rs = web(2)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).created(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    decided = decide(controllers)
+    (deletion,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
+
+
+def test_a_revision_create_is_keyed_by_its_name() -> None:
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), ds)
+    controllers.queue.add(ds_controller_key("default", "foo"))
+    decided = decide(controllers)
+    (act,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_REVISION]
+    assert act.target == revision_of(ds).metadata.name
