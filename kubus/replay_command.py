@@ -200,7 +200,7 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
     from runtime.bus import Bus, NatsUnavailable, StreamError, connect, ensure_streams
-    from runtime.natsserver import EmbeddedNats
+    from runtime.natsserver import EmbeddedNats, NatsServerUnusable
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
 
@@ -218,7 +218,10 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
             url = args.nats_url
             if not url:
                 embedded = EmbeddedNats(Path(args.data_dir) / "nats")
-                url = await embedded.start()
+                try:
+                    url = await embedded.start()
+                except (FileNotFoundError, NatsServerUnusable) as exc:
+                    raise Refused(str(exc)) from None
                 stack.push_async_callback(embedded.stop)
             try:
                 nc = await connect(url, "kubus-replay", reconnect=False, auth=flags.nats_auth(args))

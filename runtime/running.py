@@ -34,7 +34,7 @@ from typing import Any
 
 from runtime import datadir, logs, redact, serving
 from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
-from runtime.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats, NatsServerUnusable
 from runtime.serving import Health
 
 log = logging.getLogger("kubus")
@@ -134,8 +134,8 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
             embedded = EmbeddedNats(options.data_dir / datadir.NATS_DIR)
             try:
                 nats_url = await embedded.start()
-            except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback
-                raise StartupError(str(exc)) from None
+            except (FileNotFoundError, NatsServerUnusable) as exc:  # no embedded extra installed (the image), or
+                raise StartupError(str(exc)) from None  # an older nats-server on PATH: say so, not a traceback
             except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it was ready
                 raise StartupError(f"the embedded nats-server in {options.data_dir / datadir.NATS_DIR} did not "
                                    f"start: {_reason(exc)}; see {embedded.log_path}, or pass --nats-url") from None
