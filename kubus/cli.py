@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kubus import pipeline_command, replay_command, sim_command, streams_command
+from runtime import flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         from kubus.audit_command import add_parser as add_audit_parser
 
         add_audit_parser(sub)
+    flags.from_environment(parser)  # every flag's KUBUS_<FLAG>, last: after every command has declared its flags
     return parser
 
 

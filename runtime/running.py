@@ -63,6 +63,9 @@ class Options:
     streams: StreamSettings = field(default_factory=StreamSettings)  # the same: an existing stream keeps its own
     metrics_port: int  # 0: no /metrics, /healthz and /readyz
     metrics_host: str = "127.0.0.1"  # where they are served; "": every interface
+    # --health-probe-bind-address: /healthz and /readyz on a server of their own, (host, 0) on none; None: beside
+    # /metrics
+    probes: tuple[str, int] | None = None
     instance: str
     log_level: str = "info"
     log_format: str = "text"
@@ -145,17 +148,25 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
             nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions,
             settings=options.streams, auth=options.nats_auth))
         health = Health()
-        if options.metrics_port:
-            where = f"{_bracketed(options.metrics_host)}:{options.metrics_port}"
+        # (host, port, /metrics, probes): one server for both unless --health-probe-bind-address separates them
+        servers = [(options.metrics_host, options.metrics_port, True, options.probes is None)]
+        if options.probes is not None:
+            servers.append((*options.probes, False, True))
+        for host, port, metrics_too, probes_too in servers:
+            if not port:
+                continue
+            where = f"{_bracketed(host)}:{port}"
             try:
-                runner = await serving.serve(health, options.metrics_host, options.metrics_port)
+                runner = await serving.serve(health, host, port, metrics_too=metrics_too, probes_too=probes_too)
             except OSError as exc:  # the port is taken, or not ours to bind: a start-up error, not a traceback
                 why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-                raise StartupError(
-                    f"cannot serve /metrics, /healthz and /readyz on {where}: {why} (choose another with "
-                    "--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
-                    "KUBUS_METRICS_PORT; 0 serves none)") from None
+                choose = ("--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
+                          "KUBUS_METRICS_PORT" if metrics_too else
+                          "--health-probe-bind-address HOST:PORT, env KUBUS_HEALTH_PROBE_BIND_ADDRESS")
+                raise StartupError(f"cannot serve {serving.served(metrics_too, probes_too)} on {where}: {why} "
+                                   f"(choose another with {choose}; 0 serves none)") from None
             stack.push_async_callback(runner.cleanup)
+        if options.metrics_port:
             gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
             stack.push_async_callback(_cancel, gauges)
         parts = await build(Runtime(bus, health, options.data_dir, stack))
