@@ -24,12 +24,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kube.times import Clock, parse_typed_time, utcnow
+from kube.times import Clock, utcnow
 from runtime import flags, printing
-from store import audit
+from store import audit, retention
 from store.audit import Row, TimeRange
 from store.port import AuditPort
-from store.retention import parse_duration
 from store.urls import DB_FILE
 
 FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
@@ -106,16 +105,11 @@ def _positive(text: str) -> int:
 
 # --- input ------------------------------------------------------------------------------------------
 def parse_when(text: str, now: datetime) -> datetime:
-    """A duration ago ('1h') or a timestamp ('2025-06-01T10:00:00Z'; without an offset it is UTC)."""
+    """A duration ago ('1h') or a timestamp ('2025-06-01T10:00:00Z'; without an offset it is UTC): as every --since."""
     try:
-        return now - parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        return parse_typed_time(text)
-    except ValueError:
-        raise BadQuestion(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
-                       "(2025-06-01T10:00:00Z)") from None
+        return retention.parse_when(text, now)
+    except ValueError as exc:
+        raise BadQuestion(str(exc)) from None
 
 
 def parse_window(args: argparse.Namespace, now: datetime) -> TimeRange:

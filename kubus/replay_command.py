@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -91,8 +92,10 @@ def _window_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("window (bounds included; the replay starts early enough to have the state right)")
     g.add_argument("--since-seq", type=int, metavar="SEQ", help="from the ticks that consumed event SEQ on")
     g.add_argument("--until-seq", type=int, metavar="SEQ", help="up to the tick that consumed event SEQ")
-    g.add_argument("--since", metavar="TIME", help="from this time on (RFC 3339, e.g. 2026-11-23T05:12:03Z)")
-    g.add_argument("--until", metavar="TIME", help="up to this time")
+    g.add_argument("--since", metavar="WHEN",
+                   help="from this time on: a duration ago (90s, 30m, 1h, 2d) or an RFC 3339 time "
+                        "(2026-11-23T05:12:03Z)")
+    g.add_argument("--until", metavar="WHEN", help="up to this time, same forms")
     g.add_argument("--instance", metavar="NAME",
                    help="only this reconciler's ticks (a split deployment: each member is replayed on its own)")
 
@@ -105,9 +108,10 @@ def _window(args: argparse.Namespace) -> Any:
     from replay.report import parse_when
     from replay.source import Window
 
+    now = datetime.now(UTC)  # one `now` for both bounds
     try:
-        return Window(args.since_seq, args.until_seq, parse_when(args.since) if args.since else None,
-                      parse_when(args.until) if args.until else None, args.instance)
+        return Window(args.since_seq, args.until_seq, parse_when(args.since, now) if args.since else None,
+                      parse_when(args.until, now) if args.until else None, args.instance)
     except ValueError as exc:
         raise Refused(str(exc)) from None
 

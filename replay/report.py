@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from kube.times import format_micro_time, parse_typed_time
+from kube.times import format_micro_time
 from reconciler.core.controllers import Decided
 from replay import explain as explaining
 from replay.bundles import Bundle
@@ -222,9 +222,9 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
     return lines
 
 
-def parse_when(text: str) -> datetime:
-    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z, as a person types it (without an offset it is UTC)."""
-    try:
-        return parse_typed_time(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time like 2026-11-23T05:12:03Z") from None
+def parse_when(text: str, now: datetime | None = None) -> datetime:
+    """A duration ago (1h, 30m, 2d) or an RFC 3339 time, e.g. 2026-11-23T05:12:03Z (without an offset it is UTC), as
+    every --since takes (store.retention.parse_when)."""
+    from store.retention import parse_when as when
+
+    return when(text, now or datetime.now(UTC))
