@@ -45,7 +45,9 @@ def add_parsers(sub: Any) -> None:
     what.add_argument("--diff", action="store_true",
                       help="compare with the recorded decisions and report the first divergence (exit 1)")
     what.add_argument("--decisions", action="store_true", help="print every decision, not only --controller's")
-    what.add_argument("--format", choices=("text", "json"), default="text", help="text, or one JSON object a line")
+    what.add_argument("-o", "--output", choices=("json", "yaml", "wide"), metavar="json|yaml|wide", default=None,
+                      help="json: one JSON object a line; yaml: one YAML document each; wide: the text (default)")
+    what.add_argument("--format", dest="output", choices=("text", "json"), help=argparse.SUPPRESS)  # the earlier -o
     whatif = p.add_argument_group("what if (changes applied to the history's events)")
     whatif.add_argument("--set", dest="sets", action="append", default=[], metavar="[OBJECT:]PATH=VALUE",
                         help="e.g. spec.updateStrategy.rollingUpdate.maxUnavailable=3 (the --controller object), "
@@ -64,7 +66,9 @@ def add_parsers(sub: Any) -> None:
     exp = commands.add_parser("export", help="write the history to a line-delimited JSON file",
                               description="Write the reconciler's input log, the events it consumed and its "
                                           "decisions as line-delimited JSON (docs/replay.md).")
-    exp.add_argument("--output", "-o", default="-", metavar="FILE", help="where to write ('-': stdout)")
+    exp.add_argument("--output-file", "-f", dest="output", default="-", metavar="FILE",
+                     help="where to write ('-': stdout)")
+    exp.add_argument("--output", "-o", dest="output", help=argparse.SUPPRESS)  # the earlier spelling of -f
     exp.add_argument("--no-decisions", action="store_true", help="leave the decisions out (no --diff from the file)")
     _source_arguments(exp.add_argument_group("source"))
     _window_arguments(exp)
@@ -143,7 +147,8 @@ def run_replay(args: argparse.Namespace) -> int:
     except (WhatIfError, Refused) as exc:
         return _fail("replay", str(exc))
     replay = Replay(ReplayOptions(controller=controller, explain=args.explain, diff=args.diff, decisions=args.decisions,
-                            window=window, what_if=what_if if what_if else None, format=args.format), sys.stdout)
+                            window=window, what_if=what_if if what_if else None,
+                                  format=args.output if args.output in ("json", "yaml") else "text"), sys.stdout)
     from replay.engine import tuned_gc
 
     try:

@@ -86,7 +86,7 @@ class Replay:
         at = tick.at
         details = explaining.explain(outcome.engine.cache, decided, at) if self.options.explain else None
         self.printed += 1
-        if self.options.format == "json":
+        if self.options.format in ("json", "yaml"):
             self._json({"tick": tick.id, "at": format_micro_time(at), "index": index,
                         "controller": decided.controller_key, "correlation_id": decided.correlation_id,
                         "trigger": decided.trigger, "summary": normalized(decided.summary),
@@ -100,14 +100,21 @@ class Replay:
                 self.out.write(f"    {line}\n")
 
     def _json(self, value: Any) -> None:
-        self.out.write(json.dumps(value, separators=(",", ":"), default=str) + "\n")
+        """A record: a JSON line, or with format "yaml" a YAML document."""
+        line = json.dumps(value, separators=(",", ":"), default=str)
+        if self.options.format == "yaml":
+            import yaml  # type: ignore[import-untyped]
+
+            self.out.write("---\n" + yaml.safe_dump(json.loads(line), sort_keys=False, allow_unicode=True))
+        else:
+            self.out.write(line + "\n")
 
     def finish(self, source: str) -> int:
         """The summary (and the divergence); the exit code: 1 when --diff found a divergence."""
         stats = self.engine.stats
         rate = stats.events / stats.seconds if stats.seconds else 0.0
         divergence = self.engine.divergence
-        if self.options.format == "json":
+        if self.options.format in ("json", "yaml"):
             self._json({"summary": {
                 "source": source, "ticks": stats.ticks, "starts": stats.starts, "events": stats.events,
                 "bootstrap_events": stats.state, "results": stats.results, "decisions": stats.decisions,
