@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubus import pipeline_command, replay_command, sim_command, streams_command
+from kubus import pipeline_command, replay_command, sim_command, streams_command, version_command
 from runtime import flags
 
 
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline_command.add_parsers(sub)
     replay_command.add_parsers(sub)
     streams_command.add_parser(sub)
+    version_command.add_parsers(sub, parser)
     try:
         from kubus.db_command import add_parser as add_db_parser
     except ImportError:  # the store package is optional for `kubus sim` alone
