@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runtime import flags, redact
+from runtime.progress import Progress
 from store import engine
 from store.migrating import head
 from store.retention import parse_duration
@@ -78,7 +79,8 @@ def run_prune(args: argparse.Namespace) -> int:
         store = await engine.open_store(args.db_url, args.data_dir,
                                         statement_timeout=flags.statement_timeout(args))
         try:
-            return (await store.prune(cutoff)).as_dict()
+            with Progress("kubus db prune", "rows") as progress:
+                return (await store.prune(cutoff, progress=progress.update)).as_dict()
         finally:
             await store.close()
 

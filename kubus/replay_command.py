@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from messages import subjects
 from runtime import flags
+from runtime.progress import Progress
 
 EXIT_DIVERGED = 1
 EXIT_BAD_INPUT = 2
@@ -152,12 +153,12 @@ def run_replay(args: argparse.Namespace) -> int:
     from replay.engine import tuned_gc
 
     try:
-        with tuned_gc():
+        with tuned_gc(), Progress("kubus replay", "ticks") as progress:
             if args.from_file:
                 source = args.from_file
-                _replay_file(replay, args.from_file, args.instance)
+                _replay_file(replay, args.from_file, args.instance, progress)
             else:
-                source = asyncio.run(_replay_live(replay, args))
+                source = asyncio.run(_replay_live(replay, args, progress))
     except FormatError as exc:
         return _fail("replay", f"{args.from_file}: {exc}")
     except (ReplayError, SourceError, WhatIfError, Refused) as exc:
@@ -170,7 +171,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return replay.finish(source)
 
 
-def _replay_file(replay: Any, path: str, instance: str | None) -> None:
+def _replay_file(replay: Any, path: str, instance: str | None, progress: Progress) -> None:
     from replay.fileformat import Reader, read_file
     from replay.source import of_instance
 
@@ -185,9 +186,10 @@ def _replay_file(replay: Any, path: str, instance: str | None) -> None:
     for bundle in bundles:
         if not replay.feed(bundle):
             break
+        progress.update(1)
 
 
-async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
+async def _replay_live(replay: Any, args: argparse.Namespace, progress: Progress) -> str:
     from replay.source import live_bundles
 
     async with _connected(args, create_streams=False) as (store, bus):
@@ -199,6 +201,7 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
             async for bundle in bundles:
                 if not replay.feed(bundle):
                     break
+                progress.update(1)
         finally:
             await close()
         return f"{store.label} and {bus.stream(subjects.EVENTS_STREAM)}"
@@ -279,11 +282,13 @@ async def _export(args: argparse.Namespace) -> dict[str, int] | None:
         if window:
             source["window"] = {k: str(v) for k, v in vars(window).items() if v is not None}
         out: IO[bytes]
-        if args.output == "-":
-            return await export(store, bus, sys.stdout.buffer, window, decisions=not args.no_decisions,
-                                source=source)
-        with open(args.output, "wb") as out:
-            return await export(store, bus, out, window, decisions=not args.no_decisions, source=source)
+        with Progress("kubus events export", "ticks") as progress:
+            if args.output == "-":
+                return await export(store, bus, sys.stdout.buffer, window, decisions=not args.no_decisions,
+                                    source=source, progress=progress.update)
+            with open(args.output, "wb") as out:
+                return await export(store, bus, out, window, decisions=not args.no_decisions, source=source,
+                                    progress=progress.update)
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -307,4 +312,5 @@ async def _import(args: argparse.Namespace) -> dict[str, int]:
 
     async with _connected(args, create_streams=True, partitions=args.partitions, need_store=not args.no_store,
                           need_bus=not args.no_stream) as (store, bus):
-        return await import_file(args.file, store, bus)
+        with Progress("kubus events import", "ticks") as progress:
+            return await import_file(args.file, store, bus, progress=progress.update)
