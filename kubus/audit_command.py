@@ -8,8 +8,8 @@ and the same questions in SQL).
     kubus audit created-per-minute --since 1h            pods created per minute
 
 Tables fitting 120 columns by default, every column in full with -o wide, -o json or -o yaml for machines
-(--json, the earlier spelling, still works). Exit codes: 0 answered, 1 the pod or controller asked about is
-not in the audit trail, 2 bad input or no database.
+(--json, the earlier spelling, still works). Exit codes: 0 answered, 2 bad input or no database, 3 the pod or
+controller asked about is not in the audit trail.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from kube.times import Clock, utcnow
-from runtime import flags, printing
+from runtime import exitcodes, flags, printing
 from store import audit, retention
 from store.audit import Row, TimeRange
 from store.port import AuditPort
 from store.urls import DB_FILE
 
-FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
+FOUND, BAD_INPUT, UNKNOWN = exitcodes.DONE, exitcodes.NOT_STARTED, exitcodes.NO
 
 
 

@@ -2,8 +2,8 @@
 
 `kubus replay` re-runs the controllers over a recorded history, deterministically and without touching a
 cluster: from a file (`--from-file`) or from the store's input log with the events in JetStream (the
-pipeline's `--nats-url`, `--prefix`, `--db-url`, `--data-dir`). Exit codes: 0 done (no divergence), 1
-`--diff` found a divergence, 2 bad input or an unreachable store or NATS.
+pipeline's `--nats-url`, `--prefix`, `--db-url`, `--data-dir`). Exit codes: 0 done (no divergence), 2 bad input or
+an unreachable store or NATS, 3 `--diff` found a divergence (runtime/exitcodes.py: one meaning per code).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from messages import subjects
-from runtime import flags
+from runtime import exitcodes, flags
 from runtime.progress import Progress
 
-EXIT_DIVERGED = 1
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = exitcodes.NOT_STARTED  # and exitcodes.NO: --diff found a divergence (Replay.finish)
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,7 +31,7 @@ def add_parsers(sub: Any) -> None:
         description="Re-run the DaemonSet and ReplicaSet controllers over a recorded event history, with the "
                     "clock and the executor results the live reconciler had, and print their decisions: from an "
                     "exported file, or from the store's input log and KUBUS_EVENTS.",
-        epilog="Exit status: 0 done, 1 --diff found a divergence, 2 bad input or source unavailable.")
+        epilog="Exit status: 0 done, 2 bad input or source unavailable, 3 --diff found a divergence.")
     src = p.add_argument_group("source")
     src.add_argument("--from-file", metavar="FILE", help="a file `kubus events export` wrote ('-': stdin)")
     _source_arguments(src)

@@ -20,6 +20,7 @@ from replay.engine import Engine, TickOutcome
 from replay.source import Window, WindowTracker
 from replay.whatif import NamedObject, WhatIf
 from runtime import printing
+from runtime.exitcodes import NO as EXIT_NO
 
 
 @dataclass
@@ -149,7 +150,7 @@ class Replay:
         self.out.flush()
         if self.options.diff and divergence is None and self.without_decisions:
             return 2
-        return 1 if self.options.diff and divergence is not None else 0
+        return EXIT_NO if self.options.diff and divergence is not None else 0
 
 
 # --- text ---------------------------------------------------------------------------------------------------

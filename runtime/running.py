@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import datadir, logs, redact, serving
+from runtime import datadir, exitcodes, logs, redact, serving
 from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
 from runtime.natsserver import EmbeddedNats, NatsServerUnusable
 from runtime.serving import Health
 
 log = logging.getLogger("kubus")
 
-EXIT_STOPPED, EXIT_FAILED, EXIT_STARTUP = 0, 1, 2
+# one meaning per exit code, for every kubus command (runtime/exitcodes.py)
+EXIT_STOPPED, EXIT_FAILED, EXIT_STARTUP, EXIT_NO = exitcodes.DONE, exitcodes.FAILED, exitcodes.NOT_STARTED, exitcodes.NO
 
 
 class StartupError(RuntimeError):

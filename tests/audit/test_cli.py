@@ -115,7 +115,7 @@ def test_failures_slowest_and_per_minute(kubus_audit: Audit) -> None:
 ])
 def test_unknown_names_say_so(kubus_audit: Audit, argv: tuple[str, ...], message: str) -> None:
     code, out, err = kubus_audit(*argv)
-    assert (code, out) == (1, "")
+    assert (code, out) == (3, "")
     assert err.startswith(message) and err.count("\n") == 1
 
 

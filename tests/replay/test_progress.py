@@ -9,24 +9,8 @@ import pty
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-import pytest
-
-from replay.fileformat import Writer
 
 BAR = "ticks"  # tqdm's bar: "kubus replay: 75.0ticks [00:00, ...ticks/s]"
-
-
-@pytest.fixture
-def history_file(bundles: list[Any], tmp_path: Path) -> Path:
-    path = tmp_path / "history.jsonl"
-    with open(path, "wb") as out:
-        writer = Writer(out, {"test": True})
-        for bundle in bundles:
-            writer.bundle(bundle)
-        writer.close()
-    return path
 
 
 def run(argv: list[str], *, terminal: bool, tmp_path: Path) -> tuple[int, str, str]:
