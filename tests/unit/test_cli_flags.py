@@ -168,3 +168,22 @@ def test_probes_on_their_own_address_metrics_on_theirs(probes: str, nats_server:
         assert (seen["probe-healthz"], seen["metrics-healthz"]) == (None, 404), seen
     else:
         assert (seen["probe-healthz"], seen["metrics-healthz"]) == (None, 200), seen
+
+
+# --- the README's commands table ---------------------------------------------------------------------------------
+
+def _commands(parser: argparse.ArgumentParser, path: list[str]) -> list[list[str]]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [path]
+    return [leaf for name, child in subs[0].choices.items() for leaf in _commands(child, [*path, name])]
+
+
+def test_the_readme_lists_every_command_with_its_exit_codes() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `kubus ")]
+    for path in _commands(build_parser(), []):
+        row = next((r for r in rows if f"`kubus {path[0]}" in r and all(word in r for word in path[1:])), None)
+        assert row is not None, f"kubus {' '.join(path)} is not in the README's commands table"
+        codes = row.rstrip(" |").rsplit("|", 1)[1]
+        assert codes.strip().startswith("0"), (path, codes)
