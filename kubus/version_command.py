@@ -47,7 +47,7 @@ def add_parsers(sub: Any, parser: argparse.ArgumentParser) -> None:
                     "`source <(kubus completion bash)`, or save it to /etc/bash_completion.d/kubus; zsh: save it as "
                     "_kubus in a directory of your $fpath.")
     c.add_argument("shell", choices=("bash", "zsh"))
-    c.set_defaults(run=run_completion)
+    c.set_defaults(run=lambda args: run_completion(args, parser))  # the whole parser, by the time it runs
 
 
 def run_version(args: argparse.Namespace) -> int:
@@ -60,10 +60,8 @@ def run_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_completion(args: argparse.Namespace) -> int:
+def run_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import shtab
 
-    from kubus.cli import build_parser
-
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
     return 0
