@@ -67,9 +67,10 @@ async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api:
                    metrics: ExecutorMetrics, stopping: asyncio.Event, stop: asyncio.Event, halts: Halts) -> None:
     if health is not None:
         health.ready_when("nats", lambda: bus.nc.is_connected)
-    log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
+    per_kind = "".join(f", {n} of {kind}s" for kind, n in config.concurrent_syncs)
+    log.info("executor %s consuming %s (qps %s, burst %s, %d actions%s and %d API calls in flight)",
              config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
-             config.concurrency, config.api_workers)
+             config.concurrency, per_kind, config.api_workers)
     await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
 
 

@@ -9,7 +9,9 @@
     logs.py         log setup: plain text or JSON lines, every line redacted
     redact.py       URLs without their passwords and tokens, for every message kubus prints
     failpoints.py   crash or pause at a named point, for the crash-recovery tests
-    printing.py     plain-text tables, the one way the CLI lines up columns
+    printing.py     the CLI's one table renderer (120 columns, -o wide) and its -o json|yaml
+    progress.py     progress on stderr when it is a terminal (tqdm), for the long commands
+    exitcodes.py    one meaning per exit code, for every command
     cancellation.py asyncio.wait_for that never loses a cancellation (Python 3.11's does), installed here
 """
 

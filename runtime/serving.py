@@ -197,15 +197,25 @@ async def metrics(_request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def serve(health: Health, host: str, port: int) -> web.AppRunner:
+async def serve(health: Health, host: str, port: int, *, metrics_too: bool = True,
+                probes_too: bool = True) -> web.AppRunner:
+    """Serves /metrics and the probes (/healthz, /livez, /readyz) on host:port, or one of the two: with
+    --health-probe-bind-address the probes have a server of their own."""
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", health.healthz)
-    app.router.add_get("/livez", health.healthz)
-    app.router.add_get("/readyz", health.readyz)
+    if metrics_too:
+        app.router.add_get("/metrics", metrics)
+    if probes_too:
+        app.router.add_get("/healthz", health.healthz)
+        app.router.add_get("/livez", health.healthz)
+        app.router.add_get("/readyz", health.readyz)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host or None, port)  # "": every interface
     await site.start()
-    log.info("serving /metrics, /healthz and /readyz on %s:%d", f"[{host}]" if ":" in host else host, port)
+    log.info("serving %s on %s:%d", served(metrics_too, probes_too), f"[{host}]" if ":" in host else host, port)
     return runner
+
+
+def served(metrics_too: bool, probes_too: bool) -> str:
+    return ", ".join([*(["/metrics"] if metrics_too else []), *(["/healthz", "/readyz"] if probes_too else [])]
+                     ).replace(", /readyz", " and /readyz")

@@ -93,12 +93,14 @@ class Settings:
     # controller's pods satisfy the expectations, and what they still wait for after `shadow_window` is given up
     shadow: bool = False
     shadow_window: timedelta = DEFAULT_SHADOW_WINDOW
+    # the controllers that run (--controllers, as kube-controller-manager's): the others' objects are not synced
+    controllers: frozenset[str] = field(default_factory=lambda: frozenset(ControllerKind))
 
     def start_state(self) -> dict[str, Any]:
         """The entries a start tick's state records."""
         period = None if self.resync_period is None else self.resync_period // timedelta(microseconds=1)
         state: dict[str, Any] = {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period,
-                                 "max_action_bytes": self.max_action_bytes}
+                                 "max_action_bytes": self.max_action_bytes, "controllers": sorted(self.controllers)}
         if self.shadow:  # recorded only when on: the histories recorded before shadow mode replay unchanged
             state["shadow_window_us"] = self.shadow_window // timedelta(microseconds=1)
         return state
@@ -106,15 +108,17 @@ class Settings:
     @classmethod
     def from_start_state(cls, state: Mapping[str, Any] | None) -> Settings:
         """What a start tick recorded; a history recorded before these were recorded had the defaults of its
-        time: no gate on, no periodic resync and no limit on an action's size."""
+        time: no gate on, no periodic resync, no limit on an action's size and every controller running."""
         state = state or {}
         period = state.get("resync_period_us")
         limit = state.get("max_action_bytes")
         window = state.get("shadow_window_us")
+        running = state.get("controllers")
         return cls(FeatureGates.from_mapping(state.get("feature_gates") or {}),
                    None if period is None else timedelta(microseconds=int(period)),
                    None if limit is None else int(limit), shadow=window is not None,
-                   shadow_window=DEFAULT_SHADOW_WINDOW if window is None else timedelta(microseconds=int(window)))
+                   shadow_window=DEFAULT_SHADOW_WINDOW if window is None else timedelta(microseconds=int(window)),
+                   controllers=frozenset(ControllerKind) if running is None else frozenset(map(str, running)))
 
 
 @dataclass
@@ -185,6 +189,8 @@ class Controllers:
             controller.kind: controller for controller in (self.replicasets, self.daemonsets)}
         self._handlers: dict[str, tuple[Handler, ...]] = {}
         for controller in self._controllers.values():
+            if controller.kind not in self.settings.controllers:
+                continue  # --controllers: its objects wake nothing, so they are never synced
             for kind, handler in controller.watches().items():
                 self._handlers[kind] = (*self._handlers.get(kind, ()), handler)
         # the informers' next periodic resync: set by the first sync after catching up (see `_resync`)
@@ -295,7 +301,8 @@ class Controllers:
 
     def _workload_keys(self) -> list[ControllerKey]:
         """Every controller's keys, in (namespace, name) order per controller."""
-        return [key for controller in self._controllers.values() for key in controller.keys(self.cache)]
+        return [key for controller in self._controllers.values() if controller.kind in self.settings.controllers
+                for key in controller.keys(self.cache)]
 
     def enqueue(self, key: ControllerKey) -> None:
         """Syncs `key` with the next syncs that are due (as an event handler's wake-up would)."""
@@ -345,6 +352,8 @@ class Controllers:
         self._release_held(now)
         for key in self.queue.pop_ready(now):
             if self.owns is not None and not self.owns(key):
+                continue
+            if key.kind not in self.settings.controllers:  # a result's requeue, an enqueue: not run (--controllers)
                 continue
             controller = self._controllers[key.kind]
             if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):

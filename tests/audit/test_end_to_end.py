@@ -97,5 +97,5 @@ def test_audit_pod_names_the_decision_that_deleted_it(pipeline: Pipeline) -> Non
     assert deleting["trigger_seq"] is not None and deleting["trigger_kind"] in ("ReplicaSet", "Pod")
 
     unknown = kubus_audit(p, "pod", f"{NS}/web-nope")
-    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert (unknown.returncode, unknown.stdout) == (3, "")
     assert unknown.stderr.startswith(f"kubus audit pod: no pod {NS}/web-nope in the audit trail")
