@@ -14,31 +14,15 @@ from typing import Any
 import pytest
 
 from controlplane.api import Api, ApiError
-from controlplane.building import Build, BuildError, find_or_fail
-from controlplane.processes import ControlPlane, ControlPlaneConfig
+from controlplane.building import Build
+from controlplane.processes import ControlPlane
+from tests.cluster import NODES
+from tests.cluster import REAL_START_LIMIT_S as START_LIMIT_S
 from tests.simulation import Kubectl, wait_for
 
-NODES = 3
-START_LIMIT_S = 240  # the hang guard's limit for the setup that starts it (well under a minute once built)
+__all__ = ["NODES", "START_LIMIT_S"]  # the session's control plane (tests/conftest.py) has NODES nodes
 
 _namespaces = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def controlplane_build() -> Build:
-    try:
-        return find_or_fail()
-    except BuildError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def controlplane(controlplane_build: Build, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(controlplane_build, ControlPlaneConfig(nodes=NODES,
-                                                                data_dir=tmp_path_factory.mktemp("controlplane")))
-    plane.start()  # a failed start has stopped what it started, and says why
-    yield plane
-    plane.stop()
 
 
 @pytest.fixture(scope="session")

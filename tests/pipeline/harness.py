@@ -5,7 +5,10 @@ By default the pipeline runs its own nats-server; given `nats_url` (e.g. a clust
 tests/natscluster.py) it uses that one, and `service_args` are added to every service's command line
 (e.g. `--stream-replicas 3`). With `nats_config` its own nats-server runs with that configuration file
 (e.g. docs/nats-permissions.conf, with `nats_env` in the server's environment) and logs to nats.log;
-`env_for` adds environment variables to one service's (its NATS identity)."""
+`env_for` adds environment variables to one service's (its NATS identity).
+
+Given `cluster` (tests/cluster.py's RealCluster: the session's real control plane), the services run against it
+instead of a `kubus sim` of their own (`sim_args` are then unused); `sim` stands for whichever serves the API."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
+from tests.cluster import RealCluster
 from tests.simulation import SimProcess, wait_for
 
 SERVICES = ("ingest", "reconcile", "execute")
@@ -34,7 +38,7 @@ class Pipeline:
                  service_args: Sequence[str] = (), args_for: dict[str, Sequence[str]] | None = None,
                  metrics: bool = False, max_payload: int | None = None, nats_config: Path | None = None,
                  nats_env: dict[str, str] | None = None, env_for: dict[str, dict[str, str]] | None = None,
-                 prefix: str | None = None):
+                 prefix: str | None = None, cluster: RealCluster | None = None):
         self.workdir = workdir
         self.prefix = prefix or f"p{uuid.uuid4().hex[:8]}"
         self.nats_config = nats_config
@@ -50,7 +54,9 @@ class Pipeline:
         self.max_payload = max_payload  # the own nats-server's, when not its default (1 MiB)
         if nats_url is None:
             self.start_nats()
-        self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
+        self.real = cluster
+        self.sim: SimProcess | RealCluster = cluster or SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05",
+                                                                   *sim_args)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restarts: dict[str, int] = dict.fromkeys(SERVICES, 0)
 
