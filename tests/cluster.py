@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 from controlplane.api import Api
 from controlplane.processes import ControlPlane
 
-NODES = 4  # the real control plane's kwok nodes: as many as the pipeline harness's sim (`--nodes 4`)
+NODES = 20  # the real control plane's kwok nodes: as many as the DaemonSet suites' sims (`--nodes 20`)
 REAL_START_LIMIT_S = 240  # the hang guard's limit for the setup that starts it (well under a minute once built)
 
 
@@ -64,9 +65,64 @@ class RealCluster:
         return 0
 
 
-def fail_pod(kubectl_binary: str, kubeconfig: Path, namespace: str, name: str) -> None:
-    """Makes a running pod Failed as its kubelet would report it (the status subresource)."""
-    patch = {"status": {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}}
-    subprocess.run([kubectl_binary, "--kubeconfig", str(kubeconfig), "patch", "pod", name, "-n", namespace,
-                    "--subresource=status", "--type=merge", "-p", json.dumps(patch)],
-                   check=True, capture_output=True, text=True, timeout=30)
+FAIL_AFTER = "sim.kubus.io/fail-after-seconds"
+
+
+class FailingPods:
+    """On the real control plane, what the sim's kubelet does for a pod annotated sim.kubus.io/fail-after-seconds:
+    once the pod is Running, that many seconds later its status turns Failed (Ready False), written through the
+    status subresource as a kubelet reports it. kwok leaves a Failed pod so (its stages move Pending pods only).
+    Watches one namespace from a thread while the `with` block runs; a write refused fails the block."""
+
+    def __init__(self, cluster: RealCluster, namespace: str, poll: float = 0.05) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.poll = poll
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+        self._running_since: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"failing-pods-{namespace}")
+
+    def __enter__(self) -> FailingPods:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        assert not self.errors, f"making pods Failed: {self.errors}"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._once()
+            except (OSError, ValueError) as exc:  # a lost connection: the next round tries again
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                if len(self.errors) > 20:
+                    return
+            self._stop.wait(self.poll)  # the pace of this emulated kubelet, not a synchronisation
+
+    def _once(self) -> None:
+        code, body = self.cluster.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+        if code != 200:
+            self.errors.append(f"listing pods: {code} {body}")
+            return
+        now = time.monotonic()
+        for pod in body["items"]:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            after = (meta.get("annotations") or {}).get(FAIL_AFTER)
+            if after is None or meta.get("deletionTimestamp") or status.get("phase") != "Running":
+                continue
+            since = self._running_since.setdefault(meta["uid"], now)
+            if now - since < float(after):
+                continue
+            patch = {"status": {"phase": "Failed", "reason": "Error",
+                                "conditions": [{"type": "Ready", "status": "False", "reason": "PodFailed"}]}}
+            code, answer = self.cluster.request(
+                "PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}/status", patch,
+                content_type="application/merge-patch+json")
+            if code == 200:
+                self.failed.append(meta["name"])
+            elif code != 404:  # 404: deleted meanwhile
+                self.errors.append(f"failing {meta['name']}: {code} {answer}")

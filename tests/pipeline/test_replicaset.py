@@ -42,7 +42,7 @@ _namespaces = itertools.count()
 def pipeline(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | None) -> Iterator[Pipeline]:
     """The pipeline, shared by the module's tests (each works in its own namespace), once it is up:
     the reconciler has recorded the nodes ingest published, and the executor consumes actions. On the sim
-    (4 nodes) or, for the tests marked `real`, on the session's real control plane (4 kwok nodes)."""
+    (4 nodes) or, for the tests marked `real`, on the session's real control plane (20 kwok nodes)."""
     p = Pipeline(tmp_path_factory.mktemp("replicaset"), "--termination-seconds", "0.2", cluster=cluster)
 
     def up() -> bool:
@@ -54,7 +54,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | No
             nodes = p.sql("select count(distinct name) from observed_events where kind = 'Node'")[0][0]
         except sqlite3.OperationalError:  # no database, or no schema, yet
             return False
-        return nodes == 4 and " consuming " in (p.workdir / "execute.log").read_text()
+        wanted = len(cluster.nodes) if cluster else 4
+        return nodes == wanted and " consuming " in (p.workdir / "execute.log").read_text()
 
     try:
         p.start_all()
