@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import FailingPods, RealCluster
+from tests.cluster import RealCluster
 from tests.pipeline import test_replicaset as shared
 from tests.pipeline.harness import Pipeline
 from tests.simulation import Kubectl, table_rows, target_node, wait_for
@@ -485,10 +485,7 @@ def test_nodes_added_relabelled_tainted_and_deleted(pipeline: Pipeline, kubectl:
 @pytest.fixture
 def failing_pods(pipeline: Pipeline, namespace: str) -> Iterator[None]:
     """The sim's kubelet fails the pods annotated FAIL_AFTER; on the real control plane FailingPods does."""
-    if pipeline.real is None:
-        yield
-        return
-    with FailingPods(pipeline.real, namespace):
+    with pipeline.failing_pods(namespace):
         yield
 
 
