@@ -38,8 +38,8 @@ class RealCluster:
         self.api: Api = plane.api()
         pki = plane.pki
         assert pki is not None, "start() the control plane first"
-        self._ssl = ssl.create_default_context(cafile=str(pki.ca.cert))
-        self._ssl.load_cert_chain(str(pki.admin.cert), str(pki.admin.key))
+        self.ssl: ssl.SSLContext = ssl.create_default_context(cafile=str(pki.ca.cert))
+        self.ssl.load_cert_chain(str(pki.admin.cert), str(pki.admin.key))
         self.log_path = plane.audit_log  # what a failing test's logs point at besides the services'
 
     @property
@@ -56,7 +56,7 @@ class RealCluster:
         req = urllib.request.Request(self.plane.server + path, data=data, method=method,
                                      headers={"Content-Type": content_type, "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=10, context=self._ssl) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=self.ssl) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
