@@ -507,8 +507,13 @@ def test_failed_pods_are_replaced_under_a_doubling_backoff(pipeline: Pipeline, k
     seen: dict[str, str] = {}  # every pod observed: name -> node
 
     def learn(summary: dict[str, Any]) -> None:
-        """The pods each node had when the controller decided (its summary says), in case a look missed one."""
-        for node, placement in (summary.get("nodes") or {}).items():
+        """The pods each node had when the controller decided (its summary says), in case a look missed one. A sync
+        that only wrote status (expectations not satisfied) records how many nodes there were, not each one's pods
+        (replay/explain.py reads it so too): it has nothing to learn from."""
+        per_node = summary.get("nodes")
+        if not isinstance(per_node, dict):
+            return
+        for node, placement in per_node.items():
             for name in placement.get("pods") or []:
                 seen.setdefault(name, node)
 
