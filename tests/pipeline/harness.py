@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
-from tests.cluster import FailingPods, RealCluster
+from tests.cluster import HOLD, FailingPods, RealCluster, TerminatingPods
 from tests.simulation import SimProcess, wait_for
 
 SERVICES = ("ingest", "reconcile", "execute")
@@ -176,6 +176,21 @@ class Pipeline:
             return
         with FailingPods(self.real, namespace):
             yield
+
+    @contextlib.contextmanager
+    def terminating_pods(self, namespace: str) -> Iterator[None]:
+        """The sim's kubelet keeps a deleted pod annotated sim.kubus.io/termination-seconds Terminating that long; on
+        the real control plane tests/cluster.py's TerminatingPods does the same while the block runs, for the pods
+        that carry its finalizer (`hold_finalizers` gives the templates to put it in)."""
+        if self.real is None:
+            yield
+            return
+        with TerminatingPods(self.real, namespace):
+            yield
+
+    def hold_finalizers(self) -> list[str]:
+        """The template finalizers TerminatingPods needs on the real control plane (none on the sim)."""
+        return [HOLD] if self.real else []
 
     def ask_for_pods(self, namespace: str, count: int) -> None:
         """A new namespace with a ReplicaSet `web` (controller key `ReplicaSet/<namespace>/web`) of `count` pods."""

@@ -372,8 +372,8 @@ def test_max_unavailable_2_never_more_than_2_nodes_down(pipeline: Pipeline, kube
     """RollingUpdate maxUnavailable 2 (maxSurge 0) over 20 nodes, after `kubectl set image`: no sample
     ever shows more than 2 nodes without an available pod or a node with two pods; every pod is replaced
     by one of the new image; each rolling step deletes at most 2; `kubectl rollout status` completes."""
-    before = uids(start_rollout(pipeline, kubectl, tmp_path,
-                                daemonset("agent", namespace, strategy=rolling_update(2, 0))))
+    old = start_rollout(pipeline, kubectl, tmp_path, daemonset("agent", namespace, strategy=rolling_update(2, 0)))
+    before = uids(old)
     watcher = NoSurge(max_unavailable=2)
     kubectl("set", "image", "ds/agent", f"agent={NEW}", "-n", namespace)
     after = roll(pipeline, namespace, "agent", NEW, watcher)
@@ -390,23 +390,35 @@ def test_max_unavailable_2_never_more_than_2_nodes_down(pipeline: Pipeline, kube
     assert {p["metadata"]["labels"][HASH_LABEL] for p in after} == {revs[1]["metadata"]["labels"][HASH_LABEL]}
     decided = summaries(pipeline, namespace, "agent")
     assert max(len(s.get("deletes") or []) for s in decided) == 2, "a rolling step deletes up to maxUnavailable"
-    assert sum(len(s.get("deletes") or []) for s in decided) == NODE_COUNT
+    # every old pod deleted, and no other. Not "each in one decision": upstream's DaemonSet expectations
+    # (ControllerExpectations, no UID tracking) count a pod's deletion twice, at its deletionTimestamp and at its
+    # DELETED (updatePod calls deletePod), and kubus's do the same; when a kubelet removes a deleted pod at once
+    # (kwok on the real control plane), one pod's two events can satisfy a step's 2 expected deletions before the
+    # other pod's deletion is seen, and the next step deletes that pod again (docs/sim-vs-real.md, 6)
+    deleted = [name for s in decided for name in s.get("deletes") or []]
+    assert set(deleted) == {p["metadata"]["name"] for p in old}, Counter(deleted)
     assert sum(len(s.get("creates") or []) for s in decided) == 2 * NODE_COUNT
 
 
-# sim-only (docs/sim-vs-real.md): it needs old pods to stay terminating for 1 s so that the sampler sees every
-# deletion (the sim's sim.kubus.io/termination-seconds annotation); kwok's pod-delete stage removes a pod the moment
-# it has a deletionTimestamp, so on the real control plane the sampler saw 8 of the 20 deletions (every other
-# assertion held: the first wave surged on exactly 5 nodes, no node without an available pod)
+@pytest.fixture
+def terminating_pods(pipeline: Pipeline, namespace: str) -> Iterator[None]:
+    with pipeline.terminating_pods(namespace):
+        yield
+
+
+@pytest.mark.real
 def test_max_surge_25_percent_starts_new_pods_beside_old_ones(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, terminating_pods: None) -> None:
     """RollingUpdate maxSurge "25%" (ceil(25% of 20) = 5), maxUnavailable 0, minReadySeconds 2: the new
     pods start beside the old ones on at most 5 nodes at a time (and the first wave surges on exactly 5),
     an old pod is deleted only once the new one beside it is available, no node is ever without an
     available pod, and the rollout ends with 20 new pods. Old pods take 1 s to terminate, so every
-    deletion is seen by the sampler."""
+    deletion is seen by the sampler (on the real control plane, whose kwok removes a deleted pod at once, a
+    finalizer TerminatingPods lets go of 1 s after the deletion: docs/sim-vs-real.md)."""
     manifest = daemonset("surge", namespace, strategy=rolling_update(0, "25%"), min_ready_seconds=2,
                          annotations={TERMINATION: "1"})
+    if pipeline.hold_finalizers():
+        manifest["spec"]["template"]["metadata"]["finalizers"] = pipeline.hold_finalizers()
     old = start_rollout(pipeline, kubectl, tmp_path, manifest)
     before = uids(old)
     watcher = Surge(max_surge=5, min_ready_seconds=2)
