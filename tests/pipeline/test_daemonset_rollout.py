@@ -441,7 +441,10 @@ def test_max_surge_25_percent_starts_new_pods_beside_old_ones(pipeline: Pipeline
     surged = [node for s in decided for node in s.get("creates") or []]
     assert sorted(surged) == sorted(NODES), "one new pod per node, none created twice"
     assert max(len(s.get("creates") or []) for s in decided) == 5
-    assert sorted(d for s in decided for d in s.get("deletes") or []) == sorted(watcher.deletions_seen.values())
+    # the deleted pods are the old ones seen being deleted; one may be decided twice (docs/sim-vs-real.md, 6:
+    # upstream's DaemonSet expectations count every update of a terminating pod as a deletion, as kubus's do)
+    deleted = [d for s in decided for d in s.get("deletes") or []]
+    assert set(deleted) == set(watcher.deletions_seen.values()), Counter(deleted)
 
 
 @pytest.mark.real
