@@ -31,8 +31,9 @@ class Cluster:
         self.acting = acting
 
 
+# not `cluster`: tests/conftest.py parametrises that name for the sim/real suites
 @pytest.fixture(params=["kubus-on-sim"])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+def acting_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """A cluster with its acting controller running."""
     sim = SimProcess(tmp_path, "--nodes", str(NODES), "--kubelet-delay", "0.05")
     acting = KubusActing(tmp_path)
@@ -45,23 +46,23 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 
 
 @pytest.fixture
-def shadow(cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
+def shadow(acting_cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
     shadow = Shadow(tmp_path)
-    shadow.start(cluster.kubeconfig)
+    shadow.start(acting_cluster.kubeconfig)
     yield shadow
     shadow.stop()
 
 
-def _explain(shadow: Shadow, cluster: Cluster, report: dict[str, object]) -> str:
+def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object]) -> str:
     return (f"{json.dumps(report, indent=1, default=str)[:20000]}\n--- shadow log ---\n{shadow.logs()[-5000:]}"
-            f"\n--- {cluster.acting.name} log ---\n{cluster.acting.logs()[-3000:]}")
+            f"\n--- {acting_cluster.acting.name} log ---\n{acting_cluster.acting.logs()[-3000:]}")
 
 
-def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
+def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
     did, or an equivalent member of its tie class."""
-    kubectl = cluster.kubectl
+    kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
     scenarios.replicaset_adoption_and_release(kubectl, "shadowed")
@@ -72,12 +73,12 @@ def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path) -
     report = shadow.settled()
     # the one difference: the pod kubectl deleted, which the watch cannot tell from a controller's deletion
     found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
-    assert found == by_hand, _explain(shadow, cluster, report)
-    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, cluster, report)
+    assert found == by_hand, _explain(shadow, acting_cluster, report)
+    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, acting_cluster, report)
     objects = {o["controller"]: o for o in report["objects"]}
     for name in ("ReplicaSet/shadowed/web", "ReplicaSet/shadowed/api-v2", "DaemonSet/shadowed/agent",
                  "DaemonSet/shadowed/surge", "DaemonSet/shadowed/manual", "DaemonSet/shadowed/tainted"):
-        assert objects[name]["agreed"] > 0, _explain(shadow, cluster, report)
+        assert objects[name]["agreed"] > 0, _explain(shadow, acting_cluster, report)
     # the shadow's comparator task counts each closed window once, every half window
     wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind="upstream-only") == len(by_hand),
              timeout=30, what="the divergence counter")
@@ -101,22 +102,22 @@ def _outbox_rows(shadow: Shadow) -> int:
 
 
 @pytest.mark.parametrize("mutation", ["max-unavailable-rounded-down"])
-def test_a_changed_rule_is_caught(cluster: Cluster, tmp_path: Path, mutation: str) -> None:
+def test_a_changed_rule_is_caught(acting_cluster: Cluster, tmp_path: Path, mutation: str) -> None:
     """A shadow whose maxUnavailable percentage rounds down (30% of 4 nodes: 1, where upstream takes 2) is
     caught: the report names the DaemonSet and says upstream deleted more old pods in a step than kubus
     would have, and the divergence counter rises."""
     shadow = Shadow(tmp_path, mutation=mutation)
-    shadow.start(cluster.kubeconfig)
+    shadow.start(acting_cluster.kubeconfig)
     try:
-        kubectl = cluster.kubectl
+        kubectl = acting_cluster.kubectl
         kubectl("create", "namespace", "mutated")
         scenarios.daemonset_rollout_percent(kubectl, "mutated", NODES)
         report = shadow.settled()
-        assert not report["agreement"], _explain(shadow, cluster, report)
+        assert not report["agreement"], _explain(shadow, acting_cluster, report)
         divergences = [d for d in report["divergences"] if d["controller"] == "DaemonSet/mutated/pct"]
-        assert divergences, _explain(shadow, cluster, report)
+        assert divergences, _explain(shadow, acting_cluster, report)
         assert any(a["verb"] == "delete_pod" for d in divergences for a in d["upstream_only"]), \
-            _explain(shadow, cluster, report)
+            _explain(shadow, acting_cluster, report)
         assert all(d["replay"].startswith("kubus replay --controller DaemonSet/mutated/pct --explain")
                    for d in divergences)
         assert any("delete_pod" in d["effect"] for d in divergences)
