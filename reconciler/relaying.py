@@ -37,7 +37,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from kube.codec import decode_head
-from kube.times import format_micro_time, parse_time
+from kube.times import format_micro_time, parse_time, utcnow
 from messages import codec, subjects
 from messages.actions import FAILED, Action, ActionResult, CreateControllerRevision, CreatePods
 from reconciler.consuming import Stopped
@@ -134,6 +134,7 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
 async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None) -> int:
     rows = await store.pending(RELAY_BATCH, subjects)
     serving.OUTBOX_DEPTH.set(len(rows))
+    serving.OUTBOX_OLDEST.set(max(0.0, (utcnow() - rows[0].created_at).total_seconds()) if rows else 0.0)
     if not rows:
         return 0
     # publish_async_bounded: a row over max_payload is never written (nor leaks a slot of nats-py's window),
