@@ -37,7 +37,7 @@ from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
 from messages.actions import FAILED, ActionResult, CreatePods
-from runtime import failpoints
+from runtime import failpoints, logs
 from runtime.bus import Bus, Sent, publish_async, stored
 from runtime.deadletter import ACTIONS, Halts, Original, dead_letter
 
@@ -206,6 +206,9 @@ class Executor:
         except codec.BadMessage as exc:
             await self._dead_letter(msg, exc.reason, str(exc))
             return
+        # every line of this action's task (its events recorded in the background too) says which it is about
+        logs.bind(**logs.of_controller(action.controller), action=str(type(action).__struct_config__.tag),
+                  key=action.key, decision=action.decision_id, partition=partition)
         results = Results(self._bus.js, subjects.result_subject(partition, self._bus.prefix), self._metrics)
         delivery = Delivery(api=self._api, action=action, number=number,
                             final=number >= self._config.max_deliveries, executor=self._config.instance,

@@ -51,7 +51,7 @@ from reconciler.core import batch, stepping
 from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
-from runtime import failpoints, serving
+from runtime import failpoints, logs, serving
 from runtime.bus import Bus, bus_away, events_info, identity, renew_state
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.errors import database_away, describe
@@ -423,7 +423,13 @@ class Reconciler:
                     await failpoints.reached("reconciler.before-commit")
         self.committed = self.committed or tx is not None
         for sync in commit.decisions:
-            metrics.reconciled(sync.decided)
+            decided = sync.decided
+            metrics.reconciled(decided)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s decided (%s, %d actions): %s", decided.controller_key, decided.result,
+                          len(decided.actions), decided.summary.get("reason", ""), extra=logs.fields(
+                              **logs.of_controller(decided.controller_key), decision=decided.correlation_id,
+                              partition=sync.partition))
         return commit
 
     async def _dead_letter(self, messages: Sequence[stepping.Message], unusable: list[stepping.Unusable]) -> None:

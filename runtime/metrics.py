@@ -17,7 +17,7 @@ request an official `kubernetes` ApiClient sends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,8 +50,9 @@ def _unkey(values: tuple[str, ...]) -> Any:
     return values if len(values) > 1 else values[0]
 
 
-class _Map:
-    """A labelled metric seen as a mapping {label value (or tuple of them): the series' value}."""
+class _Map(Mapping[Any, float]):
+    """A labelled metric seen as a read-only mapping {label value (or tuple of them): the series' value}; a
+    series exists once it was written."""
 
     def __init__(self, metric: Counter | Gauge) -> None:
         self.metric = metric
@@ -65,14 +66,17 @@ class _Map:
         return child
 
     def __getitem__(self, key: Any) -> float:
+        """The series' value; 0 for one never written (as the dicts of counts this replaces)."""
         child = self._series.get(_key(key))
         return 0.0 if child is None else float(child._value.get())
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        return self[key] if _key(key) in self._series else default
-
-    def __contains__(self, key: Any) -> bool:
+    def __contains__(self, key: object) -> bool:
         return _key(key) in self._series
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key not in self:  # not Mapping.get: __getitem__ answers 0 for a series never written
+            return default
+        return self[key]
 
     def __iter__(self) -> Iterator[Any]:
         return (_unkey(values) for values in list(self._series))
@@ -80,14 +84,8 @@ class _Map:
     def __len__(self) -> int:
         return len(self._series)
 
-    def items(self) -> list[tuple[Any, float]]:
-        return [(key, self[key]) for key in self]
-
-    def values(self) -> list[float]:
-        return [self[key] for key in self]
-
-    def __bool__(self) -> bool:
-        return any(self.values())
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.items())!r})"
 
 
 class CounterMap(_Map):

@@ -164,6 +164,12 @@ def _stopped() -> float:
     return 0.0
 
 
+def _log_fields(key: ControllerKey, correlation: str) -> dict[str, dict[str, str]]:
+    """A log line's fields about a sync (runtime.logs.fields, which the core does not import: same attribute)."""
+    return {"kubus": {"controller": key.kind.value.lower(), "namespace": key.namespace, "name": key.name,
+                      "decision": correlation}}
+
+
 class Controllers:
     def __init__(self, cache: Cache, expectations: Mapping[str, Expectations] | None = None,
                  status_only_interval: timedelta = timedelta(0), settings: Settings | None = None, *,
@@ -388,7 +394,8 @@ class Controllers:
         if synced.status_written is not None:
             self.status_in_flight[key] = (status_key(correlation), synced.status_written)
         for bad in synced.warnings:
-            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field)
+            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field,
+                      extra=_log_fields(key, correlation))
         return decided
 
     def _forget(self, controller: Controller, key: ControllerKey) -> None:

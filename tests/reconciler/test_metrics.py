@@ -18,8 +18,8 @@ from reconciler import metrics
 from reconciler.core.controllers import Controllers, Decided
 from tests.reconciler.builders import NOW, owned_pod
 from tests.reconciler.test_controllers import KEY, MS, create_results, engine, only, sync, web
-from tests.reconciler.test_daemonset_sync import rolled_cluster
 from tests.reconciler.test_daemonset_sync import new_ds as daemonset_builder
+from tests.reconciler.test_daemonset_sync import rolled_cluster
 
 
 def value(metric: str, **labels: str) -> float:
