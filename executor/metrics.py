@@ -45,7 +45,7 @@ class ExecutorMetrics:
         self.events = CounterMap(Counter("kubus_executor_events_total", "Events the executor recorded, by outcome "
                                          "(recorded, counted, duplicate, dropped, failed)", ["outcome"],
                                          registry=registry))
-        self.rest = RestClientMetrics(registry)
+        self.rest = RestClientMetrics.of(registry)
         self.in_flight = 0
         self.events_pending = 0  # background recordings of events not yet finished (executor/events.py)
         Gauge("kubus_executor_in_flight", "Actions being applied", registry=registry).set_function(

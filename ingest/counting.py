@@ -48,7 +48,7 @@ class Counters:
                                        "Watches re-opened after an error")
         self.watching = GaugeMap(Gauge("kubus_ingest_watching", "1 while a kind's watch is open", ["kind"],
                                        registry=registry))
-        self.rest = RestClientMetrics(registry)
+        self.rest = RestClientMetrics.of(registry)
         self.unroutable: Tally[str] = Tally()  # objects without a uid: logged, not published
         self.last_rv: dict[str, str] = {}  # kind -> resourceVersion up to which all events are acked
 

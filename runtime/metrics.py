@@ -17,6 +17,7 @@ request an official `kubernetes` ApiClient sends.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -110,7 +111,15 @@ class GaugeMap(_Map):
 
 
 class RestClientMetrics:
-    """client-go's rest_client metrics, on `registry`."""
+    """client-go's rest_client metrics, on `registry`: one set per registry (`of`), which every API client of
+    the process counts on (`kubus up`'s ingest and executor alike, told apart by nothing but their requests)."""
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry = REGISTRY) -> RestClientMetrics:
+        metrics = _REST.get(registry)
+        if metrics is None:
+            metrics = _REST[registry] = cls(registry)
+        return metrics
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.requests = CounterMap(Counter(
@@ -131,6 +140,9 @@ class RestClientMetrics:
             by_code = out.setdefault(method, {})
             by_code[code] = by_code.get(code, 0) + int(n)
         return out
+
+
+_REST: weakref.WeakKeyDictionary[CollectorRegistry, RestClientMetrics] = weakref.WeakKeyDictionary()
 
 
 def host_of(url: str) -> str:
