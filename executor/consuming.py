@@ -37,7 +37,7 @@ from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
 from messages.actions import FAILED, Action, ActionResult, CreatePods
-from runtime import failpoints
+from runtime import failpoints, logs
 from runtime.bus import Bus, Sent, publish_async, stored
 from runtime.deadletter import ACTIONS, Halts, Original, dead_letter
 
@@ -208,6 +208,9 @@ class Executor:
         except codec.BadMessage as exc:
             await self._dead_letter(msg, exc.reason, str(exc))
             return
+        # every line of this action's task (its events recorded in the background too) says which it is about
+        logs.bind(**logs.of_controller(action.controller), action=str(type(action).__struct_config__.tag),
+                  key=action.key, decision=action.decision_id, partition=partition)
         slot = self._slots.get(action.controller.partition("/")[0])
         if slot is None:
             await self._apply(msg, partition, action, number)

@@ -180,13 +180,14 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
     if name in ("up", "ingest"):
         from ingest.config import IngestConfig
         from ingest.service import Ingest
+        from runtime.metrics import REGISTRY
         from store.checkpoints import SqlCheckpoints
 
         assert store is not None
         ingest = Ingest(IngestConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                      context=args.context, instance=f"ingest-{args.instance}",
                                      checkpoints=SqlCheckpoints(store), tombstone_ttl=args.state_tombstone_ttl,
-                                     own_state=own_state(args)))
+                                     own_state=own_state(args)), registry=REGISTRY)
         parts["ingest"] = lambda: ingest.run(bus, health)
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
@@ -201,7 +202,9 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
                                                      controllers=args.controllers)
     if name == "execute" or (name == "up" and not args.shadow):  # a shadow executes nothing
         from executor.config import ExecutorConfig
+        from executor.metrics import ExecutorMetrics
         from executor.service import run_executor
+        from runtime.metrics import REGISTRY
 
         config = ExecutorConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                 context=args.context, instance=f"executor-{args.instance}", qps=args.qps,
@@ -209,7 +212,8 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
                                 concurrency=args.concurrent_daemonset_syncs + args.concurrent_replicaset_syncs,
                                 concurrent_syncs=((ControllerKind.DAEMON_SET, args.concurrent_daemonset_syncs),
                                                   (ControllerKind.REPLICA_SET, args.concurrent_replicaset_syncs)))
-        parts["executor"] = lambda: run_executor(config, bus, health)
+        executor_metrics = ExecutorMetrics(REGISTRY)  # the process's one registry, which /metrics serves
+        parts["executor"] = lambda: run_executor(config, bus, health, metrics=executor_metrics)
     return parts
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from kube.features import FeatureGates
 from kube.times import Clock, utcnow
+from reconciler import metrics
 from reconciler.consuming import SoleReconciler
 from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
@@ -67,6 +68,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     loop: SoleReconciler | PartitionedReconciler
     if lease_ttl is None:
         loop = reconciler = SoleReconciler(bus, store, instance=instance, settings=settings, halts=halts)
+        metrics.held(bus.partitions, None)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler")]
         if shadow is None:
@@ -78,6 +80,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
         keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
                              info={"host": socket.gethostname(), "pid": os.getpid()})
         loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings, halts=halts)
+        metrics.held(bus.partitions, lambda: keeper.owned)
         health.ready_when("reconciler-caught-up", lambda: split.caught_up)
         keeper_task = asyncio.create_task(keeper.run(), name="lease-keeper")
         tasks = [keeper_task, asyncio.create_task(split.run(), name="reconciler")]

@@ -48,7 +48,7 @@ from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
 from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
-from reconciler.core.workqueue import WorkQueue
+from reconciler.core.workqueue import QueueProbe, WorkQueue
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -133,6 +133,17 @@ class Decided:
     duration_ms: float
     actions: list[Action] = field(default_factory=list)
     known: Known = field(default_factory=Known)  # of the objects the actions carry encoded (owner_actions.Planned)
+    error: str | None = None  # the error the sync returned (upstream's syncHandler's), None: it succeeded
+    requeue_after: timedelta | None = None  # the sync asked to be synced again after this long (0: at once)
+
+    @property
+    def result(self) -> str:
+        """controller-runtime's reconcile result: error, requeue_after, requeue (re-added at once) or success."""
+        if self.error is not None:
+            return "error"
+        if self.requeue_after is not None:
+            return "requeue_after" if self.requeue_after > timedelta(0) else "requeue"
+        return "success"
 
 
 @dataclass
@@ -166,6 +177,12 @@ class _StatusOverlay:
 
 def _stopped() -> float:
     return 0.0
+
+
+def _log_fields(key: ControllerKey, correlation: str) -> dict[str, dict[str, str]]:
+    """A log line's fields about a sync (runtime.logs.fields, which the core does not import: same attribute)."""
+    return {"kubus": {"controller": key.kind.value.lower(), "namespace": key.namespace, "name": key.name,
+                      "decision": correlation}}
 
 
 class Controllers:
@@ -221,6 +238,10 @@ class Controllers:
     def use_stopwatch(self, stopwatch: Callable[[], float]) -> None:
         """Times the syncs with `stopwatch` (seconds), which the shell gives: the core reads no clock."""
         self._stopwatch = stopwatch
+
+    def use_probe(self, probe: QueueProbe) -> None:
+        """Tells `probe` (the shell's workqueue metrics) what happens to the key queue's keys from now on."""
+        self.queue.probe = probe
 
     @property
     def backoff(self) -> Mapping[str, FailedPodBackoff]:
@@ -350,19 +371,24 @@ class Controllers:
         if self.settings.shadow:
             self._rebase(now)
         self._release_held(now)
+        probe = self.queue.probe
         for key in self.queue.pop_ready(now):
-            if self.owns is not None and not self.owns(key):
-                continue
-            if key.kind not in self.settings.controllers:  # a result's requeue, an enqueue: not run (--controllers)
-                continue
-            controller = self._controllers[key.kind]
-            if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):
-                continue
-            self.last_synced[key] = now
-            started = self._stopwatch()
-            decided = self._sync(controller, key, now, now_iso)
-            decided.duration_ms = (self._stopwatch() - started) * 1000
-            outcome.decisions.append(decided)
+            probe.started(key)  # each key is processed in turn, as one worker takes them from its queue
+            try:
+                if self.owns is not None and not self.owns(key):
+                    continue
+                if key.kind not in self.settings.controllers:  # a result's requeue, an enqueue: not run (--controllers)
+                    continue
+                controller = self._controllers[key.kind]
+                if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):
+                    continue
+                self.last_synced[key] = now
+                started = self._stopwatch()
+                decided = self._sync(controller, key, now, now_iso)
+                decided.duration_ms = (self._stopwatch() - started) * 1000
+                outcome.decisions.append(decided)
+            finally:
+                probe.finished(key)
         return self.take_changes(outcome)
 
     def _sync(self, controller: Controller, key: ControllerKey, now: datetime, now_iso: str) -> Decided:
@@ -375,7 +401,8 @@ class Controllers:
             status_in_flight=key in self.status_in_flight))
         decided = Decided(name, key.kind.value, key.namespace, correlation, self.last_seq,
                           self.triggers.pop(key, None), synced.summary, 0.0,
-                          fit_actions(synced.actions, self.settings.max_action_bytes), synced.known)
+                          fit_actions(synced.actions, self.settings.max_action_bytes), synced.known,
+                          error=synced.error, requeue_after=synced.requeue_after)
         if synced.gone:
             self._forget(controller, key)
             return decided
@@ -398,7 +425,8 @@ class Controllers:
         if synced.status_written is not None and not self.settings.shadow:  # no answer will come
             self.status_in_flight[key] = (status_key(correlation), synced.status_written)
         for bad in synced.warnings:
-            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field)
+            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field,
+                      extra=_log_fields(key, correlation))
         return decided
 
     def _rebase(self, now: datetime) -> None:
