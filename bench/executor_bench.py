@@ -96,7 +96,7 @@ async def publish_actions(bus: Bus, bodies: list[tuple[str, bytes]], per_action:
     return len(acks)
 
 
-async def kubus(count: int, per_action: int) -> tuple[float, ExecutorMetrics]:
+async def kubus(count: int, per_action: int) -> tuple[float, float, ExecutorMetrics]:
     sim: Process = start_sim(*SIM_FLAGS)
     store = Path(tempfile.mkdtemp(prefix="kubus-bench-nats-"))
     server = EmbeddedNats(store)
@@ -109,7 +109,7 @@ async def kubus(count: int, per_action: int) -> tuple[float, ExecutorMetrics]:
         config = ExecutorConfig(nats_url=url, prefix="bench", partitions=16, kubeconfig=str(sim.kubeconfig),
                                 qps=0, instance="bench-executor")
         stop, metrics = asyncio.Event(), ExecutorMetrics()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         task = asyncio.create_task(run_executor(config, stop=stop, metrics=metrics))
         results = bus.stream(subjects.RESULTS_STREAM)
         while (await bus.js.stream_info(results)).state.messages < len(bodies):
@@ -118,12 +118,14 @@ async def kubus(count: int, per_action: int) -> tuple[float, ExecutorMetrics]:
                 raise RuntimeError("the executor stopped early")
             await asyncio.sleep(0.02)  # polling the stream's count; the executor runs meanwhile
         elapsed = time.perf_counter() - started
+        # this process's CPU, every thread of it: the executor (and the loop polling the stream, a few ms)
+        cpu_ms_per_pod = (time.process_time() - cpu) * 1000 / len(bodies)
         stop.set()
         await task
         await nc.close()
         assert metrics.deliveries["acked"] == actions, metrics.snapshot()
         assert metrics.results[("create_pods", "succeeded")] == len(bodies), metrics.snapshot()
-        return len(bodies) / elapsed, metrics
+        return len(bodies) / elapsed, cpu_ms_per_pod, metrics
     finally:
         await server.stop()
         sim.stop()
@@ -134,11 +136,11 @@ async def main_async(pods: int, per_action: int, runs: int) -> None:
     print(f"machine: {machine()}")
     for run in range(1, runs + 1):
         bare_rate = await bare(pods)
-        kubus_rate, metrics = await kubus(pods, per_action)
+        kubus_rate, cpu_ms, metrics = await kubus(pods, per_action)
         print(f"run {run}: kubus executor {kubus_rate:,.0f} pods/s (target >= 500), bare aiohttp loop "
               f"{bare_rate:,.0f} pods/s, ratio {kubus_rate / bare_rate:.2f} (target >= 0.5); {pods:,} pods in "
               f"actions of {per_action}, rate limiter disabled (qps=0), 16 API calls in flight, sim with "
-              f"100 nodes and kubelet delay 0")
+              f"100 nodes and kubelet delay 0; executor CPU {cpu_ms:.3f} ms per pod")
         print(f"  executor API calls: {metrics.snapshot()['api_requests']}")
 
 

@@ -28,7 +28,7 @@ class ExecutorConfig:
     # (controller kind, actions of its controllers applied at once): --concurrent-daemonset-syncs and
     # --concurrent-replicaset-syncs; a kind not listed is bounded by `concurrency` alone
     concurrent_syncs: tuple[tuple[str, int], ...] = ()
-    api_workers: int = 16  # threads running the synchronous official client: API calls in flight
+    api_workers: int = 16  # API calls in flight: the connections kept alive to the API server
     instance: str = field(default_factory=_default_instance)
     durable: str = "executor"  # one durable consumer shared by every executor: they split the work
     fetch_batch: int = 256

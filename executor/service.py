@@ -16,16 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kubernetes import client as k8s
-
 from executor.config import ExecutorConfig
 from executor.consuming import Executor
-from executor.kubeapi import KubeApi, load_client
+from executor.kubeapi import KubeApi
 from executor.metrics import ExecutorMetrics
 from kube.flowcontrol import TokenBucket
 from messages import subjects
 from runtime.bus import Bus, connected
 from runtime.deadletter import Halts
+from runtime.kubeconfig import load_kubeconfig
+from runtime.kubehttp import KubeHttp
 from runtime.serving import Health
 
 log = logging.getLogger("kubus.executor")
@@ -42,10 +42,13 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
     halts = halts or Halts()
     if health is not None:
         health.ready_when("executor-no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
-    client = await _client(config)
+    # the kubeconfig is read on a thread: it reads files and may run an exec credential plugin
+    cfg = await asyncio.to_thread(load_kubeconfig, config.kubeconfig, config.context)
+    http = await KubeHttp.open(cfg, connections=config.api_workers, request_timeout=config.request_timeout,
+                               user_agent=f"kubus-executor/{config.instance}")
     stopping = asyncio.Event()
-    api = KubeApi(client, workers=config.api_workers, limiter=TokenBucket(config.qps, config.burst),
-                  metrics=metrics, stopping=stopping, request_timeout=config.request_timeout,
+    api = KubeApi(http, limiter=TokenBucket(config.qps, config.burst),
+                  metrics=metrics, stopping=stopping,
                   attempts=config.api_attempts, max_retries=config.api_max_retries,
                   backoff_initial=config.backoff_initial,
                   backoff_max=config.backoff_max)
@@ -57,8 +60,7 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
         else:
             await _consume(config, bus, health, api, metrics, stopping, stop, halts)
     finally:
-        # waits for calls still on worker threads (those of cancelled actions) to return
-        await asyncio.to_thread(api.close)
+        await api.close()
     log.info("executor %s stopped", config.instance)
 
 
@@ -72,7 +74,3 @@ async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api:
              config.concurrency, per_kind, config.api_workers)
     await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
 
-
-async def _client(config: ExecutorConfig) -> k8s.ApiClient:
-    """Loads the kubeconfig on a thread: it reads files and may run an exec credential plugin."""
-    return await asyncio.to_thread(load_client, config.kubeconfig, config.context, config.api_workers)

@@ -110,11 +110,11 @@ def test_the_image_leaves_the_embedded_nats_server_out() -> None:
 
 def test_dependency_floors_are_true() -> None:
     deps = {re.split(r"[<>=!\[; ]", d)[0].lower(): d for d in _pyproject()["project"]["dependencies"]}  # type: ignore[index]
-    # ApiClient.param_serialize (executor/kubeapi.py) first came with kubernetes 37.0.0, which needs urllib3 2.8
+    # kubernetes 37 (which needs urllib3 2.8) has the proxy rules runtime/kubehttp.py takes from its rest client
     assert deps["kubernetes"] == "kubernetes>=37"
     assert deps["urllib3"] == "urllib3>=2.8"
-    from kubernetes.client import ApiClient
-    assert hasattr(ApiClient, "param_serialize")
+    from kubernetes.client import rest
+    assert callable(rest.should_bypass_proxies) and callable(rest.is_socks_proxy_url)
     # greenlet comes with SQLAlchemy's asyncio extra, not as a bare dependency
     assert deps["sqlalchemy"] == "SQLAlchemy[asyncio]>=2.0"
     assert "greenlet" not in deps

@@ -42,23 +42,21 @@ class ScriptedApi(KubeApi):
     """KubeApi with its HTTP exchange replaced by a script of answers and its pauses recorded, not slept."""
 
     def __init__(self, script: list[Reply], stopping: asyncio.Event | None = None, **limits: Any):
-        super().__init__(None, workers=1, limiter=TokenBucket(0, 1), metrics=ExecutorMetrics(),
+        super().__init__(None, limiter=TokenBucket(0, 1), metrics=ExecutorMetrics(),
                          stopping=stopping or asyncio.Event(), backoff_initial=0.05, backoff_max=5.0, **limits)
         self.script = list(script)
         self.sent: list[str] = []
         self.pauses: list[float] = []
 
-    def _send(self, method: str, path: str, body: bytes | None, content_type: str) -> Reply:
+    async def _send(self, method: str, path: str, body: bytes | None, content_type: str) -> Reply:
         self.sent.append(method)
+        await asyncio.sleep(0)  # the request is out; its answer comes in a later turn of the loop, as over HTTP
         return self.script.pop(0)
 
     async def _pause(self, delay: float) -> None:
         if delay > 0:
             self.pauses.append(delay)
         await super()._pause(0)  # no sleep, but a stop still interrupts
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
 
 
 @pytest_asyncio.fixture
@@ -71,7 +69,7 @@ async def scripted() -> AsyncIterator[Callable[..., ScriptedApi]]:
 
     yield make
     for api in made:
-        api.close()
+        await api.close()
 
 
 @dataclass(frozen=True)
