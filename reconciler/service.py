@@ -18,6 +18,7 @@ from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, res
 from reconciler.leases import LeaseKeeper
 from reconciler.partitioned import PartitionedReconciler
 from reconciler.relaying import RelayProgress, record_results, relay
+from runtime import collecting
 from runtime.bus import Bus, payload_limit
 from runtime.deadletter import Halts
 from runtime.serving import Health
@@ -46,6 +47,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     With `shadow` (the comparison window), a shadow (docs/shadow.md): the decisions' actions are recorded as
     would-do acts and never relayed, so no relay runs and no results are awaited; a task counts the
     divergences of each window that closed (kubus_shadow_divergences_total)."""
+    collecting.install()  # the cache's long-lived objects out of full collections' sight (runtime/collecting.py)
     # actions are cut to fit the server's max_payload as its INFO said at this start (recorded for replay)
     settings = dataclasses.replace(settings_of(feature_gates, min_resync_period, instance),
                                    max_action_bytes=payload_limit(bus.nc))
