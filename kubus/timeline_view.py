@@ -19,10 +19,13 @@ from store.timeline import (
     DELETED,
     DELETING,
     GONE,
+    NO_REVISION,
+    NO_REVISION_AVAILABLE,
     NOT_YET,
     UNAVAILABLE,
     Change,
     Lane,
+    Revision,
     Timeline,
     when_text,
 )
@@ -44,8 +47,18 @@ def _title(t: Timeline) -> str:
 
 
 def _revisions_line(t: Timeline) -> str:
-    parts = [f"{r.letter} = {'revision ' + str(r.number) if r.number else 'hash'} {r.hash}" for r in t.revisions]
+    parts = [f"{r.letter} = {_revision_name(r)}" for r in t.revisions]
     return "revisions: " + (", ".join(parts) if parts else "none seen")
+
+
+def _revision_name(r: Revision) -> str:
+    if not r.hash:
+        return "its pod template (no pod-template-hash label)"
+    return f"revision {r.number} {r.hash}" if r.number else f"hash {r.hash}"
+
+
+def _unlabelled(t: Timeline) -> bool:
+    return any(c.revision == NO_REVISION for lane in t.lanes for c in lane.changes)
 
 
 def _acts(t: Timeline) -> dict[int, dict[str, int]]:
@@ -79,7 +92,8 @@ def render_chart(t: Timeline, rows: int, width: int = printing.WIDTH) -> str:
     step = span / columns if span > timedelta(0) else timedelta(0)
     out += printing.wrap(f"from {when_text(t.start)} to {when_text(t.end)}, {_duration(step)} a column", width)
     out += printing.wrap(_revisions_line(t), width)
-    out += printing.wrap(LEGEND, width)
+    out += printing.wrap(LEGEND + (f"   {NO_REVISION} {NO_REVISION_AVAILABLE} a pod of no known revision, not "
+                                   "available and available" if _unlabelled(t) else ""), width)
     out.append("")
     shown = t.lanes[:rows]
     for lane in shown:
@@ -235,10 +249,11 @@ def render_html(t: Timeline, rows: int) -> str:
     legend = ['<p class="legend">']
     for r in t.revisions:
         color = _color(r.letter, letters)
-        name = f"revision {r.number}" if r.number else "revision"
         legend.append(f'<span><i class="sw" style="background:{color};opacity:.35"></i>'
-                      f'<i class="sw" style="background:{color}"></i>{_e(r.letter)}: {_e(name)} {_e(r.hash)} '
+                      f'<i class="sw" style="background:{color}"></i>{_e(r.letter)}: {_e(_revision_name(r))} '
                       "(pale: not available yet, solid: available)</span>")
+    if _unlabelled(t):
+        legend.append('<span><i class="sw" style="background:#999"></i>a pod of no known revision</span>')
     legend.append('<span><i class="sw" style="background:#e6e6e6"></i>deleted, none since</span></p>')
     parts.append("".join(legend))
     shown = t.lanes[:rows]
@@ -256,7 +271,9 @@ def render_html(t: Timeline, rows: int) -> str:
             if glyph == GONE:
                 fill, opacity = "#e6e6e6", "1"
             else:
-                fill, opacity = _color(glyph.lower(), letters), ("1" if glyph.isupper() else ".35")
+                letter = NO_REVISION if glyph == NO_REVISION_AVAILABLE else glyph.lower()
+                available = glyph.isupper() or glyph == NO_REVISION_AVAILABLE
+                fill, opacity = _color(letter, letters), ("1" if available else ".35")
             svg.append(f'<rect class="state" x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1):.1f}" '
                        f'height="{ROW_PX - 6}" fill="{fill}" fill-opacity="{opacity}"><title>{_e(lane.name)}: '
                        f'{_e(glyph)} from {_e(when_text(a))} to {_e(when_text(b))}</title></rect>')

@@ -14,8 +14,9 @@ each with the watch event that showed it and, when kubus acted (created it, aske
 and the action behind it (the lineage of store/audit.py: the action's result names the pod, the delete its uid).
 
 Revisions are lettered a, b, c... in the order of their ControllerRevision numbers (a DaemonSet's), else in the
-order their hashes were first seen (a pod's controller-revision-hash or pod-template-hash label); "?" for a pod
-whose events say none, "*" past the 26th.
+order their hashes were first seen (a pod's controller-revision-hash or pod-template-hash label; a ReplicaSet's pod
+with neither is of its one pod template); "?" ("#" once available) for a pod whose events name no revision, "*" past
+the 26th.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from store.audit import DELETIONS, Row, TimelineRows
 
 CREATED, AVAILABLE, UNAVAILABLE, DELETING, DELETED = "created", "available", "unavailable", "deleting", "deleted"
 NO_REVISION: Final = "?"
+NO_REVISION_AVAILABLE: Final = "#"  # an available pod of no known revision
+TEMPLATE: Final = ""  # the hash standing for a ReplicaSet's one template, for its pods without pod-template-hash
 MANY_REVISIONS: Final = "*"
 NOT_YET: Final = "."  # a lane's glyph before its first pod
 GONE: Final = "x"  # a lane's glyph once its pods are deleted and none replaced them
@@ -87,7 +90,9 @@ class Lane:
         if not alive:
             return GONE if seen else NOT_YET
         letter, available = list(alive.values())[-1]
-        return letter.upper() if available else letter
+        if not available:
+            return letter
+        return NO_REVISION_AVAILABLE if letter == NO_REVISION else letter.upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +140,23 @@ def _revisions(rows: TimelineRows) -> dict[str, Revision]:
             numbers[facts["hash"]] = int(facts.get("revision") or 0)
     first_seen: dict[str, int] = {}
     for e in rows.pod_events:
-        found = (e["facts"] or {}).get("revision")
-        if found:
+        found = _revision_of(rows, e)
+        if found is not None:
             first_seen.setdefault(found, e["stream_seq"])
     hashes = sorted(set(numbers) | set(first_seen),
                     key=lambda h: (h not in numbers, numbers.get(h, 0), first_seen.get(h, 0), h))
     return {h: Revision(_letter(i), h, numbers.get(h)) for i, h in enumerate(hashes)}
+
+
+def _revision_of(rows: TimelineRows, event: Row) -> str | None:
+    """The revision hash the pod's event names; a ReplicaSet's pod without pod-template-hash (a ReplicaSet not made
+    by a Deployment) is of its one template, TEMPLATE; None: unknown (an event without facts, a DaemonSet's pod
+    without controller-revision-hash)."""
+    facts = event["facts"]
+    if not facts:
+        return None
+    found: str | None = facts.get("revision")
+    return found if found else TEMPLATE if rows.kind == "ReplicaSet" else None
 
 
 def _min_ready_seconds(rows: TimelineRows) -> list[tuple[datetime, int]]:
@@ -243,8 +259,8 @@ def _by(action: Row | None) -> dict[str, Any]:
             "outcome": action["outcome"]}
 
 
-def _pod_changes(events: Sequence[Row], letters: dict[str, Revision], mrs: Sequence[tuple[datetime, int]],
-                 acts: _Acts) -> list[Change]:
+def _pod_changes(rows: TimelineRows, events: Sequence[Row], letters: dict[str, Revision],
+                 mrs: Sequence[tuple[datetime, int]], acts: _Acts) -> list[Change]:
     """One pod's changes from its watch events (by sequence)."""
     first = events[0]
     uid, name = first["uid"], first["name"]
@@ -254,8 +270,9 @@ def _pod_changes(events: Sequence[Row], letters: dict[str, Revision], mrs: Seque
     deleted = deleting = False
     for e in events:
         facts = e["facts"] or {}
-        if facts.get("revision") in letters:
-            letter = letters[facts["revision"]].letter
+        revision = _revision_of(rows, e)
+        if revision is not None and revision in letters:
+            letter = letters[revision].letter
         at: datetime = e["observed_at"]
         if not changes:
             changes.append(Change(at, CREATED, name, uid, letter, e["stream_seq"], **_by(acts.create(uid, name))))
@@ -296,7 +313,7 @@ def build(rows: TimelineRows, since: datetime | None = None, until: datetime | N
         by_uid.setdefault(e["uid"], []).append(e)
     lanes: dict[str, Lane] = {}
     for events in by_uid.values():
-        changes = _pod_changes(events, letters, mrs, acts)
+        changes = _pod_changes(rows, events, letters, mrs, acts)
         if per == "node":
             node = next((e["facts"]["node"] for e in events if e["facts"] and e["facts"].get("node")), None)
             lane = lanes.setdefault(node or NO_NODE, Lane(node or NO_NODE))

@@ -37,12 +37,12 @@ def test_a_replicasets_pods(kubus_audit: Audit, history: Scenario) -> None:
     assert lines[:4] == [
         "ReplicaSet default/web: 3 pods",
         "from 2025-06-01T10:01:02.500Z to 2025-06-01T10:02:05.000Z, 573ms a column",
-        "revisions: none seen",
+        "revisions: a = its pod template (no pod-template-hash label)",
         ". no pod yet   a b c... a pod of that revision, not available   A B C... available   x deleted, none since"]
     rows = {line.split()[0]: line.split()[1] for line in lines[5:8]}
     assert set(rows) == {"web-x7k2p", "web-m4q9z", "web-d5f8h"}
-    assert rows["web-x7k2p"] == "?" * 109
-    assert re.fullmatch(r"\?{100,}x", rows["web-d5f8h"]) and re.fullmatch(r"\?{100,}x", rows["web-m4q9z"])
+    assert rows["web-x7k2p"] == "a" * 109  # never Ready in the scenario
+    assert re.fullmatch(r"a{100,}x", rows["web-d5f8h"]) and re.fullmatch(r"a{100,}x", rows["web-m4q9z"])
     assert all(len(line) <= printing.WIDTH for line in lines)
     decisions = lines[lines.index("DECISIONS (each change and its decision: --html FILE or -o json)") + 2:]
     assert [line.split()[:2] for line in decisions[:2]] == [

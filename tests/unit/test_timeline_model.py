@@ -134,7 +134,8 @@ def test_the_window(since: float | None, until: float | None, at_start: dict[str
     pytest.param([("ADDED", 1, {}), ("MODIFIED", 2, {"ready": 2}), ("MODIFIED", 3.5, {})], ".aAa",
                  [CREATED, AVAILABLE, UNAVAILABLE], id="ready, then not"),
     pytest.param([("ADDED", 1, {}), ("DELETED", 2.5, {})], ".axx", [CREATED, DELETED], id="never ready"),
-    pytest.param([("ADDED", 1, {"rev": None})], ".???", [CREATED], id="no revision label"),
+    pytest.param([("ADDED", 1, {"rev": None}), ("MODIFIED", 2, {"rev": None, "ready": 2})], ".aAA",
+                 [CREATED, AVAILABLE], id="no pod-template-hash: the ReplicaSet's one template"),
     pytest.param([("ADDED", 1, {}), ("MODIFIED", 2.5, {"ready": 2.5, "deleting": True}), ("DELETED", 3.5, {})],
                  ".aAx", [CREATED, DELETING, AVAILABLE, DELETED], id="deleted gracefully"),
     pytest.param([("RELISTED", 1, {"ready": -50})], ".AAA", [CREATED, AVAILABLE],
@@ -203,3 +204,13 @@ def test_nothing_to_draw() -> None:
 ])
 def test_what_a_daemonsets_sync_explained(summary: Any, expected: str) -> None:
     assert detail(summary) == expected
+
+
+def test_a_daemon_pod_of_no_known_revision() -> None:
+    h = History()
+    h.revision(0, "h1", 1)
+    h.pod(1, "p", node="node-1", rev=None)
+    h.pod(2, "p", "MODIFIED", node="node-1", rev=None, ready=2)
+    t = build(h.rows)
+    assert glyphs(t, 0.5, 1.5, 3) == {"node-1": ".?#"}
+    assert [(r.letter, r.hash) for r in t.revisions] == [("a", "h1")]
