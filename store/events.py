@@ -13,12 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kube import codec
 from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.core import Pod
-from kube.meta import ObjectMeta
-from kube.nodeaffinity import get_target_node_name
-from kube.ownership import get_controller_of
-from kube.pods import ready_since
 from kube.times import parse_time
 from messages.observed import QUARANTINED, ObservedEvent
+from reconciler.core.audit_facts import NONE, Facts, object_facts
 from store import sql
 from store.tables import observed_events as t
 
@@ -44,56 +41,27 @@ async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at:
     return len(await sql.insert_or_ignore(conn, t, values, returning=t.c.stream_seq))
 
 
-def row_of(event: ObservedEvent, seq: int) -> ObservedEventRow:
-    """The row of an event the reconciler consumed at `seq`."""
-    owner, facts = facts_of(event)
+def row_of(event: ObservedEvent, seq: int, obj: Any = None) -> ObservedEventRow:
+    """The row of an event the reconciler consumed at `seq`; `obj`: its object as the reconciler's cache decoded
+    it (for a deletion, the last state it held), else the event's is decoded here."""
+    owner, facts = object_facts(obj) if obj is not None else facts_of(event)
     return ObservedEventRow(stream_seq=seq, msg_id=event.msg_id, kind=event.kind, event_type=event.type,
                             namespace=event.namespace, name=event.name, uid=event.uid,
                             resource_version=event.resource_version,
                             observed_at=parse_time(event.observed_at), owner=owner, facts=facts)
 
 
-DAEMONSET_HASH_LABEL: Final = "controller-revision-hash"  # apps.DefaultDaemonSetUniqueLabelKey
-TEMPLATE_HASH_LABEL: Final = "pod-template-hash"  # a Deployment's ReplicaSets' pods
+_MODELS: Final[dict[str, type[Any]]] = {"Pod": Pod, "DaemonSet": DaemonSet, "ReplicaSet": ReplicaSet,
+                                         "ControllerRevision": ControllerRevision}
 
 
-def _owner(meta: ObjectMeta) -> str | None:
-    ref = get_controller_of(meta)
-    return f"{ref.kind}/{ref.name}" if ref is not None and ref.kind and ref.name else None
-
-
-def facts_of(event: ObservedEvent) -> tuple[str | None, dict[str, Any] | None]:
-    """What the audit trail keeps of the event's object for `kubus audit timeline` (docs/audit.md): its controller
-    ("Kind/name", None without one) and, by kind,
-
-        Pod                 node (spec.nodeName, else the node its affinity pins it to), revision (its
-                            controller-revision-hash or pod-template-hash label), ready_since (the Ready condition's
-                            lastTransitionTime while Ready, else None), deleting (deletionTimestamp is set)
-        DaemonSet, ReplicaSet   generation, min_ready_seconds
-        ControllerRevision  revision (its number), hash (its controller-revision-hash label)
-
-    (None, None) for other kinds, and for an object that does not decode (the controllers never saw it either)."""
-    if event.type == QUARANTINED:
-        return None, None
+def facts_of(event: ObservedEvent) -> Facts:
+    """What the audit trail keeps of the event's object for `kubus audit timeline` (reconciler.core.audit_facts):
+    NONE for other kinds, and for an object that does not decode (the controllers never saw it either)."""
+    model = _MODELS.get(event.kind)
+    if event.type == QUARANTINED or model is None:
+        return NONE
     try:
-        if event.kind == "Pod":
-            pod = codec.decode(event.object, Pod)
-            labels = pod.metadata.labels
-            since = ready_since(pod)
-            return _owner(pod.metadata), {
-                "node": get_target_node_name(pod),
-                "revision": labels.get(DAEMONSET_HASH_LABEL) or labels.get(TEMPLATE_HASH_LABEL),
-                "ready_since": None if since is None else since.isoformat().replace("+00:00", "Z"),
-                "deleting": pod.metadata.deletion_timestamp is not None}
-        if event.kind in ("DaemonSet", "ReplicaSet"):
-            controller: DaemonSet | ReplicaSet = (codec.decode(event.object, DaemonSet) if event.kind == "DaemonSet"
-                                                   else codec.decode(event.object, ReplicaSet))
-            return _owner(controller.metadata), {"generation": controller.metadata.generation,
-                                                 "min_ready_seconds": controller.spec.min_ready_seconds}
-        if event.kind == "ControllerRevision":
-            revision = codec.decode(event.object, ControllerRevision)
-            return _owner(revision.metadata), {"revision": revision.revision,
-                                               "hash": revision.metadata.labels.get(DAEMONSET_HASH_LABEL)}
+        return object_facts(codec.decode(event.object, model))
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
-        return None, None
-    return None, None
+        return NONE

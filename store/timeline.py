@@ -259,6 +259,17 @@ def _by(action: Row | None) -> dict[str, Any]:
             "outcome": action["outcome"]}
 
 
+def _time(text: Any) -> datetime | None:
+    """A Ready condition's lastTransitionTime; None when missing or unreadable (never available, as upstream's
+    IsPodAvailable with minReadySeconds)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return parse_time(text)
+    except ValueError:
+        return None
+
+
 def _pod_changes(rows: TimelineRows, events: Sequence[Row], letters: dict[str, Revision],
                  mrs: Sequence[tuple[datetime, int]], acts: _Acts) -> list[Change]:
     """One pod's changes from its watch events (by sequence)."""
@@ -284,9 +295,9 @@ def _pod_changes(rows: TimelineRows, events: Sequence[Row], letters: dict[str, R
         if facts.get("deleting") and not deleting:
             deleting = True
             changes.append(Change(at, DELETING, name, uid, letter, e["stream_seq"], **_by(acts.delete(uid, name))))
-        ready = facts.get("ready_since")
+        ready = _time(facts.get("ready_since"))
         if ready and available_at is None:
-            since = parse_time(ready)
+            since = ready
             available_at = max(since + timedelta(seconds=_mrs_at(mrs, at)), changes[0].at)
             # drawn when it happened; the event shows it when already due, else no event does (minReadySeconds on)
             changes.append(Change(available_at, AVAILABLE, name, uid, letter,

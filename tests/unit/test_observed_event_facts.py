@@ -59,6 +59,8 @@ REVISION = ControllerRevision(metadata=ObjectMeta(
 ])
 def test_facts(obj: Any, type_: str, expected: tuple[str | None, dict[str, Any]]) -> None:
     assert facts_of(event(obj, type_)) == expected
+    # the reconciler hands the store the object its cache decoded: the same facts, without a second decoding
+    assert (row_of(event(obj, type_), 1, obj).owner, row_of(event(obj, type_), 1, obj).facts) == expected
 
 
 def test_a_replicasets_min_ready_seconds() -> None:
