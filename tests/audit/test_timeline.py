@@ -80,6 +80,8 @@ def test_a_daemonset_as_data(kubus_audit: Audit, history: Scenario) -> None:
                                  "DaemonSet) or rs/NAME (a ReplicaSet)\n"),
     (("timeline", "web"), "kubus audit timeline: expected ds/NAME or rs/NAME, got 'web'\n"),
     (("timeline", "rs/web", "--since", "soon"), "kubus audit timeline: 'soon' is neither a duration"),
+    (("timeline", "rs/web", "--html", "/nonexistent/dir/web.html"), "kubus audit timeline: cannot write --html "
+                                                                    "/nonexistent/dir/web.html: No such file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(kubus_audit: Audit, argv: tuple[str, ...], message: str) -> None:
     code, out, err = kubus_audit(*argv)
@@ -93,6 +95,16 @@ def test_an_unreadable_store(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert audit_command.run(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("kubus audit timeline: ") and err.count("\n") == 1
+
+
+def test_a_window_with_no_pod_draws_nothing(kubus_audit: Audit, tmp_path: Path) -> None:
+    """The DaemonSet is known (its decision at 10:00:01), but its first pod came at 10:00:02.5."""
+    page = tmp_path / "empty.html"
+    code, out, err = kubus_audit("timeline", "ds/agent", "--until", "2025-06-01T10:00:02Z", "--html", str(page))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["DaemonSet default/agent: 0 nodes, 0 pods",
+                                "nothing to draw: no pod of it changed in the time range", f"written: {page}"]
+    assert "nothing to draw" in page.read_text() and "<svg" not in page.read_text()
 
 
 def test_many_rows_are_summarised(kubus_audit: Audit) -> None:
