@@ -6,10 +6,12 @@ and the same questions in SQL).
     kubus audit failures --since 1d                      failed actions and the API's error
     kubus audit slowest --limit 10                       the syncs that took longest
     kubus audit created-per-minute --since 1h            pods created per minute
+    kubus audit timeline ds/NAME -n NAMESPACE            a rollout over time, per node (rs/NAME: per pod);
+                                                         --html FILE: the same as a page, with each decision
 
 Tables fitting 120 columns by default, every column in full with -o wide, -o json or -o yaml for machines
 (--json, the earlier spelling, still works). Exit codes: 0 answered, 2 bad input or no database, 3 the pod or
-controller asked about is not in the audit trail.
+controller asked about is not in the audit trail (2 for the timeline's unknown controller: it names one to draw).
 """
 
 from __future__ import annotations
@@ -82,6 +84,24 @@ def add_parser(sub: Any) -> None:
                                      description="Pods the executors created, counted per minute (UTC).")
     _window(per_minute)
     _common(per_minute)
+
+    line = commands.add_parser(
+        "timeline", help="a rollout over time: per node (DaemonSet) or per pod (ReplicaSet), as a chart or a page",
+        description="A DaemonSet's or ReplicaSet's pods over time, one row per node (DaemonSet) or per pod "
+                    "(ReplicaSet): created, available, deleted, and the revision of each, with the decision behind "
+                    "every change kubus made. A chart fitting 120 columns; -o json|yaml the model; --html FILE a "
+                    "self-contained page (no network) showing each change's decision when hovered or clicked.",
+        epilog="Exit status: 0 drawn, 2 bad input, an unreadable store, or a controller the audit trail does not "
+               "know.")
+    line.add_argument("controller", metavar="ds/NAME|rs/NAME",
+                      help="the DaemonSet (ds/, daemonset/) or ReplicaSet (rs/, replicaset/)")
+    line.add_argument("-n", "--namespace", default="default", help="its namespace (default: default)")
+    _window(line)
+    line.add_argument("--rows", type=_positive, default=40,
+                      help="draw at most this many nodes or pods, then say how many more (default 40)")
+    line.add_argument("--html", metavar="FILE", help="also write the timeline as a self-contained HTML page")
+    printing.add_output(line, ("json", "yaml"), what="the chart")
+    flags.add_database(line.add_argument_group("database"))
     p.set_defaults(run=run)
 
 
@@ -120,6 +140,22 @@ def parse_window(args: argparse.Namespace, now: datetime) -> TimeRange:
     return TimeRange(since, until)
 
 
+KIND_PREFIXES = {"ds": "DaemonSet", "daemonset": "DaemonSet", "daemonsets": "DaemonSet",
+                 "rs": "ReplicaSet", "replicaset": "ReplicaSet", "replicasets": "ReplicaSet"}
+
+
+def split_kind(text: str) -> tuple[str, str]:
+    """ds/NAME or rs/NAME (kubectl's short and long names, any case): (kind, name)."""
+    prefix, sep, name = text.partition("/")
+    kind = KIND_PREFIXES.get(prefix.lower())
+    if not sep or not name or "/" in name:
+        raise BadQuestion(f"expected ds/NAME or rs/NAME, got {text!r}")
+    if kind is None:
+        raise BadQuestion(f"{text!r}: unknown kind {prefix!r}; expected ds/NAME (a DaemonSet) or rs/NAME "
+                          "(a ReplicaSet)")
+    return kind, name
+
+
 def split_name(text: str) -> tuple[str, str]:
     namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
@@ -150,6 +186,8 @@ async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
     from store.engine import DatabaseUnavailable, open_store
 
     question = args.audit_command
+    if question == "timeline":
+        return await _timeline(args, now)
     subject = split_name(args.pod if question == "pod" else args.controller) if question in ("pod", "controller") \
         else None
     window = parse_window(args, now) if question != "pod" else TimeRange()
@@ -196,6 +234,42 @@ async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subjec
 
 
 DATA = ("json", "yaml")
+
+
+async def _timeline(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
+    """`kubus audit timeline`: an unknown controller is bad input (2): it names what to draw, as a file would."""
+    from kubus import timeline_view
+    from store import timeline
+    from store.engine import DatabaseUnavailable, open_store
+
+    kind, name = split_kind(args.controller)
+    window = parse_window(args, now)
+    _check_database_exists(args.db_url, args.data_dir)
+    try:
+        store = await open_store(args.db_url, args.data_dir, statement_timeout=flags.statement_timeout(args))
+    except DatabaseUnavailable as exc:
+        raise BadQuestion(str(exc)) from None
+    try:
+        rows = await store.timeline_rows(kind, args.namespace, name, window.until)
+    except sa.exc.DBAPIError as exc:
+        raise BadQuestion(f"querying {store.label} failed: {exc.orig}") from None
+    finally:
+        await store.close()
+    if rows is None:
+        raise BadQuestion(f"no {kind} {args.namespace}/{name} in the audit trail: no decision and no watch event "
+                          f"names it (in {store.label})")
+    model = timeline.build(rows, window.since, window.until)
+    if args.html:
+        try:
+            Path(args.html).write_text(timeline_view.render_html(model, args.rows), encoding="utf-8")
+        except OSError as exc:
+            raise BadQuestion(f"cannot write --html {args.html}: {exc.strerror or exc}") from None
+    if args.output in DATA:
+        return FOUND, render_data(timeline.as_data(model), args.output)
+    text = timeline_view.render_chart(model, args.rows)
+    if args.html:
+        text += f"written: {args.html}\n"
+    return FOUND, text
 
 
 def _check_database_exists(url: str | None, data_dir: str) -> None:

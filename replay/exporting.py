@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from kube.times import parse_time
 from messages import codec, subjects
+from messages.observed import ObservedEvent
 from replay import fileformat
 from replay.bundles import Bundle
 from replay.source import Window, live_bundles
@@ -157,10 +158,8 @@ def _result_row(r: Any) -> result_rows.ResultRow:
         subject=r.subject or None, resource_version=r.resource_version or None)
 
 
-def _event_row(seq: int, e: Any) -> event_rows.ObservedEventRow:
-    return event_rows.ObservedEventRow(
-        stream_seq=seq, msg_id=e.msg_id, kind=e.kind, event_type=e.type, namespace=e.namespace, name=e.name,
-        uid=e.uid, resource_version=e.resource_version, observed_at=parse_time(e.observed_at))
+def _event_row(seq: int, e: ObservedEvent) -> event_rows.ObservedEventRow:
+    return event_rows.row_of(e, seq)  # as the reconciler records it: with the owner and facts the timeline reads
 
 
 async def _fix_sequences(store: Store) -> None:

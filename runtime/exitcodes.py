@@ -3,7 +3,8 @@
     0  done (a service: stopped when asked)
     1  failed while running: a part of a service died on its own (the rest stopped cleanly first), or a crash
     2  did not start: bad input (a flag, its variable, a file, a usage error), or a dependency missing or
-       unreachable (NATS, the database, a nats-server for the embedded one, a port taken)
+       unreachable (NATS, the database, a nats-server for the embedded one, a port taken); for `audit timeline`
+       also a controller the audit trail does not know (it names what to draw, as a file names what to read)
     3  ran, and the answer is no: `replay --diff` found a divergence, `audit` does not know the pod or controller
        asked about, `db current` finds the schema behind this kubus (run `kubus db upgrade`)
 """

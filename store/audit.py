@@ -159,3 +159,56 @@ async def created_per_minute(conn: AsyncConnection, window: TimeRange = TimeRang
         .where(actions.c.action == "create_pods", actions.c.outcome == "succeeded",
                *window.where(actions.c.finished_at))
         .group_by(actions.c.finished_minute).order_by(actions.c.finished_minute)))
+
+
+@dataclass(slots=True)
+class TimelineRows:
+    """What `kubus audit timeline` reads of one DaemonSet or ReplicaSet (store.timeline.build makes the timeline):
+    every row up to the window's end, so that the window's first moment shows the pods as they were then."""
+
+    kind: str
+    namespace: str
+    name: str
+    pod_events: list[Row] = field(default_factory=list)  # its pods' watch events (observed_events), by sequence
+    revisions: list[Row] = field(default_factory=list)  # its ControllerRevisions' events, by sequence
+    controller_events: list[Row] = field(default_factory=list)  # its own watch events, by sequence
+    actions: list[Row] = field(default_factory=list)  # its create_pods and delete_pod effects (audit_actions)
+    decisions: list[Row] = field(default_factory=list)  # the decisions that took them (audit_syncs)
+
+
+_TIMELINE_EVENT_COLUMNS = (*_EVENT_COLUMNS, events.c.owner, events.c.facts)
+POD_ACTIONS = ("create_pods", "delete_pod")
+
+
+async def timeline_rows(conn: AsyncConnection, kind: str, namespace: str, name: str,
+                        until: datetime | None = None) -> TimelineRows | None:
+    """The rows a timeline of the controller is made of, up to `until`; None when no decision of it and no watch
+    event of it was ever recorded."""
+    key = f"{kind}/{namespace}/{name}"
+    before = TimeRange(None, until)
+    rows = TimelineRows(kind, namespace, name)
+    rows.controller_events = _rows(await conn.execute(
+        sa.select(*_TIMELINE_EVENT_COLUMNS)
+        .where(events.c.kind == kind, events.c.namespace == namespace, events.c.name == name,
+               *before.where(events.c.observed_at))
+        .order_by(events.c.stream_seq)))
+    known = rows.controller_events or (await conn.execute(
+        sa.select(syncs.c.decision_id).where(syncs.c.controller_key == key).limit(1))).first()
+    if not known:
+        return None
+    owned = sa.and_(events.c.namespace == namespace, events.c.owner == f"{kind}/{name}",
+                    *before.where(events.c.observed_at))
+    rows.pod_events = _rows(await conn.execute(
+        sa.select(*_TIMELINE_EVENT_COLUMNS).where(owned, events.c.kind == "Pod").order_by(events.c.stream_seq)))
+    rows.revisions = _rows(await conn.execute(
+        sa.select(*_TIMELINE_EVENT_COLUMNS).where(owned, events.c.kind == "ControllerRevision")
+        .order_by(events.c.stream_seq)))
+    rows.actions = _rows(await conn.execute(
+        sa.select(actions).where(actions.c.controller_key == key, actions.c.action.in_(POD_ACTIONS),
+                                 *before.where(actions.c.decided_at))
+        .order_by(actions.c.decided_at, actions.c.idempotency_key)))
+    ids = sorted({a["decision_id"] for a in rows.actions})
+    for chunk in _chunks(ids, 500):
+        rows.decisions += _rows(await conn.execute(sa.select(syncs).where(syncs.c.decision_id.in_(chunk))))
+    rows.decisions.sort(key=lambda d: (d["decided_at"], d["decision_id"]))
+    return rows

@@ -36,7 +36,7 @@ from store import (
     shadow,
     streams,
 )
-from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
+from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimelineRows, TimeRange
 from store.decisions import Decision
 from store.errors import DatabaseUnavailable, SchemaMismatch, describe
 from store.leases import LeaseClock
@@ -294,6 +294,11 @@ class Store:
     async def created_per_minute(self, window: TimeRange = ALL_TIME) -> list[Row]:
         async with self.engine.connect() as conn:
             return await audit.created_per_minute(conn, window)
+
+    async def timeline_rows(self, kind: str, namespace: str, name: str,
+                            until: datetime | None = None) -> TimelineRows | None:
+        async with self.engine.connect() as conn:
+            return await audit.timeline_rows(conn, kind, namespace, name, until)
 
     # shadow mode (docs/shadow.md)
     async def shadow_acts(self, since: datetime | None = None, until: datetime | None = None,

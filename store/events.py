@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Final
 
+import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kube import codec
+from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
+from kube.core import Pod
 from kube.times import parse_time
-from messages.observed import ObservedEvent
+from messages.observed import QUARANTINED, ObservedEvent
+from reconciler.core.audit_facts import NONE, Facts, object_facts
 from store import sql
 from store.tables import observed_events as t
 
@@ -25,6 +31,8 @@ class ObservedEventRow:
     uid: str
     resource_version: str
     observed_at: datetime
+    owner: str | None = None  # the object's controller, "Kind/name" in its namespace (facts_of)
+    facts: dict[str, Any] | None = None  # what `kubus audit timeline` reads of it (facts_of)
 
 
 async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at: datetime) -> int:
@@ -33,9 +41,27 @@ async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at:
     return len(await sql.insert_or_ignore(conn, t, values, returning=t.c.stream_seq))
 
 
-def row_of(event: ObservedEvent, seq: int) -> ObservedEventRow:
-    """The row of an event the reconciler consumed at `seq`."""
+def row_of(event: ObservedEvent, seq: int, obj: Any = None) -> ObservedEventRow:
+    """The row of an event the reconciler consumed at `seq`; `obj`: its object as the reconciler's cache decoded
+    it (for a deletion, the last state it held), else the event's is decoded here."""
+    owner, facts = object_facts(obj) if obj is not None else facts_of(event)
     return ObservedEventRow(stream_seq=seq, msg_id=event.msg_id, kind=event.kind, event_type=event.type,
                             namespace=event.namespace, name=event.name, uid=event.uid,
                             resource_version=event.resource_version,
-                            observed_at=parse_time(event.observed_at))
+                            observed_at=parse_time(event.observed_at), owner=owner, facts=facts)
+
+
+_MODELS: Final[dict[str, type[Any]]] = {"Pod": Pod, "DaemonSet": DaemonSet, "ReplicaSet": ReplicaSet,
+                                         "ControllerRevision": ControllerRevision}
+
+
+def facts_of(event: ObservedEvent) -> Facts:
+    """What the audit trail keeps of the event's object for `kubus audit timeline` (reconciler.core.audit_facts):
+    NONE for other kinds, and for an object that does not decode (the controllers never saw it either)."""
+    model = _MODELS.get(event.kind)
+    if event.type == QUARANTINED or model is None:
+        return NONE
+    try:
+        return object_facts(codec.decode(event.object, model))
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return NONE

@@ -124,7 +124,7 @@ class MemoryStore:
         if not self.trail:
             return
         for event, seq in commit.events:
-            self.events.setdefault(seq, events.row_of(event, seq))
+            self.events.setdefault(seq, events.row_of(event, seq, commit.objects.get(seq)))
         if commit.shadow:
             self.shadow_acts.extend(shadow.rows_of(commit, ids))
         for sync, decision_id in zip(commit.decisions, ids, strict=True):

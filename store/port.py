@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Protocol
 
 from reconciler.core.batch import Commit, Stored
-from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimeRange
+from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimelineRows, TimeRange
 from store.decisions import Decision
 from store.outbox import OutboxRow
 from store.results import ResultRow
@@ -132,6 +132,9 @@ class AuditPort(Protocol):
     async def slowest(self, window: TimeRange = ALL_TIME, limit: int = 10) -> list[Row]: ...
 
     async def created_per_minute(self, window: TimeRange = ALL_TIME) -> list[Row]: ...
+
+    async def timeline_rows(self, kind: str, namespace: str, name: str,
+                            until: datetime | None = None) -> TimelineRows | None: ...
 
 
 class Port(ReconcilerPort, RelayPort, TrailPort, AuditPort, Protocol):

@@ -208,10 +208,16 @@ observed_events = sa.Table(
     sa.Column("resource_version", sa.Text, nullable=False),
     _at("observed_at"),
     _at("recorded_at"),
+    # what `kubus audit timeline` reads of the object (migration 0008; NULL before it, and for an object that
+    # could not be decoded): its controller as "Kind/name" (same namespace), and a few facts by kind
+    # (store/events.py, facts_of)
+    sa.Column("owner", sa.Text, nullable=True),
+    sa.Column("facts", JSON, nullable=True),
     sa.Index(None, "kind", "namespace", "name"),
     sa.Index(None, "uid"),
     sa.Index(None, "msg_id"),  # decisions.trigger -> the event that triggered the sync
     sa.Index(None, "recorded_at"),  # retention
+    sa.Index(None, "namespace", "owner"),  # a controller's pods and revisions, for the timeline
 )
 
 reconciler_ticks = sa.Table(

@@ -56,7 +56,7 @@ class Transaction:
         (LeaseLost rolls the transaction back). The decisions' ids, in order."""
         if commit.backoff_gc_before is not None:
             await self.gc_backoff(commit.backoff_gc_before)
-        await self.record_events([events.row_of(event, seq) for event, seq in commit.events])
+        await self.record_events([events.row_of(event, seq, commit.objects.get(seq)) for event, seq in commit.events])
         if commit.backoff:
             await self.save_backoff([backoff.row_of(entry) for entry in commit.backoff])
         if commit.expectations:

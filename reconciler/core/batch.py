@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -121,6 +122,10 @@ class Commit:
     empty: bool  # nothing to write: no transaction needed
     positions: dict[int, int] = field(default_factory=dict)  # partition -> sequence to advance to (never back)
     events: Events = field(default_factory=list)  # the observed events, for the audit trail
+    # their objects as the cache decoded them (a deletion's: the last state it held), by sequence, so that the
+    # trail's facts about them (reconciler.core.audit_facts) need no second decoding; an event missing here (one
+    # the cache ignored) is decoded by the store
+    objects: dict[int, Any] = field(default_factory=dict)
     expectations: dict[str, Expectations] = field(default_factory=dict)  # to save (set_at always set)
     expectations_deleted: list[str] = field(default_factory=list)
     backoff: list[FailedPodBackoff] = field(default_factory=list)  # to save
@@ -245,6 +250,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         upstream=[act for change, seq, msg_id in changes for act in upstream_acts(change, seq, msg_id, state.cache)]
         if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
+        objects={seq: change.old if change.new is None else change.new for change, seq, _ in changes},
         expectations={k: v if v.set_at is not None else Expectations(v.adds, v.dels, v.deletion_keys, now)
                       for k, v in outcome.expectations.items()},
         expectations_deleted=sorted(outcome.expectations_deleted), backoff=outcome.backoff,

@@ -15,6 +15,9 @@ On 2025-06-01 (UTC), namespace `default`:
     11:30:00  Node node-3 ADDED (#12) -> decision 4 (20 ms): agent's pod on node-3, agent-ccccc, created
               (ADDED #13).
     11:31:40  a resync of agent (no trigger) -> decision 5 (1 ms): nothing to do.
+
+Pod events carry their owner and facts (node, revision, Ready time) as store.events.facts_of records them, for the
+timeline (tests/audit/test_timeline.py); no pod of the scenario becomes Ready.
 """
 
 from __future__ import annotations
@@ -62,11 +65,20 @@ class Scenario:
     keys: dict[str, str] = field(default_factory=dict)  # what -> effect key
 
 
-def _event(seq: int, kind: str, type_: str, name: str, uid: str, rv: int, when: float, namespace: str = NS
-           ) -> ObservedEventRow:
+def _event(seq: int, kind: str, type_: str, name: str, uid: str, rv: int, when: float, namespace: str = NS,
+           owner: str | None = None, facts: dict[str, Any] | None = None) -> ObservedEventRow:
+    if facts is None and kind in ("DaemonSet", "ReplicaSet"):
+        facts = {"generation": 1, "min_ready_seconds": 0}
     return ObservedEventRow(stream_seq=seq, msg_id=f"{kind}/{uid}/{rv}/{type_}", kind=kind, event_type=type_,
                             namespace=namespace, name=name, uid=uid, resource_version=str(rv),
-                            observed_at=at(when))
+                            observed_at=at(when), owner=owner, facts=facts)
+
+
+def pod_facts(node: str | None = None, revision: str | None = None, ready_since: float | None = None,
+              deleting: bool = False) -> dict[str, Any]:
+    """An observed pod's facts, as store.events.facts_of records them."""
+    return {"node": node, "revision": revision, "deleting": deleting,
+            "ready_since": None if ready_since is None else _iso(at(ready_since))}
 
 
 async def build(store: Store, clock: FakeClock) -> Scenario:
@@ -130,7 +142,8 @@ async def build(store: Store, clock: FakeClock) -> Scenario:
                  message='pods "agent-bbbbb" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, '
                          'limited: pods=2')
     await result(1, "status", "update_status", "succeeded", 200, 3, f"{NS}/agent", "ds-1", "103")
-    await observe(_event(2, "Pod", "ADDED", "agent-aaaaa", "pod-a", 101, 2.5),
+    await observe(_event(2, "Pod", "ADDED", "agent-aaaaa", "pod-a", 101, 2.5, owner="DaemonSet/agent",
+                         facts=pod_facts("node-1", "5d8f")),
                   _event(3, "DaemonSet", "MODIFIED", "agent", "ds-1", 103, 3.5))
 
     # 10:01 -- the ReplicaSet, and three pods
@@ -144,7 +157,8 @@ async def build(store: Store, clock: FakeClock) -> Scenario:
     for i, n in enumerate(names):
         await result(2, f"create/{i}", "create_pods", "succeeded", 201, 62, f"{NS}/{n}", f"pod-w{i + 1}",
                      str(201 + i))
-    await observe(*(_event(5 + i, "Pod", "ADDED", n, f"pod-w{i + 1}", 201 + i, 62.5) for i, n in enumerate(names)))
+    await observe(*(_event(5 + i, "Pod", "ADDED", n, f"pod-w{i + 1}", 201 + i, 62.5, owner="ReplicaSet/web",
+                           facts=pod_facts()) for i, n in enumerate(names)))
 
     # 10:02 -- scaled down to 1
     rs_scaled = _event(8, "ReplicaSet", "MODIFIED", "web", "rs-1", 210, 120)
@@ -159,9 +173,12 @@ async def build(store: Store, clock: FakeClock) -> Scenario:
     await decide(33, RS, "ReplicaSet", 8, None, 121.5, 2.0, {"reason": "replicas match"},
                  [UpdateStatus(key="status", kind="ReplicaSet", namespace=NS, name="web", uid="rs-1",
                                status=msgspec.Raw(b"{}"), controller=RS, **common)], sent=False)
-    await observe(_event(9, "Pod", "MODIFIED", "web-m4q9z", "pod-w2", 211, 121.2),
-                  _event(10, "Pod", "DELETED", "web-m4q9z", "pod-w2", 212, 125),
-                  _event(11, "Pod", "DELETED", "web-d5f8h", "pod-w3", 213, 125))
+    await observe(_event(9, "Pod", "MODIFIED", "web-m4q9z", "pod-w2", 211, 121.2, owner="ReplicaSet/web",
+                         facts=pod_facts(deleting=True)),
+                  _event(10, "Pod", "DELETED", "web-m4q9z", "pod-w2", 212, 125, owner="ReplicaSet/web",
+                         facts=pod_facts(deleting=True)),
+                  _event(11, "Pod", "DELETED", "web-d5f8h", "pod-w3", 213, 125, owner="ReplicaSet/web",
+                         facts=pod_facts()))
 
     # 11:30 -- a new node, a new daemon pod; then a resync
     node = _event(12, "Node", "ADDED", "node-3", "node-3-uid", 300, 5399, namespace="")
@@ -171,6 +188,7 @@ async def build(store: Store, clock: FakeClock) -> Scenario:
                  [CreatePods(key="create", namespace=NS, controller=DS, **common,
                              pods=[_pod("agent-ccccc", "create/node-3")])])
     await result(4, "create/node-3", "create_pods", "succeeded", 201, 5401, f"{NS}/agent-ccccc", "pod-c", "301")
-    await observe(_event(13, "Pod", "ADDED", "agent-ccccc", "pod-c", 301, 5401.5))
+    await observe(_event(13, "Pod", "ADDED", "agent-ccccc", "pod-c", 301, 5401.5, owner="DaemonSet/agent",
+                         facts=pod_facts("node-3", "5d8f")))
     await decide(5, DS, "DaemonSet", 13, None, 5500, 1.0, {"reason": "expectations satisfied: nothing to do"}, [])
     return s

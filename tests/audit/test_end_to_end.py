@@ -101,3 +101,25 @@ def test_audit_pod_names_the_decision_that_deleted_it(pipeline: Pipeline) -> Non
     unknown = kubus_audit(p, "pod", f"{NS}/web-nope")
     assert (unknown.returncode, unknown.stdout) == (3, "")
     assert unknown.stderr.startswith(f"kubus audit pod: no pod {NS}/web-nope in the audit trail")
+
+    # the same history as a timeline: a row per pod, each created by kubus's decision, two deleted by the scale-down's
+    # (recorded through the reconciler's commit: the facts come from its cache's objects), the one left available
+    def timeline() -> dict[str, Any] | None:
+        drawn = kubus_audit(p, "timeline", "rs/web", "-n", NS, "-o", "json")
+        assert drawn.returncode == 0, drawn.stderr
+        doc: dict[str, Any] = json.loads(drawn.stdout)
+        whats = {lane["name"]: [c["what"] for c in lane["changes"]] for lane in doc["lanes"]}
+        return doc if len(whats) == 3 and sum("available" in w for w in whats.values()) >= 1 and \
+            sum("deleted" in w for w in whats.values()) == 2 else None
+
+    doc = until(p, timeline, "the timeline: 3 pods, 2 deleted, one available")
+    assert doc["revisions"] == [{"letter": "a", "hash": "", "number": None}]  # a bare ReplicaSet: its one template
+    for lane in doc["lanes"]:
+        created = lane["changes"][0]
+        assert (created["what"], created["action"], created["outcome"]) == ("created", "create_pods", "succeeded")
+        if any(c["what"] == "deleted" for c in lane["changes"]):
+            assert decision_id in [c["decision"] for c in lane["changes"] if c["what"] in ("deleting", "deleted")]
+    assert decision_id in [d["id"] for d in doc["decisions"]]
+    page = p.workdir / "web.html"
+    assert kubus_audit(p, "timeline", "rs/web", "-n", NS, "--html", str(page)).returncode == 0
+    assert page.read_text().count('class="lane"') == 3

@@ -29,14 +29,14 @@ async def test_migrations_create_every_table(store: Store, db_url: str, tmp_path
     """After open (SQLite) or `upgrade` (PostgreSQL) every table exists and the revision is head."""
     assert await table_names(store) == TABLES | {"alembic_version"}
     assert set(metadata.tables) == TABLES
-    assert await current(db_url, str(tmp_path)) == migrating.head() == "0007"
+    assert await current(db_url, str(tmp_path)) == migrating.head() == "0008"
 
 
 async def test_upgrade_twice_is_a_noop(store: Store, db_url: str, tmp_path: Path) -> None:
     """Upgrading an up-to-date database changes nothing and keeps the data."""
     await store.save_checkpoint("pods", "42")
-    assert await upgrade(db_url, str(tmp_path)) == "0007"
-    assert await upgrade(db_url, str(tmp_path)) == "0007"
+    assert await upgrade(db_url, str(tmp_path)) == "0008"
+    assert await upgrade(db_url, str(tmp_path)) == "0008"
     assert await store.checkpoint("pods") == "42"
     assert await table_names(store) == TABLES | {"alembic_version"}
 

@@ -64,8 +64,8 @@ def test_db_upgrade_command(db_url: str, tmp_path: Path, capsys: pytest.CaptureF
     """`kubus db upgrade` migrates and says to which revision; `kubus db current` then reports it."""
     parser = argparse.ArgumentParser(prog="kubus")
     cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    for argv, code, out in ((["db", "upgrade"], 0, "kubus db upgrade: schema at revision 0007\n"),
-                            (["db", "current"], 0, "0007 (this kubus needs 0007: up to date)\n")):
+    for argv, code, out in ((["db", "upgrade"], 0, "kubus db upgrade: schema at revision 0008\n"),
+                            (["db", "current"], 0, "0008 (this kubus needs 0008: up to date)\n")):
         args = parser.parse_args([*argv, "--db-url", db_url, "--data-dir", str(tmp_path)])
         assert args.run(args) == code
         assert capsys.readouterr().out == out

@@ -22,7 +22,8 @@ PROBE = "__probe__"
 
 def _positionals(path: list[str], flag: str) -> list[str]:
     """What each command needs besides the flag under test."""
-    needs = {("audit", "pod"): ["ns/pod"], ("audit", "controller"): ["ns/web"], ("events", "import"): ["f.jsonl"],
+    needs = {("audit", "pod"): ["ns/pod"], ("audit", "controller"): ["ns/web"], ("audit", "timeline"): ["ds/web"],
+             ("events", "import"): ["f.jsonl"],
              ("completion",): ["bash"], ("db", "prune"): ["--older-than", "7d"]}.get(tuple(path), [])
     return needs if flag not in needs else []
 
