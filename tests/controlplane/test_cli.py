@@ -141,11 +141,11 @@ def test_bad_config_names_the_field() -> None:
     with pytest.raises(ControlPlaneError, match="audit_reads_of must be user group names, not ' '"):
         ControlPlaneConfig(audit_reads_of=("system:authenticated", " ")).validate()
 
-    with pytest.raises(ControlPlaneError, match="controller_manager_qps must be more than 0 .*, not 0"):
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_qps must be more than 0 .*, not 0$"):
         ControlPlaneConfig(controller_manager_qps=0).validate()
-    with pytest.raises(ControlPlaneError, match="controller_manager_burst must be a whole number, 1 or more .*not 0"):
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_burst must be a whole number, 1 or more .*not 0$"):
         ControlPlaneConfig(controller_manager_burst=0).validate()
-    with pytest.raises(ControlPlaneError, match="controller_manager_burst must be .*not 2.5"):
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_burst must be .*not 2\.5$"):
         ControlPlaneConfig(controller_manager_burst=2.5).validate()  # type: ignore[arg-type]
 
 
