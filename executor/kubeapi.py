@@ -39,7 +39,7 @@ from executor.errors import (
 )
 from executor.metrics import ExecutorMetrics
 from kube.flowcontrol import TokenBucket, doubled
-from runtime.kubeconfig import load_kubeconfig
+from runtime.kubeconfig import load_kubeconfig, user_agent
 from runtime.metrics import host_of
 
 log = logging.getLogger("kubus.executor.api")
@@ -54,7 +54,9 @@ def load_client(kubeconfig: str | None, context: str | None, pool_size: int) -> 
     cfg = load_kubeconfig(kubeconfig, context)
     cfg.connection_pool_maxsize = pool_size  # one kept-alive connection per worker thread
     cfg.retries = False  # retries are ours: counted, backed off and interruptible
-    return k8s.ApiClient(cfg)
+    api = k8s.ApiClient(cfg)
+    api.user_agent = user_agent("executor")  # kube-apiserver's field manager of kubus's writes: "kubus"
+    return api
 
 
 class KubeApi:
