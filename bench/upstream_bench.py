@@ -57,6 +57,7 @@ from bench.loadgen import machine
 from controlplane.api import Api, ApiError, wait_for
 from controlplane.building import Build, find_or_fail
 from controlplane.processes import ControlPlane, ControlPlaneConfig
+from executor.correlating import SPAM_REFILL_SECONDS
 from runtime.natsserver import free_port
 
 NAMESPACE = "bench"
@@ -70,6 +71,10 @@ KUBUS_USER, BENCH_USER = "kubus", "bench"  # told apart by their User-Agent ("ku
 READ_GROUPS = ("system:masters", "system:serviceaccounts:kube-system")
 QUIET_S = 3.0  # a step's snapshot waits until the controllers have written nothing for this long
 POLL_S = 0.5
+
+
+# (step, path, upstream's value, kubus's, (each side's seconds from each workload's creation to the snapshot))
+Difference = tuple[str, str, Any, Any, tuple[dict[str, float], dict[str, float]]]
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class Step:
     cpu: dict[str, float]  # process -> CPU seconds during the step
     writes: Counter[tuple[str, str, str]]  # (user, verb, resource[/subresource]) -> requests, during the step
     snapshot: dict[str, Any] = field(default_factory=dict)
+    # seconds from each workload's creation to the snapshot (the event spam filter refills with time)
+    ages: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -468,7 +475,20 @@ EXPLAINED: list[tuple[Callable[[str, Any, Any], bool], str]] = [
 ]
 
 
-def explain(path: str, upstream: Any, kubus: Any) -> str | None:
+def explain(path: str, upstream: Any, kubus: Any, ages: tuple[dict[str, float], dict[str, float]] = ({}, {})
+            ) -> str | None:
+    """Why the two sides differ at ``path``, if by design; ``ages``: each side's seconds from each workload's
+    creation to the snapshot."""
+    if path.startswith("ReplicaSet pods.nodes with k pods."):
+        return "where the ReplicaSet's pods go is kube-scheduler's choice (equal scores, ties broken at random)"
+    kind = path.split(".", 1)[-1].split(" ", 1)[0] if path.startswith("events ") else ""
+    if kind in ages[0] and kind in ages[1]:
+        tokens = [int(side[kind] // SPAM_REFILL_SECONDS) for side in ages]
+        if tokens[0] != tokens[1]:
+            return (f"the event spam filter (client-go's EventSourceObjectSpamFilter, executor/correlating.py: 25 "
+                    f"events per object, then one per {SPAM_REFILL_SECONDS:.0f} s): {ages[0][kind]:.0f} s after the "
+                    f"{kind}'s creation upstream, {ages[1][kind]:.0f} s for kubus, so {tokens[0]} and {tokens[1]} "
+                    "refilled tokens")
     return next((why for test, why in EXPLAINED if test(path, upstream, kubus)), None)
 
 
@@ -517,13 +537,21 @@ def run_side(build: Build, side: str, throttle: Throttle, nodes: int, replicas: 
             # let late writes (events, a last status update) land before looking
             wait_for(lambda: audit.quiet(users, QUIET_S), 120, f"{side}: the controllers' writes to stop",
                      interval=0.5)
-            steps.append(Step(name, pods, seconds, cpu, writes + requests(audit.read()), snapshot(api, nodes)))
+            shown, now = snapshot(api, nodes), time.monotonic()
+            steps.append(Step(name, pods, seconds, cpu, writes + requests(audit.read()), shown,
+                              {kind: now - at for kind, at in created.items()}))
             say(f"  {side}: {name} {seconds:.1f} s")
             if kubus is not None and kubus.poll() is not None:
                 raise RuntimeError(f"kubus up exited with {kubus.returncode} during {name}")
 
         ds_done = daemonset_done(api, nodes)
-        step("ds-create", nodes, lambda: api.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets", daemonset_body()),
+        created: dict[str, float] = {}
+
+        def create_daemonset() -> None:
+            created["DaemonSet"] = time.monotonic()
+            api.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets", daemonset_body())
+
+        step("ds-create", nodes, create_daemonset,
              ds_done, f"the DaemonSet available on {nodes} nodes")
         step("ds-update", nodes, lambda: api.request(
             "PATCH", DS_PATH, {"spec": {"template": {"spec": {"containers": [
@@ -531,6 +559,7 @@ def run_side(build: Build, side: str, throttle: Throttle, nodes: int, replicas: 
             content_type="application/strategic-merge-patch+json"), ds_done, "the rolling update")
 
         def create_replicaset() -> None:
+            created["ReplicaSet"] = time.monotonic()
             api.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets", replicaset_body())
             wait_for(replicaset_done(api, 0), timeout, "the ReplicaSet's status at 0", interval=POLL_S)
             scale(api, replicas)
@@ -560,9 +589,9 @@ def _short(user: str) -> str:
     return user.replace("system:serviceaccount:kube-system:", "sa:").replace("system:", "")
 
 
-def report(upstream: Side, kubus: Side, say: Callable[[str], None]) -> list[tuple[str, str, Any, Any]]:
+def report(upstream: Side, kubus: Side, say: Callable[[str], None]) -> list[Difference]:
     """Print the figures of one configuration and every difference; return the differences."""
-    found: list[tuple[str, str, Any, Any]] = []
+    found: list[Difference] = []
     say(f"\n=== {upstream.throttle.name}: {upstream.throttle.describe('upstream')} vs "
         f"{kubus.throttle.describe('kubus')}")
     say("idle CPU (s/s): " + " | ".join(
@@ -596,9 +625,9 @@ def report(upstream: Side, kubus: Side, say: Callable[[str], None]) -> list[tupl
         diff = differences(a.snapshot, b.snapshot)
         say(f"   what the API shows after {a.name}: {len(diff)} difference(s)" + (":" if diff else ""))
         for path, x, y in diff:
-            why = explain(path, x, y)
+            why = explain(path, x, y, (a.ages, b.ages))
             say(f"     {path}: upstream {_shown(x)} | kubus {_shown(y)}" + (f"  [{why}]" if why else "  [UNEXPLAINED]"))
-            found.append((a.name, path, x, y))
+            found.append((a.name, path, x, y, (a.ages, b.ages)))
     return found
 
 
@@ -610,7 +639,7 @@ def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def summary(results: dict[str, tuple[Side, Side, list[tuple[str, str, Any, Any]]]],
+def summary(results: dict[str, tuple[Side, Side, list[Difference]]],
             say: Callable[[str], None]) -> None:
     say("\n=== summary (times in s; ratio kubus/upstream, above 1 kubus is slower)")
     say(f"   {'configuration':<13} " + "".join(f"{s:>20}" for s in (*STEPS, "total")) + "   goal")
@@ -630,7 +659,7 @@ def summary(results: dict[str, tuple[Side, Side, list[tuple[str, str, Any, Any]]
             f"{1000 * kcm / pods:.2f}, kubus (with its nats-server) {1000 * ours / pods:.2f}; every process "
             f"{1000 * sum(sum(s.cpu.values()) for s in upstream.steps) / pods:.2f} vs "
             f"{1000 * sum(sum(s.cpu.values()) for s in kubus.steps) / pods:.2f}")
-        unexplained = [(step, path, x, y) for step, path, x, y in found if explain(path, x, y) is None]
+        unexplained = [(step, path, x, y) for step, path, x, y, ages in found if explain(path, x, y, ages) is None]
         say(f"   {name}: {len(found)} difference(s) in what the API shows, {len(unexplained)} unexplained"
             + (":" if unexplained else ""))
         for step, path, x, y in unexplained:
@@ -638,7 +667,7 @@ def summary(results: dict[str, tuple[Side, Side, list[tuple[str, str, Any, Any]]
 
 
 def run(nodes: int, replicas: int, configs: list[str], timeout: float, audit_reads: bool = False,
-        say: Callable[[str], None] = print) -> dict[str, tuple[Side, Side, list[tuple[str, str, Any, Any]]]]:
+        say: Callable[[str], None] = print) -> dict[str, tuple[Side, Side, list[Difference]]]:
     build = find_or_fail()
     say(f"machine: {machine()}; {build.describe()}")
     say(f"{nodes} kwok nodes, ReplicaSet 0 -> {replicas} -> 0; configurations: {', '.join(configs)}; {_load()}")
