@@ -77,3 +77,32 @@ def test_an_event_difference_is_the_spam_filters_only_when_the_sides_had_differe
                                   ["kubus Update"]) is not None
     assert upstream_bench.explain("DaemonSet pods.shape.metadata.managers", ["kube-controller-manager Update"],
                                   ["kubus Update", "kubus Update status"]) is None
+
+
+def test_a_difference_unchanged_since_an_earlier_step_is_judged_as_it_was_then() -> None:
+    """After ds-update the DaemonSet's 901 deletions were written by kubus (a refilled token at 320 s) and not by
+    upstream (262 s); by rs-up both sides are past 300 s, but no DaemonSet event took upstream's token since: the
+    difference is the same one, explained as it was after ds-update."""
+    from collections import Counter
+
+    from bench.upstream_bench import THROTTLES, Side, Step
+
+    key = "events (sum of count)"
+    event = "DaemonSet Normal SuccessfulDelete (daemonset-controller)"
+
+    def side(name: str, counts: list[dict[str, int]], ages: list[float]) -> Side:
+        creates = {"DaemonSet Normal SuccessfulCreate (daemonset-controller)": 1010}
+        return Side(name, THROTTLES["default"], [
+            Step(step, 5, 1.0, {"kube-apiserver": 1.0}, Counter(), {key: {**creates, **c}}, {"DaemonSet": age})
+            for step, c, age in zip(("ds-update", "rs-up"), counts, ages, strict=True)], {})
+
+    lines: list[str] = []
+    found = upstream_bench.report(side("upstream", [{}, {}], [262.0, 330.0]),
+                                  side("kubus", [{event: 901}, {event: 901}], [320.0, 390.0]), lines.append)
+    assert [(step, path) for step, path, *_ in found] == [("ds-update", f"{key}.{event}"), ("rs-up", f"{key}.{event}")]
+    assert all(upstream_bench.explain(*f[1:]) is not None for f in found), "\n".join(lines)
+    assert "[UNEXPLAINED]" not in "\n".join(lines)
+    # a difference that changed is judged again
+    found = upstream_bench.report(side("upstream", [{}, {}], [262.0, 330.0]),
+                                  side("kubus", [{event: 901}, {event: 902}], [320.0, 390.0]), lines.append)
+    assert upstream_bench.explain(*found[1][1:]) is None and "[UNEXPLAINED]" in lines[-1], lines[-1]
