@@ -284,6 +284,11 @@ DS_PATH = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{DS}"
 RS_PATH = f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets/{RS}"
 
 
+def tainted(api: Api) -> list[str]:
+    """The nodes carrying a taint (a new node's not-ready, a NotReady node's), which a pod may not tolerate."""
+    return [n["metadata"]["name"] for n in api.get("/api/v1/nodes")["items"] if (n.get("spec") or {}).get("taints")]
+
+
 def list_pods(api: Api, app: str) -> list[dict[str, Any]]:
     return list(api.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3D{app}")["items"])
 
@@ -517,6 +522,13 @@ def run_side(build: Build, side: str, throttle: Throttle, nodes: int, replicas: 
         api = plane.api()
         say(f"  {side}: control plane with {nodes} nodes up in {time.monotonic() - started:.1f} s "
             f"({throttle.describe(side)})")
+        # kube-apiserver's TaintNodesByCondition admission gives every new node node.kubernetes.io/not-ready:NoSchedule,
+        # which the node lifecycle controller takes off once it sees the node Ready, at its client's rate (20 QPS
+        # by default: ~150 s for 1,000 nodes). A DaemonSet pod does not tolerate it: start once it is gone.
+        settled = time.monotonic()
+        wait_for(lambda: not tainted(api), max(120.0, nodes * 0.6),
+                 "the node lifecycle controller to untaint the nodes", interval=1.0, check=plane._check_all)
+        say(f"  {side}: the nodes' not-ready taints gone {time.monotonic() - settled:.1f} s later")
         if not upstream:
             kubus, _ = start_kubus(workdir, plane.kubeconfig, throttle)
         users = UPSTREAM_USERS if upstream else {KUBUS_USER}
