@@ -4,7 +4,8 @@
     kube-apiserver            TLS (our CA: certificates.py), Node,RBAC, ServiceAccount tokens, an audit log;
                               no Endpoints for the `kubernetes` Service (its address, 127.0.0.1, is invalid there)
     kube-controller-manager   every controller but the DaemonSet and ReplicaSet ones (kubus is those), unless
-                              upstream_controllers; each controller under its own ServiceAccount
+                              upstream_controllers; each controller under its own ServiceAccount; its client
+                              limiter at its defaults (20 QPS, burst 30) or controller_manager_qps and _burst
     kube-scheduler            binds the pods to the nodes
     kwok                      the nodes' kubelets: N Node objects it keeps Ready (with a lease), their pods
                               Running and Ready, deleted once their deletion is asked for
@@ -83,14 +84,37 @@ class ControlPlaneConfig:
     kubeconfig: Path | None = None  # None: DATA_DIR/kubeconfig
     upstream_controllers: bool = False  # run kube-controller-manager's own DaemonSet and ReplicaSet controllers
     audit_reads_of: tuple[str, ...] = ()  # user groups whose reads (get, list, watch) the audit log has too
+    # kube-controller-manager's --kube-api-qps and --kube-api-burst (its client-side limiter); None: its defaults,
+    # 20 and 30 (bench/upstream_bench.py sets them, to run upstream's controllers at kubus's client settings)
+    controller_manager_qps: float | None = None
+    controller_manager_burst: int | None = None
     node_prefix: str = "kwok-node-"
     start_timeout: float = 120.0  # for each wait of the start
+
+    def controller_manager_flags(self) -> list[str]:
+        """The flags of kube-controller-manager that this configuration chooses (the rest are fixed)."""
+        controllers = "*" if self.upstream_controllers else "*,-daemonset-controller,-replicaset-controller"
+        out = [f"--controllers={controllers}"]
+        if self.controller_manager_qps is not None:
+            out.append(f"--kube-api-qps={self.controller_manager_qps:g}")
+        if self.controller_manager_burst is not None:
+            out.append(f"--kube-api-burst={self.controller_manager_burst}")
+        return out
 
     def validate(self) -> None:
         if self.nodes < 0:
             raise ControlPlaneError(f"the control plane's nodes must be 0 or more, not {self.nodes}")
         if self.start_timeout <= 0:
             raise ControlPlaneError(f"the control plane's start_timeout must be positive, not {self.start_timeout}")
+        if self.controller_manager_qps is not None and not self.controller_manager_qps > 0:
+            raise ControlPlaneError("the control plane's controller_manager_qps must be more than 0 (or None for "
+                                    f"kube-controller-manager's default), not {self.controller_manager_qps}")
+        if self.controller_manager_burst is not None and (isinstance(self.controller_manager_burst, bool)
+                                                          or not isinstance(self.controller_manager_burst, int)
+                                                          or self.controller_manager_burst < 1):
+            raise ControlPlaneError("the control plane's controller_manager_burst must be a whole number, 1 or more "
+                                    "(or None for kube-controller-manager's default), not "
+                                    f"{self.controller_manager_burst!r}")
         for group in self.audit_reads_of:
             if not isinstance(group, str) or not group.strip():
                 raise ControlPlaneError(f"the control plane's audit_reads_of must be user group names, not {group!r}")
@@ -313,12 +337,11 @@ class ControlPlane:
                            ("kwok", pki.kwok)):
             write_private(kubeconfigs / f"{name}.yaml",
                           yaml.safe_dump(kubeconfig_document(self.server, pki.ca.cert, user)))
-        controllers = "*" if self.config.upstream_controllers else "*,-daemonset-controller,-replicaset-controller"
         kcm = kubeconfigs / "kube-controller-manager.yaml"
         self._spawn("kube-controller-manager", [
             str(build.binary("kube-controller-manager")), f"--kubeconfig={kcm}",
             f"--authentication-kubeconfig={kcm}", f"--authorization-kubeconfig={kcm}",
-            f"--controllers={controllers}", "--use-service-account-credentials",
+            *self.config.controller_manager_flags(), "--use-service-account-credentials",
             f"--service-account-private-key-file={pki.service_account_key}", f"--root-ca-file={pki.ca.cert}",
             f"--cluster-signing-cert-file={pki.ca.cert}", f"--cluster-signing-key-file={pki.ca.key}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",

@@ -24,7 +24,7 @@ from kube.flowcontrol import TokenBucket
 from messages import subjects
 from runtime.bus import Bus, connected
 from runtime.deadletter import Halts
-from runtime.kubeconfig import load_kubeconfig
+from runtime.kubeconfig import load_kubeconfig, user_agent
 from runtime.kubehttp import KubeHttp
 from runtime.serving import Health
 
@@ -42,10 +42,7 @@ async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: H
     halts = halts or Halts()
     if health is not None:
         health.ready_when("executor-no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
-    # the kubeconfig is read on a thread: it reads files and may run an exec credential plugin
-    cfg = await asyncio.to_thread(load_kubeconfig, config.kubeconfig, config.context)
-    http = await KubeHttp.open(cfg, connections=config.api_workers, request_timeout=config.request_timeout,
-                               user_agent=f"kubus-executor/{config.instance}")
+    http = await connect(config)
     stopping = asyncio.Event()
     api = KubeApi(http, limiter=TokenBucket(config.qps, config.burst),
                   metrics=metrics, stopping=stopping,
@@ -74,3 +71,10 @@ async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api:
              config.concurrency, per_kind, config.api_workers)
     await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
 
+
+async def connect(config: ExecutorConfig) -> KubeHttp:
+    """The executor's HTTP session to the API server of its kubeconfig. The kubeconfig is read on a thread: it
+    reads files and may run an exec credential plugin."""
+    cfg = await asyncio.to_thread(load_kubeconfig, config.kubeconfig, config.context)
+    return await KubeHttp.open(cfg, connections=config.api_workers, request_timeout=config.request_timeout,
+                               user_agent=user_agent("executor"))  # kube-apiserver's field manager: "kubus"

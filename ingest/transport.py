@@ -24,7 +24,7 @@ from kubernetes import client
 
 from ingest.kinds import KindSpec
 from ingest.observing import parse_page
-from runtime.kubeconfig import load_kubeconfig
+from runtime.kubeconfig import load_kubeconfig, user_agent
 
 log = logging.getLogger("kubus.ingest")
 
@@ -36,7 +36,9 @@ def api_client(kubeconfig: str | None, context: str | None, pool_size: int) -> c
     cfg = load_kubeconfig(kubeconfig, context)
     # one connection per watch stream plus the lists; the default pool would make them queue
     cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
+    api = client.ApiClient(cfg)
+    api.user_agent = user_agent("ingest")
+    return api
 
 
 ListCall = Callable[..., Any]

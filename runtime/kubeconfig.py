@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +45,21 @@ log = logging.getLogger("kubus.kubeconfig")
 SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_S = 60.0  # client-go's cachedFileTokenSource period
 HOW = "pass --kubeconfig with a readable kubeconfig for the cluster"
+
+
+def user_agent(component: str) -> str:
+    """The User-Agent of kubus's API clients, shaped as client-go's DefaultKubernetesUserAgent
+    ("kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/abc1234"): kube-apiserver names a write's field
+    manager after the first word (before the "/"), so what kubus writes shows `manager: kubus` in managedFields
+    and its requests `kubus/...` in the audit log, where the Python client's default, "OpenAPI-Generator/...",
+    would name any Python program."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("kubus")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"kubus/{version} ({sys.platform}/{platform.machine()}) {component}"
 
 
 class KubeconfigError(StartupError):

@@ -68,6 +68,7 @@ class KubeHttp:
     def __init__(self, cfg: k8s.Configuration, context: ssl.SSLContext | None, *, connections: int,
                  request_timeout: float, user_agent: str, clock: Callable[[], float] = time.monotonic):
         self.host = cfg.host.rstrip("/")
+        self.user_agent = user_agent
         self._cfg = cfg
         self._clock = clock
         self._proxy = None

@@ -141,6 +141,22 @@ def test_bad_config_names_the_field() -> None:
     with pytest.raises(ControlPlaneError, match="audit_reads_of must be user group names, not ' '"):
         ControlPlaneConfig(audit_reads_of=("system:authenticated", " ")).validate()
 
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_qps must be more than 0 .*, not 0$"):
+        ControlPlaneConfig(controller_manager_qps=0).validate()
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_burst must be a whole number, 1 or more .*not 0$"):
+        ControlPlaneConfig(controller_manager_burst=0).validate()
+    with pytest.raises(ControlPlaneError, match=r"controller_manager_burst must be .*not 2\.5$"):
+        ControlPlaneConfig(controller_manager_burst=2.5).validate()  # type: ignore[arg-type]
+
+
+def test_kube_controller_managers_limiter_is_its_default_unless_chosen() -> None:
+    assert ControlPlaneConfig().controller_manager_flags() == [
+        "--controllers=*,-daemonset-controller,-replicaset-controller"]
+    assert ControlPlaneConfig(upstream_controllers=True, controller_manager_qps=10000,
+                              controller_manager_burst=10000).controller_manager_flags() == [
+        "--controllers=*", "--kube-api-qps=10000", "--kube-api-burst=10000"]
+    assert ControlPlaneConfig(controller_manager_qps=2.5).controller_manager_flags()[1:] == ["--kube-api-qps=2.5"]
+
 
 def test_audit_reads_of_adds_a_first_rule_and_leaves_the_default_policy_alone(tmp_path: Path) -> None:
     assert audit_policy() == AUDIT_POLICY

@@ -121,6 +121,11 @@ def test_a_replicaset_scales_0_3_1(kubus: Kubus, controlplane: ControlPlane, api
         # made by kubus (the kubeconfig's admin), not by a controller-manager's replicaset-controller
         creates = audited(controlplane, namespace, "pods", "create")
         assert len(creates) == 3 and {e["user"]["username"] for e in creates} == {"kubus-admin"}, creates
+        # and named kubus, as kube-controller-manager's are named after it: the field manager of what it writes
+        assert {e["userAgent"].split("/")[0] for e in creates} == {"kubus"}, creates
+        writers = {m["manager"] for p in pods(api, namespace, "app=web") for m in p["metadata"]["managedFields"]
+                   if not m.get("subresource")}
+        assert writers == {"kubus"}, writers
         deletes = [e["user"]["username"] for e in audited(controlplane, namespace, "pods", "delete")]
         assert deletes.count("kubus-admin") == 2, deletes  # then kwok's, as a kubelet's, once they stopped
     except AssertionError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,28 @@ def test_the_clients_global_default_is_left_alone(tmp_path: Path) -> None:
     cfg = load_kubeconfig(write_kubeconfig(tmp_path / "kubeconfig", ["a"], "a"))
     assert cfg.host == server("a")
     assert client.Configuration.get_default_copy().host == before
+
+
+@pytest.mark.parametrize("component", ["executor", "ingest"])
+def test_kubus_names_itself_to_the_api_server(tmp_path: Path, component: str) -> None:
+    """kube-apiserver names a write's field manager after the user agent's first word, as client-go's
+    DefaultKubernetesUserAgent ("kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/...") gives
+    kube-controller-manager's: kubus's writes must be managed by "kubus", not by the Python client's default
+    ("OpenAPI-Generator/37.0.2/python", which any Python program has)."""
+    from executor.config import ExecutorConfig
+    from executor.service import connect
+    from ingest.transport import api_client
+
+    path = write_kubeconfig(tmp_path / "config", ["a"], "a")
+    if component == "executor":
+        async def agent_of_executor() -> str:
+            http = await connect(ExecutorConfig(kubeconfig=path))
+            await http.close()
+            return http.user_agent
+
+        agent = asyncio.run(agent_of_executor())
+    else:
+        agent = api_client(path, None, 1).user_agent
+    word, _, rest = agent.partition("/")
+    assert word == "kubus", agent
+    assert rest.endswith(f" {component}") and "(" in rest, agent
