@@ -86,7 +86,7 @@ def claim_active(controller: ObjectMeta, selector: Selector, pods: Sequence[PodF
     pairs = selector.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
     matches = selector.matches
     for facts in pods:
-        pod, owner, terminal, pod_deleting, labels, _, _ = facts
+        pod, owner, terminal, pod_deleting, labels = facts[:5]
         if terminal:
             continue  # neither active nor terminating
         if pod_deleting:
