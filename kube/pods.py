@@ -5,6 +5,7 @@ Time is passed in (``now``), never read here.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from datetime import datetime, timedelta
@@ -22,7 +23,6 @@ from kube.core import (
     Pod,
     PodCondition,
 )
-from kube.ownership import get_controller_of
 from kube.times import micros, parse_time
 
 __all__ = [
@@ -115,6 +115,7 @@ POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
 _DECIMAL: Final = re.compile(r"-?[0-9]+")
+_TERMINAL_PHASES: Final = (POD_SUCCEEDED, POD_FAILED)  # is_pod_terminal
 _INT32_OFFSET: Final = 2**31  # a deletion cost (an int32) plus this is 0 .. 2**32 - 1
 # ActivePodsWithRanks' phase rule: Pending < Unknown < Running, any other phase as Pending
 PHASE_ORDINAL: Final = {POD_PENDING: 0, POD_UNKNOWN: 1, POD_RUNNING: 2}
@@ -185,30 +186,49 @@ def pod_facts(pod: Pod, labels: dict[str, str] | None = None, previous: PodFacts
     The controller's uid is interned: a sync compares it with its own (interned) uid for every pod,
     and equal interned strings compare by identity, without reading either string."""
     meta = pod.metadata
-    controller = get_controller_of(meta)
-    since = ready_since(pod)
+    status = pod.status
+    controller = None
+    for owner in meta.owner_references:  # get_controller_of, inlined: this runs for every pod event
+        if owner.controller:
+            controller = sys.intern(owner.uid)
+            break
+    ready, since, ready_us = False, None, None
+    for condition in status.conditions:  # is_pod_ready and ready_since in one pass
+        if condition.type == POD_READY:
+            if condition.status == CONDITION_TRUE:
+                ready = True
+                if condition.last_transition_time:
+                    try:
+                        since = parse_time(condition.last_transition_time)
+                    except ValueError:
+                        since = None
+                    else:
+                        ready_us = _micros_of(condition.last_transition_time)
+            break
     created = meta.creation_timestamp
     if previous is not None and previous.pod.metadata.creation_timestamp == created:
         created_us = previous.created_us
     else:
         created_us = _micros_of(created)
-    ready = since is not None or is_pod_ready(pod)
-    status = pod.status
     regular = 0  # max_container_restarts, without its set when no init container reports
     for container in status.container_statuses:
         if container.restart_count > regular:
             regular = container.restart_count
     sidecar = max_container_restarts(pod)[1] if status.init_container_statuses else 0
-    head = ((((1 if pod.spec.node_name else 0) * 3 + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
-        (deletion_cost(meta.annotations) if meta.annotations else 0) + _INT32_OFFSET)
-    return PodFacts(pod, None if controller is None else sys.intern(controller.uid), is_pod_terminal(pod),
-                    meta.deletion_timestamp is not None, meta.labels if labels is None else labels,
-                    ready, since, None if since is None else micros(since), created_us, meta.uid, head, regular,
-                    sidecar)
+    annotations = meta.annotations
+    head = ((((3 if pod.spec.node_name else 0) + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
+        (deletion_cost(annotations) if annotations and POD_DELETION_COST in annotations else 0) + _INT32_OFFSET)
+    return PodFacts(pod, controller, status.phase in _TERMINAL_PHASES, meta.deletion_timestamp is not None,
+                    meta.labels if labels is None else labels, ready, since, ready_us, created_us, meta.uid, head,
+                    regular, sidecar)
 
 
+@functools.lru_cache(maxsize=65536)
 def _micros_of(text: str | None) -> int | None:
-    """A timestamp's text as kube.times.micros, None when unset or unreadable (a zero time to the controllers)."""
+    """A timestamp's text as kube.times.micros, None when unset or unreadable (a zero time to the controllers).
+
+    Cached as parse_time is: pods are created and turn Ready in bursts, and every status update of a pod
+    repeats its times."""
     if not text:
         return None
     try:
