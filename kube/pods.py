@@ -5,16 +5,30 @@ Time is passed in (``now``), never read here.
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from kube.core import CONDITION_TRUE, POD_FAILED, POD_READY, POD_SUCCEEDED, Pod, PodCondition
-from kube.ownership import get_controller_of
-from kube.times import parse_time
+from kube.core import (
+    CONDITION_TRUE,
+    CONTAINER_RESTART_POLICY_ALWAYS,
+    POD_FAILED,
+    POD_PENDING,
+    POD_READY,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    POD_UNKNOWN,
+    Pod,
+    PodCondition,
+)
+from kube.times import micros, parse_time
 
 __all__ = [
+    "POD_DELETION_COST",
     "PodFacts",
+    "deletion_cost",
     "get_pod_condition",
     "get_pod_ready_condition",
     "is_pod_active",
@@ -22,6 +36,7 @@ __all__ = [
     "is_pod_ready",
     "is_pod_terminal",
     "is_pod_terminating",
+    "max_container_restarts",
     "pod_facts",
     "pod_key",
     "ready_since",
@@ -95,6 +110,49 @@ def pod_key(pod: Pod) -> str:
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
+POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+_DECIMAL: Final = re.compile(r"-?[0-9]+")
+_TERMINAL_PHASES: Final = (POD_SUCCEEDED, POD_FAILED)  # is_pod_terminal
+_INT32_OFFSET: Final = 2**31  # a deletion cost (an int32) plus this is 0 .. 2**32 - 1
+# ActivePodsWithRanks' phase rule: Pending < Unknown < Running, any other phase as Pending
+PHASE_ORDINAL: Final = {POD_PENDING: 0, POD_UNKNOWN: 1, POD_RUNNING: 2}
+
+
+def deletion_cost(annotations: dict[str, str]) -> int:
+    """GetDeletionCostFromPodAnnotations: the int32 cost, 0 when missing or invalid."""
+    value = annotations.get(POD_DELETION_COST)
+    if value is None:
+        return 0
+    # validFirstDigit rejects "+10" and "008" (but not "-08"); then strconv.ParseInt(v, 10, 32).
+    if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return 0
+    if _DECIMAL.fullmatch(value) is None:
+        return 0
+    cost = int(value)
+    return cost if _INT32_MIN <= cost <= _INT32_MAX else 0
+
+
+def max_container_restarts(pod: Pod) -> tuple[int, int]:
+    """maxContainerRestarts: (the highest restart count of the regular containers, that of the restartable
+    init containers). An init container status counts when ``spec.initContainers`` has a container of that
+    name with ``restartPolicy: Always``; run-to-completion init containers never count."""
+    status = pod.status
+    regular = 0
+    for container in status.container_statuses:
+        if container.restart_count > regular:
+            regular = container.restart_count
+    sidecar = 0
+    if status.init_container_statuses:
+        sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_POLICY_ALWAYS}
+        for container in status.init_container_statuses:
+            if container.name in sidecars and container.restart_count > sidecar:
+                sidecar = container.restart_count
+    return regular, sidecar
+
+
 class PodFacts(NamedTuple):
     """What the controllers read from a pod in every sync, read once per pod version (`pod_facts`).
 
@@ -110,16 +168,71 @@ class PodFacts(NamedTuple):
     labels: dict[str, str]  # metadata.labels
     ready: bool  # is_pod_ready
     ready_since: datetime | None  # the Ready condition's lastTransitionTime when Ready, None if unset or invalid
+    ready_us: int | None  # ready_since in microseconds since the epoch (kube.times.micros), None with it
+    created_us: int | None  # metadata.creationTimestamp in microseconds since the epoch, None if unset or invalid
+    uid: str  # metadata.uid
+    # the first four rules of the scale-down ranking (reconciler.core.ranking) as one int that sorts as they
+    # do: ((assigned * 3 + phase ordinal) * 2 + ready) * 2**32 + deletion cost + 2**31
+    rank_head: int
+    restarts: int  # max_container_restarts: the regular containers'
+    sidecar_restarts: int  # max_container_restarts: the restartable init containers'
 
 
-def pod_facts(pod: Pod, labels: dict[str, str] | None = None) -> PodFacts:
-    """The pod's facts; `labels`, if given, is a dict equal to its labels to keep instead of its own.
+def pod_facts(pod: Pod, labels: dict[str, str] | None = None, previous: PodFacts | None = None) -> PodFacts:
+    """The pod's facts; `labels`, if given, is a dict equal to its labels to keep instead of its own;
+    `previous`, if given, the facts of an earlier version of the same pod (its creation time is reused
+    when the text is the same: an update never changes it).
 
     The controller's uid is interned: a sync compares it with its own (interned) uid for every pod,
     and equal interned strings compare by identity, without reading either string."""
     meta = pod.metadata
-    controller = get_controller_of(meta)
-    return PodFacts(pod, None if controller is None else sys.intern(controller.uid), is_pod_terminal(pod),
-                    meta.deletion_timestamp is not None, meta.labels if labels is None else labels,
-                    is_pod_ready(pod), ready_since(pod))
+    status = pod.status
+    controller = None
+    for owner in meta.owner_references:  # get_controller_of, inlined: this runs for every pod event
+        if owner.controller:
+            controller = sys.intern(owner.uid)
+            break
+    ready, since, ready_us = False, None, None
+    for condition in status.conditions:  # is_pod_ready and ready_since in one pass
+        if condition.type == POD_READY:
+            if condition.status == CONDITION_TRUE:
+                ready = True
+                if condition.last_transition_time:
+                    try:
+                        since = parse_time(condition.last_transition_time)
+                    except ValueError:
+                        since = None
+                    else:
+                        ready_us = _micros_of(condition.last_transition_time)
+            break
+    created = meta.creation_timestamp
+    if previous is not None and previous.pod.metadata.creation_timestamp == created:
+        created_us = previous.created_us
+    else:
+        created_us = _micros_of(created)
+    regular = 0  # max_container_restarts, without its set when no init container reports
+    for container in status.container_statuses:
+        if container.restart_count > regular:
+            regular = container.restart_count
+    sidecar = max_container_restarts(pod)[1] if status.init_container_statuses else 0
+    annotations = meta.annotations
+    head = ((((3 if pod.spec.node_name else 0) + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
+        (deletion_cost(annotations) if annotations and POD_DELETION_COST in annotations else 0) + _INT32_OFFSET)
+    return PodFacts(pod, controller, status.phase in _TERMINAL_PHASES, meta.deletion_timestamp is not None,
+                    meta.labels if labels is None else labels, ready, since, ready_us, created_us, meta.uid, head,
+                    regular, sidecar)
+
+
+@functools.lru_cache(maxsize=65536)
+def _micros_of(text: str | None) -> int | None:
+    """A timestamp's text as kube.times.micros, None when unset or unreadable (a zero time to the controllers).
+
+    Cached as parse_time is: pods are created and turn Ready in bursts, and every status update of a pod
+    repeats its times."""
+    if not text:
+        return None
+    try:
+        return micros(parse_time(text))
+    except ValueError:
+        return None
 

@@ -19,6 +19,7 @@ __all__ = [
     "format_go_duration",
     "format_micro_time",
     "format_time",
+    "micros",
     "parse_go_duration",
     "parse_time",
     "parse_typed_time",
@@ -60,6 +61,16 @@ def parse_time(value: str) -> datetime:
     tz = match["tz"].upper().replace("Z", "+00:00")
     parsed = datetime.fromisoformat(f"{match['base'].replace('t', 'T')}.{frac}{tz}")
     return parsed.astimezone(UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(moment: datetime) -> int:
+    """An aware datetime as whole microseconds since the Unix epoch: exact (a datetime has no finer digits),
+    and an int, whose differences are cheaper to work with than timedeltas in a loop over thousands of pods."""
+    return (moment - _EPOCH) // _MICROSECOND
 
 
 def parse_typed_time(text: str) -> datetime:

@@ -217,8 +217,8 @@ class Cache:
         namespace, name = meta.namespace, meta.name
         facts = None
         if kind == "Pod":
-            facts = pod_facts(new, self._shared_labels(meta.labels))
             old_facts = self.pod_facts.get(uid)
+            facts = pod_facts(new, self._shared_labels(meta.labels), old_facts)
             same_controller = old_facts is not None and old_facts.controller_uid == facts.controller_uid
         else:
             old_ref, ref = get_controller_of(old_meta), get_controller_of(meta)

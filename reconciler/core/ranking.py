@@ -27,7 +27,6 @@ unspecified; and the inputs are never mutated (upstream sorts ``filteredPods`` i
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,15 +35,19 @@ from typing import Any, Final
 
 from kube.core import (
     CONDITION_TRUE,
-    CONTAINER_RESTART_POLICY_ALWAYS,
-    POD_PENDING,
     POD_READY,
-    POD_RUNNING,
-    POD_UNKNOWN,
     Pod,
 )
-from kube.pods import is_pod_active
-from kube.times import parse_time
+from kube.pods import (
+    PHASE_ORDINAL,
+    POD_DELETION_COST,
+    PodFacts,
+    deletion_cost,
+    is_pod_active,
+    max_container_restarts,
+    pod_facts,
+)
+from kube.times import micros, parse_time
 
 __all__ = [
     "POD_DELETION_COST",
@@ -52,50 +55,14 @@ __all__ = [
     "get_pods_to_delete",
     "logarithmic_rank_diff",
     "max_container_restarts",
+    "pods_to_delete",
     "pods_to_delete_order",
     "ranks_by_related_pods_on_same_node",
 ]
 
-POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
-
-_PHASE_ORDINAL: Final = {POD_PENDING: 0, POD_UNKNOWN: 1, POD_RUNNING: 2}
-_INT32_MIN: Final = -(2**31)
-_INT32_MAX: Final = 2**31 - 1
-_DECIMAL: Final = re.compile(r"-?[0-9]+")
 _LOG2E: Final = 1.4426950408889634  # Go's math.Log2E, 1/Ln2
 _MICROSECOND: Final = timedelta(microseconds=1)
-
-
-def deletion_cost(annotations: dict[str, str]) -> int:
-    """GetDeletionCostFromPodAnnotations: the int32 cost, 0 when missing or invalid."""
-    value = annotations.get(POD_DELETION_COST)
-    if value is None:
-        return 0
-    # validFirstDigit rejects "+10" and "008" (but not "-08"); then strconv.ParseInt(v, 10, 32).
-    if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
-        return 0
-    if _DECIMAL.fullmatch(value) is None:
-        return 0
-    cost = int(value)
-    return cost if _INT32_MIN <= cost <= _INT32_MAX else 0
-
-
-def max_container_restarts(pod: Pod) -> tuple[int, int]:
-    """maxContainerRestarts: (the highest restart count of the regular containers, that of the restartable
-    init containers). An init container status counts when ``spec.initContainers`` has a container of that
-    name with ``restartPolicy: Always``; run-to-completion init containers never count."""
-    status = pod.status
-    regular = 0
-    for container in status.container_statuses:
-        if container.restart_count > regular:
-            regular = container.restart_count
-    sidecar = 0
-    if status.init_container_statuses:
-        sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_POLICY_ALWAYS}
-        for container in status.init_container_statuses:
-            if container.name in sidecars and container.restart_count > sidecar:
-                sidecar = container.restart_count
-    return regular, sidecar
+_RANK_LIMIT: Final = 2**32  # _fact_keys' head holds a rank below this
 
 
 def _go_log2_floor(nanoseconds: int) -> int:
@@ -162,7 +129,7 @@ class _Ranked:
                 ready = condition.status == CONDITION_TRUE
                 ready_time = _time(condition.last_transition_time) if ready else None
                 break
-        return cls(pod, rank, pod.spec.node_name, _PHASE_ORDINAL.get(status.phase, 0), ready,
+        return cls(pod, rank, pod.spec.node_name, PHASE_ORDINAL.get(status.phase, 0), ready,
                    deletion_cost(meta.annotations) if meta.annotations else 0, ready_time,
                    max_container_restarts(pod), _time(meta.creation_timestamp), meta.uid)
 
@@ -202,10 +169,17 @@ def pods_to_delete_order(pods: list[Pod], ranks: list[int], now: datetime) -> li
     """Return ``pods`` sorted by ActivePodsWithRanks (first = deleted first), ``ranks[i]`` belonging to ``pods[i]``."""
     if len(pods) != len(ranks):
         raise ValueError(f"{len(pods)} pods but {len(ranks)} ranks")
+    return _facts_order([pod_facts(p) for p in pods], ranks, now)
 
-    keys = _sort_keys(pods, ranks, now)
-    order = sorted(range(len(pods)), key=keys.__getitem__)
-    return [pods[i] for i in order]
+
+def _facts_order(facts: list[PodFacts], ranks: list[int], now: datetime, limit: int | None = None) -> list[Pod]:
+    """The pods of `facts` in deletion order, the first `limit` of them (all without a limit)."""
+    if ranks and not 0 <= min(ranks) <= max(ranks) < _RANK_LIMIT:  # ranks are counts of pods: never here
+        keys: list[Any] = _sort_keys([f.pod for f in facts], ranks, now)
+    else:
+        keys = _fact_keys(facts, ranks, now)
+    order = sorted(range(len(facts)), key=keys.__getitem__)
+    return [facts[i].pod for i in (order if limit is None else order[:limit])]
 
 
 def tie_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[Any, ...]]:
@@ -259,7 +233,7 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
     tails: list[tuple[int, int, int, int, str]] = []
     ready_times: dict[tuple[Any, ...], set[datetime | None]] = {}
     shared: list[set[datetime | None] | None] = []  # the pod's set in ready_times (None if not Ready)
-    phases = _PHASE_ORDINAL
+    phases = PHASE_ORDINAL
     for pod, rank in zip(pods, ranks, strict=True):
         # the fields of _Ranked.of, read without building one: this loop runs over every pod
         status, meta = pod.status, pod.metadata
@@ -289,17 +263,84 @@ def _sort_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[A
             for head, tail, times in zip(heads, tails, shared, strict=True)]
 
 
+_FactKey = tuple[int, str, tuple[int, int, int, str]]  # _fact_keys: (head, tie, tail)
+
+
+def _fact_keys(facts: list[PodFacts], ranks: list[int], now: datetime) -> list[_FactKey]:
+    """`_sort_keys` from the pods' facts (kube.pods.PodFacts, kept by the reconciler's cache once per pod
+    version), for ranks in 0 .. _RANK_LIMIT - 1, in fewer fields: (head, tie, tail), where the head is
+    `_sort_keys`' fields before the tie as one int, mapped so that it sorts as those fields do, and the
+    tail its fields after the tie as a tuple. So the two keys order the pods alike, ties included.
+
+    The head, from its most significant bits: ((assigned * 3 + phase) * 2 + ready) (0 .. 11), the
+    deletion cost + 2**31 (an int32: 32 bits), _RANK_LIMIT - 1 - rank (32 bits), then the Ready time's
+    field (8 bits): (1, bucket) -> bucket + 2, a zero time's (0, 0) -> 0 (a bucket is -1 or more, and
+    under 254 for any two datetimes), 0 when not Ready (such a pod never meets a Ready one past the
+    ready bit). The creation time's fields are mapped the same way. The times are the facts'
+    microseconds, so a bucket is integer arithmetic: no timestamp parsed, no datetime subtracted.
+    """
+    now_ns = micros(now) * 1000
+    top = _RANK_LIMIT - 1
+    heads: list[int] = []
+    tails: list[tuple[int, int, int, str]] = []
+    ready_times: dict[int, set[int | None]] = {}
+    shared: list[set[int | None] | None] = []  # the pod's set in ready_times (None if not Ready)
+    for (_, _, _, _, _, ready, _, ready_us, created_us, uid, first, regular, sidecar), rank in zip(
+            facts, ranks, strict=True):
+        head = (first << 40) + ((top - rank) << 8)
+        if ready:
+            if ready_us is not None:
+                # _log2_bucket + 2, _go_log2_floor's exact case inlined: floor(log2(elapsed ns))
+                elapsed = now_ns - ready_us * 1000
+                if elapsed > 0:
+                    floor = elapsed.bit_length() - 1
+                    head += (floor if elapsed < (2 << floor) - (1 << (floor - 40) if floor > 40 else 1) else
+                             _go_log2_floor(elapsed)) + 2
+                else:
+                    head += 1
+            times = ready_times.get(head)
+            if times is None:
+                times = ready_times[head] = {ready_us}
+            else:
+                times.add(ready_us)
+            shared.append(times)
+        else:
+            shared.append(None)
+        heads.append(head)
+        if created_us is None:
+            created = 0
+        else:
+            elapsed = now_ns - created_us * 1000
+            if elapsed > 0:
+                floor = elapsed.bit_length() - 1
+                created = (floor if elapsed < (2 << floor) - (1 << (floor - 40) if floor > 40 else 1) else
+                           _go_log2_floor(elapsed)) + 2
+            else:
+                created = 1
+        tails.append((-regular, -sidecar, created, uid))
+    return [(head, tail[3] if times is not None and len(times) > 1 else "", tail)
+            for head, tail, times in zip(heads, tails, shared, strict=True)]
+
+
 def ranks_by_related_pods_on_same_node(pods_to_rank: list[Pod], related_pods: list[Pod]) -> list[int]:
     """getPodsRankedByRelatedPodsOnSameNode: each pod's count of active related pods on its node ("" included)."""
     pods_on_node = Counter(p.spec.node_name for p in related_pods if is_pod_active(p))
-    return [pods_on_node[p.spec.node_name] for p in pods_to_rank]
+    if not pods_on_node:  # no related pod (a ReplicaSet without an owner): every rank is 0
+        return [0] * len(pods_to_rank)
+    count = pods_on_node.get  # a dict's get: the Counter's __missing__ is a Python call per pod
+    return [count(p.spec.node_name, 0) for p in pods_to_rank]
 
 
 def get_pods_to_delete(filtered_pods: list[Pod], related_pods: list[Pod], diff: int, now: datetime) -> list[Pod]:
     """getPodsToDelete: the first ``diff`` pods by deletion order, unsorted when all of them go."""
-    if not 0 <= diff <= len(filtered_pods):
-        raise ValueError(f"diff {diff} outside 0..{len(filtered_pods)}")
-    if diff < len(filtered_pods):
-        ranks = ranks_by_related_pods_on_same_node(filtered_pods, related_pods)
-        return pods_to_delete_order(filtered_pods, ranks, now)[:diff]
-    return list(filtered_pods)
+    return pods_to_delete([pod_facts(p) for p in filtered_pods], related_pods, diff, now)
+
+
+def pods_to_delete(filtered: list[PodFacts], related_pods: list[Pod], diff: int, now: datetime) -> list[Pod]:
+    """get_pods_to_delete over the filtered pods' facts (the reconciler's cache keeps them)."""
+    if not 0 <= diff <= len(filtered):
+        raise ValueError(f"diff {diff} outside 0..{len(filtered)}")
+    if diff < len(filtered):
+        ranks = ranks_by_related_pods_on_same_node([f.pod for f in filtered], related_pods)
+        return _facts_order(filtered, ranks, now, diff)
+    return [f.pod for f in filtered]

@@ -13,12 +13,13 @@ from kube.labels import Selector, selector_from_set
 from kube.meta import ObjectMeta, OwnerReference
 from kube.names import ALPHABET, MAX_GENERATED_NAME_LENGTH
 from kube.ownership import new_controller_ref
+from kube.pods import pod_facts
 from kube.template import PodTemplateSpec
 from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
 from messages.naming import generated_name
-from reconciler.core.claiming import Claim, claim_pods
+from reconciler.core.claiming import Claim, claim_pod_facts, claim_pods
 from reconciler.core.podtemplate import pod_from_template, pods_prefix
 from tests.reconciler.builders import NOW, names
 
@@ -75,18 +76,21 @@ CLUSTER_SCOPED = controller(namespace="")
         pytest.param(CTRL, [], [], [], [], id="no-pods"),
     ],
 )
+@pytest.mark.parametrize("claim_of", ["pods", "facts"])
 def test_claim_pods(ctrl: ObjectMeta, pods: list[Pod], claimed: list[str], adopt: list[str],
-                    release: list[str]) -> None:
-    """Each pod is ours (claimed), adoptable (a patch, then claimed), to release (a patch), or ignored."""
-    claim = claim_pods(ctrl, SELECTOR, pods)
+                    release: list[str], claim_of: str) -> None:
+    """Each pod is ours (claimed), adoptable (a patch, then claimed), to release (a patch), or ignored; the
+    same over the pods' facts (claim_pod_facts: the DaemonSet's claim, issue 25)."""
+    claim = claim_pods(ctrl, SELECTOR, pods) if claim_of == "pods" else claim_pod_facts(
+        ctrl, SELECTOR, [pod_facts(p) for p in pods])
     assert (names(claim.claimed), names(claim.adopt), names(claim.release)) == (claimed, adopt, release)
 
 
 def test_claimed_pods_keep_input_order_and_identity() -> None:
     pods = [make("b", PRODUCTION), make("a", PRODUCTION, CTRL), make("c", PRODUCTION)]
-    claim = claim_pods(CTRL, SELECTOR, pods)
-    assert claim.claimed == pods
-    assert claim.claimed[0] is pods[0]
+    for claim in claim_pods(CTRL, SELECTOR, pods), claim_pod_facts(CTRL, SELECTOR, [pod_facts(p) for p in pods]):
+        assert claim.claimed == pods
+        assert claim.claimed[0] is pods[0]
 
 
 @pytest.mark.parametrize(
@@ -99,8 +103,8 @@ def test_claimed_pods_keep_input_order_and_identity() -> None:
 def test_claim_with_degenerate_selectors(selector: Selector, claimed: list[str], release: list[str]) -> None:
     """LabelSelectorAsSelector(nil) is Nothing: a ReplicaSet without a selector releases what it owns."""
     pods = [make("mine", PRODUCTION, CTRL), make("orphan", PRODUCTION), make("other-labels", TESTING)]
-    claim = claim_pods(CTRL, selector, pods)
-    assert (names(claim.claimed), names(claim.release)) == (claimed, release)
+    for claim in claim_pods(CTRL, selector, pods), claim_pod_facts(CTRL, selector, [pod_facts(p) for p in pods]):
+        assert (names(claim.claimed), names(claim.release)) == (claimed, release)
 
 
 def test_filters_apply_after_the_selector() -> None:

@@ -628,3 +628,40 @@ def test_daemonset_updates_all_old_pods_not_ready_max_surge() -> None:
 def test_daemonset_updates_no_template_changed() -> None:
     cluster = rolled_out(5, ready=False, max_unavailable=3)
     cluster.expect((0, 0))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_walk_over_the_pods_view_decides_as_over_daemon_pods(seed: int) -> None:
+    """Issue 25: over the sync's view of the pods (daemon_pods_by_node), the walk judges a node with one pod
+    from the pod itself, without its DaemonPod. It must decide what it decides over the DaemonPods: random
+    nodes with none, one or two pods, old or new (hash or template generation), Ready or not, Ready for long
+    enough or not (minReadySeconds), without a Ready time, being deleted."""
+    import random
+
+    from kube.core import Pod
+    from reconciler.core.daemonset.rollout import daemon_pods_by_node
+
+    rng = random.Random(seed)
+    min_ready = rng.choice([0, 0, 5])
+    pods_by_node: dict[str, list[Pod]] = {}
+    for n in range(rng.randrange(1, 40)):
+        pods = []
+        for i in range(rng.choice([1, 1, 1, 2])):
+            built = pod(f"p{n}-{i}").labels(rng.choice([{"controller-revision-hash": "h1"},
+                                                        {"controller-revision-hash": "h0"},
+                                                        {TEMPLATE_GENERATION_LABEL: "3"}, {}]))
+            built = rng.choice([built.ready(at=T0 - timedelta(seconds=rng.choice([1, 5, 60]))), built.ready(),
+                                built.not_ready(at=T0), built])
+            if rng.random() < 0.15:
+                built = built.deleting(T0)
+            pods.append(built.build())
+        pods_by_node[f"node-{n:02d}"] = pods
+    generation = rng.choice([None, 3])
+    view = daemon_pods_by_node(pods_by_node, "h1", generation, min_ready)
+    plain = {name: [daemon_pod(p, "h1", generation) for p in pods] for name, pods in pods_by_node.items()}
+    budget = rng.randrange(0, 6)
+    for nodes in view, plain:
+        assert set(nodes) == set(pods_by_node)
+    walked = [rolling_update(nodes, max_surge=0, max_unavailable=budget, desired_number_scheduled=len(nodes),
+                             min_ready_seconds=min_ready, now=T0) for nodes in (view, plain)]
+    assert walked[0] == walked[1]

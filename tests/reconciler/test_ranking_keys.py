@@ -12,8 +12,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kube.core import POD_PENDING, POD_RUNNING, POD_UNKNOWN, Pod
+from kube.pods import pod_facts
 from kube.testing import pod
-from reconciler.core.ranking import POD_DELETION_COST, _less, _Ranked, pods_to_delete_order
+from kube.times import format_time
+from reconciler.core.ranking import (
+    POD_DELETION_COST,
+    _facts_order,
+    _less,
+    _Ranked,
+    _sort_keys,
+    pods_to_delete_order,
+)
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -60,3 +69,38 @@ def test_key_order_never_contradicts_the_comparator(seed: int, times: str) -> No
         for later in ranked[i + 1:]:
             assert not _less(later, earlier, NOW), (later.pod.metadata.name, earlier.pod.metadata.name)
     assert sorted(p.metadata.name for p in ordered) == sorted(p.metadata.name for p in pods)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_facts_keys_order_as_the_tuple_keys(seed: int) -> None:
+    """The scale-down sync sorts by keys built from the cache's per-pod facts (`_fact_keys`): fields packed
+    into ints, times in microseconds. They must order every pod list as `_sort_keys` does, its tie rule and
+    input order (the sort is stable) included, and times on the other side of `now` too."""
+    rng = random.Random(seed)
+    shared = [NOW - timedelta(seconds=s) for s in (1, 2, 70, 4000)]
+    ready_times: list[datetime | None] = [
+        rng.choice([*shared, NOW + timedelta(seconds=5), NOW, NOW - timedelta(microseconds=rng.randrange(1, 10**6)),
+                    NOW - timedelta(days=rng.randrange(1, 4000))]) for _ in range(400)]
+    pods = [random_pod(rng, i, ready_times) for i in range(rng.randrange(1, 60))]
+    for p in pods:
+        if rng.random() < 0.2:  # a Ready condition without a transition time, a timestamp that does not parse
+            for c in p.status.conditions:
+                c.last_transition_time = rng.choice([None, "", "yesterday"])
+        if rng.random() < 0.3:  # created now or later (by another clock): bucket -1; none at all or unreadable
+            p.metadata.creation_timestamp = rng.choice([format_time(NOW), format_time(NOW + timedelta(seconds=5)),
+                                                        None, "2026-13-45T00:00:00Z"])
+    ranks = [rng.randrange(4) for _ in pods]
+    by_tuples = [pods[i] for i in sorted(range(len(pods)), key=_sort_keys(pods, ranks, NOW).__getitem__)]
+    assert [p.metadata.name for p in pods_to_delete_order(pods, ranks, NOW)] == [p.metadata.name for p in by_tuples]
+    facts = [pod_facts(p) for p in pods]
+    limit = rng.randrange(len(pods) + 1)
+    assert _facts_order(facts, ranks, NOW, limit) == by_tuples[:limit]
+
+
+def test_ranks_out_of_the_packed_range_take_the_tuple_keys() -> None:
+    rng = random.Random(7)
+    ready_times: list[datetime | None] = [NOW - timedelta(seconds=s) for s in range(1, 100)]
+    pods = [random_pod(rng, i, ready_times) for i in range(20)]
+    ranks = [rng.choice([-3, 0, 2**32, 2**40]) for _ in pods]
+    by_tuples = [pods[i] for i in sorted(range(len(pods)), key=_sort_keys(pods, ranks, NOW).__getitem__)]
+    assert pods_to_delete_order(pods, ranks, NOW) == by_tuples

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
+import kube.pods
 from kube.apps import ReplicaSet
 from kube.core import CONDITION_TRUE, POD_FAILED, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Pod
 from kube.labels import SelectorError, selector_from_label_selector
@@ -18,6 +19,7 @@ from kube.testing import pod, replicaset
 from kube.times import format_time
 from messages.actions import IDEMPOTENCY_ANNOTATION
 from messages.keys import ControllerKey, ControllerKind
+from reconciler.core import ranking
 from reconciler.core.expectations import EXPECTATIONS_TIMEOUT, Expectations, expect
 from reconciler.core.podtemplate import NO_LABELS_ERROR
 from reconciler.core.ranking import get_pods_to_delete
@@ -216,6 +218,25 @@ def test_deletes_are_capped_at_burst(pods: int, burst: int, deletes: int) -> Non
     assert len(plan.deletes) == deletes
     assert plan.expectations == expect(0, deletes, NOW, frozenset(f"default/{p.metadata.name}" for p in plan.deletes))
     assert len(plan.expectations.deletion_keys) == deletes
+
+
+def test_a_scale_down_reads_the_times_the_cache_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: the ranking's times come from the pods' facts, parsed once per pod version when the cache
+    stores the pod, not again in every sync (10,000 pods: most of a scale-down's time). A sync that parses
+    a timestamp fails here; the order is the tuple keys' own."""
+    rs = upstream_rs(2)
+    pods = [owned_pod(f"pod{i}", rs).on_node(f"node-{i % 3}").ready(NOW - timedelta(seconds=7 * i + 1))
+            .created(NOW - timedelta(seconds=60 + i)).build() for i in range(8)]
+    cache = cache_of(rs, *pods)
+    expected = get_pods_to_delete(pods, pods, 6, NOW)  # related: the pods of every ReplicaSet of its owner
+
+    def no_parsing(text: str) -> None:
+        raise AssertionError(f"a timestamp parsed during the sync: {text}")
+
+    monkeypatch.setattr(ranking, "parse_time", no_parsing)
+    monkeypatch.setattr(kube.pods, "parse_time", no_parsing)
+    plan = sync_replicaset(KEY, cache, None, None, NOW, "corr")
+    assert names(plan.deletes) == names(expected)
 
 
 def test_replicaset_gone() -> None:

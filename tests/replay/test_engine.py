@@ -5,9 +5,12 @@ follow are refused."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 
 import pytest
 
+from kube.core import Pod
+from kube.pods import PodFacts
 from replay.bundles import Bundle
 from replay.engine import Engine, ReplayError
 from replay.synthetic import World
@@ -40,8 +43,11 @@ def test_a_changed_ranking_diverges_at_the_scale_down(bundles: list[Bundle], mon
     import reconciler.core.replicaset.sync as rs_sync
     from reconciler.core.ranking import pods_to_delete_order, ranks_by_related_pods_on_same_node
 
-    monkeypatch.setattr(rs_sync, "get_pods_to_delete", lambda pods, related, diff, now: list(reversed(
-        pods_to_delete_order(pods, ranks_by_related_pods_on_same_node(pods, related), now)))[:diff])
+    def reversed_order(facts: list[PodFacts], related: list[Pod], diff: int, now: datetime) -> list[Pod]:
+        pods = [f.pod for f in facts]
+        return list(reversed(pods_to_delete_order(pods, ranks_by_related_pods_on_same_node(pods, related), now)))[:diff]
+
+    monkeypatch.setattr(rs_sync, "pods_to_delete", reversed_order)
     expected = next((b, d) for b in bundles for d in b.decisions or () if d.summary.get("deletes")
                     and d.controller_key.startswith("ReplicaSet/"))
     engine = Engine(compare=True)

@@ -235,6 +235,14 @@ def daemon_pods_by_node(pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, g
     return DaemonPodsByNode(pods_by_node, hash_, generation, min_ready_seconds > 0)
 
 
+# DaemonPodsByNode.single's answers
+_DELETING: Final = "deleting"
+_NEW_AVAILABLE: Final = "new, available"
+_NEW_UNAVAILABLE: Final = "new, unavailable"
+_OLD_AVAILABLE: Final = "old, available"
+_OLD_UNAVAILABLE: Final = "old, unavailable"
+
+
 class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
     """A DaemonSet's pods by target node as :class:`DaemonPod` lists, each built when its node is looked up.
 
@@ -267,6 +275,38 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
         if len(pods) == 1:  # most nodes have one pod
             return [_daemon_pod(pods[0], self._hash, self._generation, self._with_since)]
         return [_daemon_pod(p, self._hash, self._generation, self._with_since) for p in pods]
+
+    def single(self, name: str, min_ready_seconds: int, now: datetime) -> str | None:
+        """For a node with exactly one pod: _DELETING, or _NEW_ or _OLD_ then AVAILABLE or UNAVAILABLE, as
+        its DaemonPod's deleting, updated and available(min_ready_seconds, now) say; None for other nodes."""
+        pods = self._pods.get(name)
+        if pods is None or len(pods) != 1:
+            return None
+        pod = pods[0]
+        meta = pod.metadata
+        if meta.deletion_timestamp is not None:
+            return _DELETING
+        labels = meta.labels  # is_pod_updated, inlined
+        generation = self._generation
+        updated = (len(self._hash) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == self._hash) or (
+            generation is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == str(generation))
+        available = False
+        for condition in pod.status.conditions:  # DaemonPod.available: is_pod_ready, and Ready for long enough
+            if condition.type == POD_READY:
+                if condition.status == CONDITION_TRUE:
+                    if min_ready_seconds == 0:
+                        available = True
+                    else:
+                        since = _daemon_pod(pod, self._hash, generation, True).ready_since
+                        available = since is not None and since + timedelta(seconds=min_ready_seconds) <= now
+                break
+        if updated:
+            return _NEW_AVAILABLE if available else _NEW_UNAVAILABLE
+        return _OLD_AVAILABLE if available else _OLD_UNAVAILABLE
+
+    def name_on(self, name: str) -> str:
+        """The name of the one pod on node `name` (a node `single` answered for)."""
+        return self._pods[name][0].metadata.name
 
     def __contains__(self, name: object) -> bool:
         return name in self._pods or name in self._empty
@@ -389,7 +429,22 @@ def _without_surge(node_to_pods: Mapping[str, Sequence[DaemonPod]], max_unavaila
     num_unavailable = 0
     allowed_replacements: list[str] = []
     candidates: list[str] = []
+    # a node with one pod (nearly all of them), judged from the pod itself when the mapping is a view over
+    # the pods: what find_updated_pods_on_node and DaemonPod.available decide for it, without the DaemonPod
+    view = node_to_pods if isinstance(node_to_pods, DaemonPodsByNode) else None
+    single = None if view is None else view.single
     for node_name in sorted(node_to_pods):
+        if single is not None and view is not None:
+            state = single(node_name, min_ready_seconds, now)
+            if state is not None:
+                if state is _DELETING or state is _NEW_UNAVAILABLE:
+                    num_unavailable += 1  # no pod left that counts, or the new pod is not yet available
+                elif state is _OLD_UNAVAILABLE:
+                    allowed_replacements.append(view.name_on(node_name))
+                    num_unavailable += 1
+                elif state is _OLD_AVAILABLE and num_unavailable < max_unavailable:
+                    candidates.append(view.name_on(node_name))
+                continue
         new, old, ok = find_updated_pods_on_node(node_to_pods[node_name])
         if not ok:
             num_unavailable += 1  # the manage loop prunes the node first; count it unavailable

@@ -35,7 +35,7 @@ from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, node_selector_errors
 from kube.ownership import get_controller_of
 from messages.keys import ControllerKey
-from reconciler.core.claiming import claim_pods
+from reconciler.core.claiming import claim_pod_facts
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import KIND, REVISION_KIND
 from reconciler.core.daemonset.history import (
@@ -171,8 +171,8 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     # constructHistory: controlledHistories claims the revisions, then snapshot or dedup
     revisions, plan.revision_adopt, plan.revision_release = _claim_revisions(
         ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
-    claim = claim_pods(ds.metadata, selector, sorted(view.owned_or_orphans("Pod", namespace, ds.metadata.uid),
-                                                     key=_NAME))
+    claim = claim_pod_facts(ds.metadata, selector, sorted(view.owned_or_orphan_pods(namespace, ds.metadata.uid),
+                                                          key=_FACTS_NAME))
     claimed = claim.claimed
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
     history = construct_history(ds, revisions, claimed, taken)
@@ -401,6 +401,7 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
 
 
 _NAME: Final = attrgetter("metadata.name")
+_FACTS_NAME: Final = attrgetter("pod.metadata.name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,

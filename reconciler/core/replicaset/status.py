@@ -38,7 +38,7 @@ def status_of(rs: ReplicaSet, active: Sequence[PodFacts], terminating: int | Non
     # is_pod_available's test, `became_ready + minReadySeconds <= now`, with the sum's operand made once
     min_ready = timedelta(seconds=min_ready_seconds)
     fully_labeled = ready = available = 0
-    for _, _, _, _, labels, pod_ready, ready_since in active:
+    for _, _, _, _, labels, pod_ready, ready_since, *_ in active:
         if pairs <= labels.items() if pairs is not None else template_labels.matches(labels):
             fully_labeled += 1
         if pod_ready:

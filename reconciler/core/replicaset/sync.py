@@ -24,13 +24,13 @@ from kube.apps import ReplicaSet, ReplicaSetStatus
 from kube.core import Pod
 from kube.labels import SelectorError, selector_from_label_selector
 from kube.ownership import get_controller_of, new_controller_ref
-from kube.pods import pod_key
+from kube.pods import PodFacts, pod_key
 from messages.keys import ControllerKey
 from reconciler.core.claiming import claim_active
 from reconciler.core.controller import ManageError
 from reconciler.core.expectations import Expectations, expect, held_back
 from reconciler.core.podtemplate import NO_LABELS_ERROR, PodFactory
-from reconciler.core.ranking import get_pods_to_delete
+from reconciler.core.ranking import pods_to_delete
 from reconciler.core.replicaset.handlers import API_VERSION, KIND
 from reconciler.core.replicaset.status import min_next_availability_check, needs_write, replicas_of, status_of
 from reconciler.core.view import BadInput, CacheView
@@ -95,7 +95,7 @@ def sync_replicaset(key: ControllerKey, view: CacheView, expectations: Expectati
     replicas = replicas_of(rs)
     plan.diff = len(active) - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
-    own = _manage(plan, rs, active, view, expectations, now, key_base, burst) if plan.managed else None
+    own = _manage(plan, rs, claim.claimed, view, expectations, now, key_base, burst) if plan.managed else None
     if rs.metadata.deletion_timestamp is not None:
         plan.explain["reason"] = "being deleted: no creates or deletes, status only"
     elif expectations is not None and not plan.needs_sync:
@@ -140,7 +140,7 @@ def reported_error(diff: int, own: ManageError | None, carried: ManageError | No
     return carried
 
 
-def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expectations: Expectations | None,
+def _manage(plan: Plan, rs: ReplicaSet, active: list[PodFacts], view: CacheView, expectations: Expectations | None,
             now: datetime, key_base: str, burst: int) -> ManageError | None:
     """manageReplicas; returns an error known without calling the API (a template without labels)."""
     if plan.diff < 0:
@@ -158,7 +158,7 @@ def _manage(plan: Plan, rs: ReplicaSet, active: list[Pod], view: CacheView, expe
     elif plan.diff > 0:
         count = min(plan.diff, burst)
         related = indirectly_related_pods(rs, view)
-        plan.deletes = get_pods_to_delete(active, related, count, now)
+        plan.deletes = pods_to_delete(active, related, count, now)
         if len(plan.deletes) == len(active):  # all go, unranked: in name order, the same in every replay
             plan.deletes.sort(key=_name)
         plan.expectations = expect(0, len(plan.deletes), now, frozenset(pod_key(p) for p in plan.deletes))
