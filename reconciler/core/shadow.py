@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from kube.apps import DaemonSet, ReplicaSet
+from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.codec import decode
 from kube.core import Pod
 from kube.nodeaffinity import get_target_node_name
@@ -38,6 +38,7 @@ from messages.actions import (
 )
 from reconciler.core.cache import Change
 from reconciler.core.controllers import Decided
+from reconciler.core.daemonset.history import fnv32a, revision_data_of
 from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_keys
 from reconciler.core.view import CacheView
 
@@ -192,7 +193,7 @@ def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> li
         return []
     name = current.metadata.name
     if old is None:
-        return [_act(owner, CREATE_REVISION, seq, msg_id, name)]
+        return [_act(owner, CREATE_REVISION, seq, msg_id, revision_target(owner.metadata.name, current))]
     if new is None:
         return [_act(owner, DELETE_REVISION, seq, msg_id, name)]
     if get_controller_of(old.metadata) is None:
@@ -200,6 +201,13 @@ def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> li
     if getattr(old, "revision", None) != getattr(new, "revision", None):
         return [_act(owner, PATCH_REVISION, seq, msg_id, name, fields={"revision": new.revision})]
     return []
+
+
+def revision_target(owner_name: str, revision: ControllerRevision) -> str:
+    """A created revision's key: its owner's name and a digest of its data, not its name. The data is what makes
+    a revision the current one (upstream's Match), and kube-controller-manager names a DaemonSet's revision with
+    a hash kubus does not reproduce (reconciler/core/daemonset/history.py): the same template is one act."""
+    return f"{owner_name} data:{fnv32a(revision_data_of(revision)):08x}"
 
 
 def _status_acts(change: Change, seq: int, msg_id: str) -> list[Act]:
@@ -251,8 +259,7 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
             if action.owner_check is None and "/release/" in action.key:
                 add(RELEASE_POD, action.key, target)
         elif isinstance(action, CreateControllerRevision):
-            revision = msgspec.json.decode(action.revision)
-            add(CREATE_REVISION, action.key, str(revision.get("metadata", {}).get("name", "")))
+            add(CREATE_REVISION, action.key, revision_target(name, decode(action.revision, ControllerRevision)))
         elif isinstance(action, PatchControllerRevision):
             if action.owner_check is not None:
                 add(ADOPT_REVISION, action.key, action.name)

@@ -107,6 +107,36 @@ def test_a_shadow_waits_to_see_the_revision_it_would_have_written() -> None:
     assert later and not actions(later, CreateControllerRevision)
 
 
+def upstreams_revision(ds: Any, hash_: str = "77ddf77d5b") -> Any:
+    """The revision kube-controller-manager writes for ``ds``: the same data as kubus's, but named and labelled
+    with upstream's own hash (ComputeHash over a go-spew dump, which kubus does not reproduce: see
+    reconciler/core/daemonset/history.py)."""
+    revision = revision_of(ds)
+    revision.metadata.name = f"{ds.metadata.name}-{hash_}"
+    revision.metadata.uid = f"uid-{revision.metadata.name}"
+    revision.metadata.labels = {**revision.metadata.labels, "controller-revision-hash": hash_}
+    return revision
+
+
+def test_a_shadow_sees_upstreams_revision_of_the_same_data_at_once() -> None:
+    """Upstream's revision has the data the shadow would have written under another name: the shadow stops
+    waiting as soon as it shows, and goes on with upstream's hash (not after REVISION_WRITE_WAIT, deaf to every
+    event of the DaemonSet meanwhile, as it did against the real kube-controller-manager)."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), ds)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    assert actions(decide(controllers), CreateControllerRevision)
+    theirs = upstreams_revision(ds)
+    assert theirs.metadata.name != revision_of(ds).metadata.name
+    controllers.observe([cluster.add(theirs)], NOW)
+    controllers.queue.add(key)
+    later = decide(controllers, timedelta(milliseconds=20))
+    assert later and not actions(later, CreateControllerRevision)
+    (create,) = actions(later, CreatePods)
+    assert msgspec.json.decode(create.pods[0].pod)["metadata"]["labels"]["controller-revision-hash"] == "77ddf77d5b"
+
+
 def test_a_normal_reconciler_is_unchanged() -> None:
     """Without shadow mode the round and the status write are awaited, as before."""
     cluster = Cluster()
@@ -169,10 +199,17 @@ def test_a_would_do_deletion_names_its_tie_class() -> None:
     assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
 
 
-def test_a_revision_create_is_keyed_by_its_name() -> None:
+def test_a_revision_create_is_keyed_by_its_data() -> None:
+    """Not by its name: upstream names a DaemonSet's revision with a hash kubus does not reproduce, so the
+    shadow's would-do create and upstream's create of the same data are one act; another template is not."""
     ds = daemonset("foo").uid("ds-uid").build()
     cluster, controllers = shadow(node("node-0").ready().build(), ds)
     controllers.queue.add(ds_controller_key("default", "foo"))
     decided = decide(controllers)
     (act,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_REVISION]
-    assert act.target == revision_of(ds).metadata.name
+    (theirs,) = upstream_acts(*cluster.add(upstreams_revision(ds)), cluster.cache)
+    assert (theirs.verb, theirs.target) == (CREATE_REVISION, act.target)
+    assert act.target.startswith("foo ")
+    other = daemonset("foo").uid("ds-uid").image("other:2").build()
+    (different,) = upstream_acts(*cluster.add(upstreams_revision(other, "5c6b7d8f9")), cluster.cache)
+    assert different.target != act.target
