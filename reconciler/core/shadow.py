@@ -61,6 +61,7 @@ BUMP_COLLISION_COUNT: Final = "bump_collision_count"
 OWNER_DELETED: Final = "owner_deleted"
 
 REVISION_KIND: Final = "ControllerRevision"
+DISRUPTION_TARGET: Final = "DisruptionTarget"  # a pod condition: why it is being deleted (not its controller)
 HASH_LABEL: Final = "controller-revision-hash"  # a DaemonSet pod's revision
 
 
@@ -165,7 +166,7 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
     if gone and old is not None and not was_deleting:
         pod = old
         owner = _owner(pod.metadata.namespace, get_controller_of(pod.metadata), view)
-        if owner is not None:
+        if owner is not None and not (isinstance(owner, ReplicaSet) and _disrupted(new or old)):
             acts.append(_act(owner, DELETE_POD, seq, msg_id, *_deletion(pod, owner)))
         return acts
     if old is not None and new is not None:
@@ -179,6 +180,13 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
             if owner is not None:
                 acts.append(_act(owner, RELEASE_POD, seq, msg_id, _named(old)))
     return acts
+
+
+def _disrupted(pod: Pod) -> bool:
+    """Marked DisruptionTarget before its deletion: deleted by the taint-eviction controller, an eviction or a
+    preemption, never by the ReplicaSet controller (a DaemonSet's pod on a NoExecute-tainted node is the
+    DaemonSet controller's to delete too, whichever gets there first: that one stays its act)."""
+    return any(c.type == DISRUPTION_TARGET and c.status == "True" for c in pod.status.conditions)
 
 
 def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Act]:

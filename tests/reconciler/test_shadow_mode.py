@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from kube.core import PodCondition
 from kube.testing import daemonset, node
 from kube.times import format_micro_time
 from messages.actions import CreateControllerRevision, CreatePods, DeletePod, UpdateStatus
@@ -27,7 +28,7 @@ from reconciler.core.shadow import (
 )
 from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod
 from tests.reconciler.test_controllers import KEY, web
-from tests.reconciler.test_daemonset_sync import revision_of
+from tests.reconciler.test_daemonset_sync import ds_pod, revision_of
 
 WINDOW = timedelta(seconds=30)
 SHADOW = Settings(shadow=True, shadow_window=WINDOW)
@@ -213,3 +214,39 @@ def test_a_revision_create_is_keyed_by_its_data() -> None:
     other = daemonset("foo").uid("ds-uid").image("other:2").build()
     (different,) = upstream_acts(*cluster.add(upstreams_revision(other, "5c6b7d8f9")), cluster.cache)
     assert different.target != act.target
+
+
+def test_a_replicaset_pod_evicted_for_a_taint_is_not_the_controllers_act() -> None:
+    """kube-controller-manager's taint-eviction controller deletes a ReplicaSet's pod from a NoExecute-tainted
+    node, after marking it DisruptionTarget (DeletionByTaintManager); the ReplicaSet controller never deletes
+    for a taint, so the deletion is not upstream's ReplicaSet act (the replacement it creates is)."""
+    rs = web(2)
+    cluster = Cluster(rs)
+    running = owned_pod("up-0", rs).build()
+    cluster.add(running)
+    marked = owned_pod("up-0", rs).rv("2").build()
+    marked.status.conditions = [PodCondition(type="DisruptionTarget", status="True",
+                                             reason="DeletionByTaintManager")]
+    cluster.update(marked)
+    evicted = owned_pod("up-0", rs).deleting(NOW).rv("3").build()
+    evicted.status.conditions = marked.status.conditions
+    assert upstream_acts(*cluster.update(evicted), cluster.cache) == []
+    deleted = owned_pod("up-1", rs).build()
+    cluster.add(deleted)
+    (act,) = upstream_acts(*cluster.update(owned_pod("up-1", rs).deleting(NOW).rv("5").build()), cluster.cache)
+    assert act.verb == DELETE_POD  # without the mark it is the controller's
+
+
+def test_a_daemon_pod_evicted_for_a_taint_is_still_the_daemonsets_act() -> None:
+    """The DaemonSet controller deletes its pod from a node whose NoExecute taint it does not tolerate itself;
+    which of it and the taint-eviction controller gets there first is a race, and either way it is the
+    DaemonSet's decision."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster = Cluster(ds)
+    pod_ = ds_pod("foo-a", ds, "node-0", "h").build()
+    cluster.add(pod_)
+    evicted = ds_pod("foo-a", ds, "node-0", "h").deleting(NOW).rv("3").build()
+    evicted.status.conditions = [*evicted.status.conditions,
+                                 PodCondition(type="DisruptionTarget", status="True", reason="DeletionByTaintManager")]
+    (act,) = upstream_acts(*cluster.update(evicted), cluster.cache)
+    assert (act.verb, act.target) == (DELETE_POD, "node-0")
