@@ -2,8 +2,11 @@
 agreement over the scenarios, and a shadow with one rule changed is caught, naming the object and the rule's
 effect.
 
-`acting` is the controller that acts: kubus on `kubus sim` today (tests/shadow/harness.py); the real
-kube-controller-manager is to be added as another parameter (docs/shadow.md says what it takes)."""
+`cluster` is parametrised by the controller that acts: kubus on `kubus sim` (tests/shadow/harness.py), and the
+real kube-controller-manager with its own DaemonSet and ReplicaSet controllers (tests/controlplane/'s control
+plane with upstream_controllers=True, one per test: a shadow must not start beside the previous test's
+leftovers). On the real one the shadow runs as a ServiceAccount of its own, bound to a read-only ClusterRole, and
+the audit log (which logs that ServiceAccount's reads too) shows it made no other request."""
 
 from __future__ import annotations
 
@@ -14,7 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
+from controlplane.building import BuildError, find_or_fail
+from controlplane.processes import ControlPlane, ControlPlaneConfig
 from tests.shadow import scenarios
 from tests.shadow.harness import Acting, KubusActing, Shadow
 from tests.simulation import Kubectl, SimProcess, wait_for
@@ -22,34 +28,125 @@ from tests.simulation import Kubectl, SimProcess, wait_for
 pytestmark = pytest.mark.slow
 
 NODES = 4
+SHADOW_NAMESPACE = "kubus-shadow"  # the real control plane's shadow ServiceAccount's
+SHADOW_USER = f"system:serviceaccount:{SHADOW_NAMESPACE}:shadow"
+READS = {"get", "list", "watch"}
 
 
 class Cluster:
-    def __init__(self, kubeconfig: Path, kubectl: Kubectl, acting: Acting):
+    def __init__(self, kubeconfig: Path, kubectl: Kubectl, acting: Acting, nodes: list[str],
+                 shadow_kubeconfig: Path | None = None, audit_log: Path | None = None):
         self.kubeconfig = kubeconfig
         self.kubectl = kubectl
         self.acting = acting
+        self.nodes = nodes
+        self.shadow_kubeconfig = shadow_kubeconfig or kubeconfig  # whom the shadow runs as
+        self.audit_log = audit_log  # the API server's, where there is one
 
 
-@pytest.fixture(params=["kubus-on-sim"])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    """A cluster with its acting controller running."""
+class UpstreamActing:
+    """kube-controller-manager with its own DaemonSet and ReplicaSet controllers: acting from the control plane's
+    start, so `start` and `stop` do nothing; `logs` is its log."""
+
+    name = "kube-controller-manager"
+
+    def __init__(self, plane: ControlPlane):
+        self.plane = plane
+
+    def start(self, kubeconfig: Path) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def logs(self) -> str:
+        return self.plane.logs["kube-controller-manager"].read_text(errors="replace")
+
+
+def _read_only_kubeconfig(plane: ControlPlane, kubectl: Kubectl, path: Path) -> Path:
+    """A kubeconfig for a ServiceAccount bound to a ClusterRole granting get, list and watch only (as
+    overlays/shadow leaves kubus), with a token from `kubectl create token`."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "shadow"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": sorted(READS)}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "shadow"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "shadow"},
+               "subjects": [{"kind": "ServiceAccount", "name": "shadow", "namespace": SHADOW_NAMESPACE}]}
+    kubectl("create", "namespace", SHADOW_NAMESPACE)
+    kubectl("create", "serviceaccount", "shadow", "-n", SHADOW_NAMESPACE)
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    token = kubectl("create", "token", "shadow", "-n", SHADOW_NAMESPACE, "--duration=2h").stdout.strip()
+    assert plane.pki is not None
+    document = yaml.safe_load(plane.kubeconfig.read_text())
+    document["users"] = [{"name": "shadow", "user": {"token": token}}]
+    for context in document["contexts"]:
+        context["context"]["user"] = "shadow"
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
+
+
+def _sim(tmp_path: Path) -> Iterator[Cluster]:
     sim = SimProcess(tmp_path, "--nodes", str(NODES), "--kubelet-delay", "0.05")
     acting = KubusActing(tmp_path)
     try:
         acting.start(sim.kubeconfig)
-        yield Cluster(sim.kubeconfig, Kubectl(sim.kubeconfig), acting)
+        yield Cluster(sim.kubeconfig, Kubectl(sim.kubeconfig), acting, [f"node-{i}" for i in range(NODES)])
     finally:
         acting.stop()
         sim.stop()
 
 
+def _upstream(tmp_path: Path) -> Iterator[Cluster]:
+    try:
+        build = find_or_fail()
+    except BuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    plane = ControlPlane(build, ControlPlaneConfig(nodes=NODES, data_dir=tmp_path / "controlplane",
+                                                   upstream_controllers=True,
+                                                   audit_reads_of=(f"system:serviceaccounts:{SHADOW_NAMESPACE}",)))
+    plane.start()
+    try:
+        kubectl = Kubectl(plane.kubeconfig, str(build.binary("kubectl")))
+        shadow_kubeconfig = _read_only_kubeconfig(plane, kubectl, tmp_path / "shadow.kubeconfig")
+        yield Cluster(plane.kubeconfig, kubectl, UpstreamActing(plane), list(plane.node_names),
+                      shadow_kubeconfig, plane.audit_log)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(params=["kubus-on-sim", pytest.param("kube-controller-manager",
+                                                     marks=pytest.mark.hang_limit(600, setup=240))])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster with its acting controller running: an acting kubus on `kubus sim`, or a real control plane
+    whose kube-controller-manager runs its own DaemonSet and ReplicaSet controllers."""
+    yield from (_sim if request.param == "kubus-on-sim" else _upstream)(tmp_path)
+
+
 @pytest.fixture
 def shadow(cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
     shadow = Shadow(tmp_path)
-    shadow.start(cluster.kubeconfig)
+    shadow.start(cluster.shadow_kubeconfig)
     yield shadow
     shadow.stop()
+
+
+def _shadow_requests(cluster: Cluster) -> list[dict[str, object]]:
+    """The audit log's entries of the shadow's user, one per request (its last stage so far: a watch still open
+    has only ResponseStarted)."""
+    assert cluster.audit_log is not None
+    entries = [json.loads(line) for line in cluster.audit_log.read_text().splitlines() if line.strip()]
+    return list({e["auditID"]: e for e in entries if e["user"]["username"] == SHADOW_USER}.values())
+
+
+def _assert_read_only(cluster: Cluster) -> None:
+    """On the real control plane: the shadow asked, and asked nothing but get, list and watch."""
+    if cluster.audit_log is None:
+        return
+    requests = _shadow_requests(cluster)
+    assert any(e["verb"] == "watch" for e in requests), f"no watch of the shadow's in the audit log: {requests[:5]}"
+    writes = [(e["verb"], e.get("requestURI")) for e in requests if e["verb"] not in READS]
+    assert not writes, f"the shadow ({SHADOW_USER}) made requests other than get, list and watch: {writes[:20]}"
 
 
 def _explain(shadow: Shadow, cluster: Cluster, report: dict[str, object]) -> str:
@@ -57,19 +154,25 @@ def _explain(shadow: Shadow, cluster: Cluster, report: dict[str, object]) -> str
             f"\n--- {cluster.acting.name} log ---\n{cluster.acting.logs()[-3000:]}")
 
 
-def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
+def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
     did, or an equivalent member of its tie class."""
+    if cluster.acting.name == "kube-controller-manager":
+        request.applymarker(pytest.mark.xfail(reason=(
+            "open against kube-controller-manager (docs/shadow.md, 'Testing against kube-controller-manager'): "
+            "a DaemonSet step seen before its revision, and maxSurge picks in Go map order"), strict=False))
     kubectl = cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
     scenarios.replicaset_adoption_and_release(kubectl, "shadowed")
-    scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", NODES)
-    scenarios.daemonset_surge(kubectl, "shadowed", NODES)
-    by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", NODES)
-    scenarios.daemonset_taint(kubectl, "shadowed", NODES, "node-1")
+    nodes = len(cluster.nodes)
+    scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", nodes)
+    scenarios.daemonset_surge(kubectl, "shadowed", nodes)
+    by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", nodes)
+    scenarios.daemonset_taint(kubectl, "shadowed", nodes, cluster.nodes[1])
     report = shadow.settled()
+    _assert_read_only(cluster)  # first: it holds whatever the report says
     # the one difference: the pod kubectl deleted, which the watch cannot tell from a controller's deletion
     found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
     assert found == by_hand, _explain(shadow, cluster, report)
@@ -106,12 +209,13 @@ def test_a_changed_rule_is_caught(cluster: Cluster, tmp_path: Path, mutation: st
     caught: the report names the DaemonSet and says upstream deleted more old pods in a step than kubus
     would have, and the divergence counter rises."""
     shadow = Shadow(tmp_path, mutation=mutation)
-    shadow.start(cluster.kubeconfig)
+    shadow.start(cluster.shadow_kubeconfig)
     try:
         kubectl = cluster.kubectl
         kubectl("create", "namespace", "mutated")
-        scenarios.daemonset_rollout_percent(kubectl, "mutated", NODES)
+        scenarios.daemonset_rollout_percent(kubectl, "mutated", len(cluster.nodes))
         report = shadow.settled()
+        _assert_read_only(cluster)
         assert not report["agreement"], _explain(shadow, cluster, report)
         divergences = [d for d in report["divergences"] if d["controller"] == "DaemonSet/mutated/pct"]
         assert divergences, _explain(shadow, cluster, report)
