@@ -196,6 +196,8 @@ class Controllers:
                 self.expectations[key] = value
         # the keys of the expectations that wait for pods by key (see _gone), for the dict they were taken of
         self._awaiting: set[ControllerKey] = set()
+        # shadow mode: the ReplicaSets' pods whose deletion was counted already ("ns/name"), until they are gone
+        self._shadow_counted: set[str] = set()
         self._awaiting_of: dict[ControllerKey, Expectations] | None = None
         self.queue: WorkQueue[ControllerKey] = WorkQueue()
         # A round is the creates or deletes of one sync; its first API error is known once its results are in.
@@ -239,6 +241,7 @@ class Controllers:
             self._wake(wakeups, msg_id, now)
             if change.kind == "Pod" and change.new is None:
                 self._gone(f"{change.namespace}/{change.name}")
+                self._shadow_counted.discard(f"{change.namespace}/{change.name}")
 
     def _gone(self, pod: str) -> None:
         """A pod that is gone satisfies every controller that deleted it and still waits for it, whatever
@@ -259,7 +262,13 @@ class Controllers:
             if (current := self.expectations.get(key)) is not None:
                 if self.settings.shadow:
                     # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
-                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do
+                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do. A
+                    # ReplicaSet's pod counts once, however many events its deletion shows as (upstream's UID
+                    # tracking); a DaemonSet's counts at each, as upstream's ControllerExpectations do
+                    if key.kind is ControllerKind.REPLICA_SET:
+                        if pod_key in self._shadow_counted:
+                            continue
+                        self._shadow_counted.add(pod_key)
                     self._set(key, current.deletion_counted(pod_key))
                 else:
                     self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))

@@ -80,6 +80,29 @@ def test_upstream_deleting_an_equal_pod_satisfies_the_shadows_deletion() -> None
     assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
 
 
+def test_each_pod_upstream_deletes_is_counted_once() -> None:
+    """A graceful deletion shows as several events of one pod (deletionTimestamp set, more updates while it
+    terminates, then DELETED); upstream's UID-tracking expectations count it once. Counted at each, the
+    shadow's expectations were met early and it decided the last deletion again (seen on the real control
+    plane: ReplicaSet/shadowed/web, kubus-only delete_pod twice)."""
+    rs = web(2)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).build() for i in range(5)]
+    cluster, controllers = shadow(rs, *pods)
+    (deleting,) = [d.summary["deleting"] for d in decide(controllers)]
+    assert len(deleting) == 3
+    first, second = (next(p for p in pods if p.metadata.name == name) for name in deleting[:2])
+    terminating = [owned_pod(p.metadata.name, rs).ready(NOW).deleting(NOW).rv("2").build() for p in (first, second)]
+    controllers.observe([cluster.update(p) for p in terminating], NOW)
+    again = owned_pod(first.metadata.name, rs).deleting(NOW).rv("3").build()  # the kubelet's update
+    controllers.observe([cluster.update(again)], NOW)
+    controllers.observe([cluster.delete(again)], NOW)
+    assert not controllers.expectations[KEY].fulfilled()
+    assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
+    third = next(p for p in pods if p.metadata.name == deleting[2])
+    controllers.observe([cluster.delete(third)], NOW)
+    assert controllers.expectations[KEY].fulfilled()
+
+
 def test_what_upstream_never_did_is_given_up_after_the_window() -> None:
     """The shadow would create 3, upstream created 2: the shadow does not wait five minutes for the third
     (nor act on its imagined history) but syncs again one window later, from what upstream did."""
