@@ -39,7 +39,8 @@ ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 KWOK_MODULE = "sigs.k8s.io/kwok"
 
 # kwok's stages, from its module (kustomize/stage/...): nodes become Ready and keep a lease; pods become Running
-# and Ready, complete, and are deleted once their grace period is over
+# and Ready, complete, and are deleted as soon as their deletion is asked for (the "fast" pod-delete stage has no
+# delay: it does not wait out the grace period, as the "general" one would; docs/sim-vs-real.md)
 KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
                "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
 

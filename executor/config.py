@@ -24,7 +24,10 @@ class ExecutorConfig:
     # kube-controller-manager's --kube-api-qps and --kube-api-burst defaults; <= 0 disables the limiter
     qps: float = 20.0
     burst: int = 30
-    concurrency: int = 64  # actions in flight at once
+    concurrency: int = 64  # actions in flight at once (fetched, applied or waiting for their controller's slot)
+    # (controller kind, actions of its controllers applied at once): --concurrent-daemonset-syncs and
+    # --concurrent-replicaset-syncs; a kind not listed is bounded by `concurrency` alone
+    concurrent_syncs: tuple[tuple[str, int], ...] = ()
     api_workers: int = 16  # threads running the synchronous official client: API calls in flight
     instance: str = field(default_factory=_default_instance)
     durable: str = "executor"  # one durable consumer shared by every executor: they split the work
@@ -46,7 +49,7 @@ class ExecutorConfig:
     check_ownership: bool = True
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.api_workers < 1:
+        if self.concurrency < 1 or self.api_workers < 1 or any(n < 1 for _, n in self.concurrent_syncs):
             raise ValueError("concurrency and api_workers must be at least 1")
         if self.max_deliveries < 1 or self.api_attempts < 1:
             raise ValueError("max_deliveries and api_attempts must be at least 1")

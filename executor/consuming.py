@@ -36,8 +36,8 @@ from executor.kubeapi import KubeApi
 from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
-from messages.actions import FAILED, ActionResult, CreatePods
-from runtime import failpoints
+from messages.actions import FAILED, Action, ActionResult, CreatePods
+from runtime import failpoints, logs
 from runtime.bus import Bus, Sent, publish_async, stored
 from runtime.deadletter import ACTIONS, Halts, Original, dead_letter
 
@@ -91,6 +91,8 @@ class Executor:
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
+        # --concurrent-daemonset-syncs, --concurrent-replicaset-syncs: per controller kind, actions applied at once
+        self._slots = {kind: asyncio.Semaphore(n) for kind, n in config.concurrent_syncs}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Works until `stop` is set (or the task is cancelled), then winds down in-flight actions."""
@@ -206,6 +208,17 @@ class Executor:
         except codec.BadMessage as exc:
             await self._dead_letter(msg, exc.reason, str(exc))
             return
+        # every line of this action's task (its events recorded in the background too) says which it is about
+        logs.bind(**logs.of_controller(action.controller), action=str(type(action).__struct_config__.tag),
+                  key=action.key, decision=action.decision_id, partition=partition)
+        slot = self._slots.get(action.controller.partition("/")[0])
+        if slot is None:
+            await self._apply(msg, partition, action, number)
+        else:
+            async with slot:  # waiting here, the message is kept in progress (_keep_alive) as one being applied
+                await self._apply(msg, partition, action, number)
+
+    async def _apply(self, msg: Msg, partition: str, action: Action, number: int) -> None:
         results = Results(self._bus.js, subjects.result_subject(partition, self._bus.prefix), self._metrics)
         delivery = Delivery(api=self._api, action=action, number=number,
                             final=number >= self._config.max_deliveries, executor=self._config.instance,

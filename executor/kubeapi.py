@@ -40,6 +40,7 @@ from executor.errors import (
 from executor.metrics import ExecutorMetrics
 from kube.flowcontrol import TokenBucket, doubled
 from runtime.kubeconfig import load_kubeconfig
+from runtime.metrics import host_of
 
 log = logging.getLogger("kubus.executor.api")
 
@@ -84,7 +85,6 @@ class KubeApi:
         while True:
             await self._pause(self._limiter.reserve(time.monotonic()))
             reply = await loop.run_in_executor(self._pool, self._send, method, path, body, content_type)
-            self._metrics.api_request(method, reply.status)
             if reply.ok or (0 < reply.status < 500 and reply.status != 429):
                 return reply  # final: only no answer, a 429 or a 5xx may be worth sending again
             status = api_status(reply) if reply.status else None
@@ -125,10 +125,13 @@ class KubeApi:
             headers["Content-Type"] = content_type
         _, url, headers, _, _ = self._client.param_serialize(method, path, header_params=headers,
                                                             auth_settings=["BearerToken"])
+        started = time.monotonic()
         try:
             resp = self._client.rest_client.pool_manager.request(
                 method, url, body=body, headers=headers, timeout=self._timeout, retries=NO_RETRIES,
                 preload_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._metrics.api_request(method, host_of(url), 0, time.monotonic() - started)
             return Reply(0, f"{type(exc).__name__}: {exc}".encode())
+        self._metrics.api_request(method, host_of(url), resp.status, time.monotonic() - started)
         return Reply(resp.status, resp.data, parse_retry_after(resp.headers.get("Retry-After")))

@@ -1,9 +1,10 @@
 """`run_executor`: the executor service, wired from its config (what `kubus execute` runs).
 
     stop = asyncio.Event()              # set it (e.g. on SIGTERM) for a clean shutdown
-    metrics = ExecutorMetrics()         # metrics.snapshot() for /metrics
+    metrics = ExecutorMetrics()         # on a registry of its own; metrics.snapshot() reads it
     await run_executor(ExecutorConfig(nats_url=..., kubeconfig=...), stop=stop, metrics=metrics)
-    await run_executor(config, bus, health)  # on the runtime's connection (what `kubus execute` does)
+    # on the runtime's connection, counting on the process's registry (what `kubus execute` does)
+    await run_executor(config, bus, health, metrics=ExecutorMetrics(runtime.metrics.REGISTRY))
 
 Cancelling the task is a clean shutdown too. Start-up failures say what is wrong in one line:
 `NatsUnavailable` when NATS does not answer, `runtime.kubeconfig.KubeconfigError` when the kubeconfig
@@ -23,7 +24,6 @@ from executor.kubeapi import KubeApi, load_client
 from executor.metrics import ExecutorMetrics
 from kube.flowcontrol import TokenBucket
 from messages import subjects
-from runtime import serving
 from runtime.bus import Bus, connected
 from runtime.deadletter import Halts
 from runtime.serving import Health
@@ -34,14 +34,13 @@ log = logging.getLogger("kubus.executor")
 async def run_executor(config: ExecutorConfig, bus: Bus | None = None, health: Health | None = None, *,
                        stop: asyncio.Event | None = None, metrics: ExecutorMetrics | None = None,
                        halts: Halts | None = None) -> None:
-    """Until `stop` is set or the task is cancelled, on `bus`, with the executor's readiness and counters in
-    `health` and /metrics: how runtime.running.run_service starts it. Without a bus (tests, benchmarks)
-    it connects to config.nats_url itself."""
+    """Until `stop` is set or the task is cancelled, on `bus`, with the executor's readiness in `health` and its
+    metrics on `metrics`'s registry (the process's, runtime.metrics.REGISTRY, for /metrics): how
+    runtime.running.run_service starts it. Without a bus (tests, benchmarks) it connects to config.nats_url itself."""
     stop = stop or asyncio.Event()
     metrics = metrics or ExecutorMetrics()
     halts = halts or Halts()
     if health is not None:
-        serving.COUNTERS.executor = metrics.snapshot
         health.ready_when("executor-no-newer-messages", halts.ready)  # not ready once it met an action of a newer kubus
     client = await _client(config)
     stopping = asyncio.Event()
@@ -67,9 +66,10 @@ async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api:
                    metrics: ExecutorMetrics, stopping: asyncio.Event, stop: asyncio.Event, halts: Halts) -> None:
     if health is not None:
         health.ready_when("nats", lambda: bus.nc.is_connected)
-    log.info("executor %s consuming %s (qps %s, burst %s, %d actions and %d API calls in flight)",
+    per_kind = "".join(f", {n} of {kind}s" for kind, n in config.concurrent_syncs)
+    log.info("executor %s consuming %s (qps %s, burst %s, %d actions%s and %d API calls in flight)",
              config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
-             config.concurrency, config.api_workers)
+             config.concurrency, per_kind, config.api_workers)
     await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
 
 

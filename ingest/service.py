@@ -4,6 +4,7 @@
     await ingest.run()          # until cancelled; `run_ingest(config)` does just this
     await ingest.run(bus, health)  # the same on the runtime's connection (what `kubus ingest` does)
     ingest.counters()           # published events by kind and type, duplicates, relists, ...
+    Ingest(config, registry=runtime.metrics.REGISTRY)  # counting on the process's registry, which /metrics serves
 
 Start-up fails fast, with one line saying what to fix, when the kubeconfig cannot be loaded or
 NATS does not answer; once running, losing either is waited out with backoff. Before it publishes
@@ -26,6 +27,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 from nats.aio.client import Client
+from prometheus_client import CollectorRegistry
 
 from ingest import identity, tombstones, transport
 from ingest.backoff import Backoff
@@ -40,6 +42,7 @@ from runtime import failpoints, serving
 from runtime.bus import Bus, connected, events_info, jetstream, renew_state
 from runtime.bus import identity as stream_identity
 from runtime.deadletter import Halts
+from runtime.metrics import instrument
 from runtime.serving import Health
 
 __all__ = ["Ingest", "IngestConfig", "run_ingest"]
@@ -52,10 +55,11 @@ async def run_ingest(config: IngestConfig) -> None:
 
 
 class Ingest:
-    def __init__(self, config: IngestConfig):
+    def __init__(self, config: IngestConfig, registry: CollectorRegistry | None = None):
+        """`registry`: where its metrics are counted (None: a registry of its own, that no /metrics serves)."""
         self.config = config
         self._specs = [spec_of(kind) for kind in config.kinds]  # an unknown kind fails here, not later
-        self._counters = Counters()
+        self._counters = Counters(registry)
         self._watchers: list[KindWatcher] = []
         self._nc: Client | None = None
         self.halts = Halts()  # kinds whose relist met an event of a newer kubus on the bus
@@ -74,15 +78,15 @@ class Ingest:
         return all(watching.get(spec.kind, False) for spec in self._specs)
 
     async def run(self, bus: Bus | None = None, health: Health | None = None) -> None:
-        """Until cancelled, on `bus`, with this ingest's readiness and counters in `health` and /metrics:
-        how runtime.running.run_service starts it. Without a bus (tests, benchmarks) it connects to
+        """Until cancelled, on `bus`, with this ingest's readiness in `health`: how runtime.running.run_service
+        starts it. Without a bus (tests, benchmarks) it connects to
         config.nats_url itself."""
         config = self.config
         if health is not None:
             health.ready_when("ingest-synced", self.synced)
             health.ready_when("ingest-no-newer-messages", self.halts.ready)
-            serving.COUNTERS.ingest = self.counters
         api = transport.api_client(config.kubeconfig, config.context, pool_size=2 * len(self._specs) + 4)
+        instrument(api, self._counters.rest)
         try:
             if bus is None:
                 async with connected(config.nats_url, config.instance, prefix=config.prefix,

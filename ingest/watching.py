@@ -44,6 +44,7 @@ from kube.times import format_micro_time
 from messages import subjects
 from messages.codec import NewerSchema, is_compressed
 from messages.observed import ObservedEvent
+from runtime import logs
 from runtime.bus import Bus, payload_limit
 from runtime.deadletter import Halts
 
@@ -247,7 +248,8 @@ class KindWatcher:
             return None
         if event.error is not None:
             self._counters.quarantined[self.kind] += 1
-            log.error("quarantined %s %s/%s: %s", self.kind, event.namespace, event.name, event.error)
+            log.error("quarantined %s %s/%s: %s", self.kind, event.namespace, event.name, event.error,
+                      extra=logs.fields(kind=self.kind, namespace=event.namespace or None, name=event.name or None))
         return event
 
     async def _publish(self, event: ObservedEvent, position: str | None) -> None:
@@ -258,7 +260,8 @@ class KindWatcher:
         if too_large is not None:
             self._counters.too_large[self.kind] += 1
             self._counters.quarantined[self.kind] += 1
-            log.error("quarantined %s: %s", self.kind, too_large)
+            log.error("quarantined %s: %s", self.kind, too_large,
+                      extra=logs.fields(kind=self.kind, namespace=event.namespace or None, name=event.name or None))
         elif is_compressed(payload):
             self._counters.compressed[self.kind] += 1
         await self.publisher.publish(subject, event.msg_id, event.type, payload, position,

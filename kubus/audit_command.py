@@ -7,32 +7,31 @@ and the same questions in SQL).
     kubus audit slowest --limit 10                       the syncs that took longest
     kubus audit created-per-minute --since 1h            pods created per minute
 
-Tables by default, JSON with --json. Exit codes: 0 answered, 1 the pod or controller asked about is
-not in the audit trail, 2 bad input or no database.
+Tables fitting 120 columns by default, every column in full with -o wide, -o json or -o yaml for machines
+(--json, the earlier spelling, still works). Exit codes: 0 answered, 2 bad input or no database, 3 the pod or
+controller asked about is not in the audit trail.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from kube.times import Clock, parse_typed_time, utcnow
-from runtime import flags, printing
-from store import audit
+from kube.times import Clock, utcnow
+from runtime import exitcodes, flags, printing
+from store import audit, retention
 from store.audit import Row, TimeRange
 from store.port import AuditPort
-from store.retention import parse_duration
 from store.urls import DB_FILE
 
-FOUND, UNKNOWN, BAD_INPUT = 0, 1, 2
+FOUND, BAD_INPUT, UNKNOWN = exitcodes.DONE, exitcodes.NOT_STARTED, exitcodes.NO
 
 
 
@@ -93,7 +92,7 @@ def _window(p: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    printing.add_output(p, json_flag=True)  # --json: the earlier spelling of -o json
     flags.add_database(p.add_argument_group("database"))
 
 
@@ -106,16 +105,11 @@ def _positive(text: str) -> int:
 
 # --- input ------------------------------------------------------------------------------------------
 def parse_when(text: str, now: datetime) -> datetime:
-    """A duration ago ('1h') or a timestamp ('2025-06-01T10:00:00Z'; without an offset it is UTC)."""
+    """A duration ago ('1h') or a timestamp ('2025-06-01T10:00:00Z'; without an offset it is UTC): as every --since."""
     try:
-        return now - parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        return parse_typed_time(text)
-    except ValueError:
-        raise BadQuestion(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
-                       "(2025-06-01T10:00:00Z)") from None
+        return retention.parse_when(text, now)
+    except ValueError as exc:
+        raise BadQuestion(str(exc)) from None
 
 
 def parse_window(args: argparse.Namespace, now: datetime) -> TimeRange:
@@ -174,13 +168,14 @@ async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
 
 async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subject: tuple[str, str] | None,
                window: TimeRange) -> tuple[int, str]:
+    output, wide = args.output, args.output == "wide"
     if question == "pod":
         assert subject is not None
         pod = await trail.pod_history(*subject)
         if pod is None:
             raise Unknown(f"no pod {args.pod} in the audit trail: no action and no watch event names it "
                           f"(in {trail.label})")
-        return FOUND, render_json(pod_json(pod)) if args.json else render_pod(pod)
+        return FOUND, render_data(pod_json(pod), output) if output in DATA else render_pod(pod, wide)
     if question == "controller":
         assert subject is not None
         ctl = await trail.controller_history(*subject, kind=args.kind, window=window, limit=args.limit)
@@ -188,15 +183,19 @@ async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subjec
             what = args.kind or " or ".join(audit.CONTROLLER_KINDS)
             raise Unknown(f"no {what} {args.controller} in the audit trail: no decision and no watch event "
                           f"names it (in {trail.label})")
-        return FOUND, render_json(controller_json(ctl)) if args.json else render_controller(ctl, window)
+        return FOUND, render_data(controller_json(ctl), output) if output in DATA else render_controller(ctl, window,
+                                                                                                        wide)
     if question == "failures":
         rows = await trail.failures(window, args.limit, args.controller)
-        return FOUND, render_json(rows) if args.json else render_failures(rows, window)
+        return FOUND, render_data(rows, output) if output in DATA else render_failures(rows, window, wide)
     if question == "slowest":
         rows = await trail.slowest(window, args.limit)
-        return FOUND, render_json(rows) if args.json else render_slowest(rows, window)
+        return FOUND, render_data(rows, output) if output in DATA else render_slowest(rows, window, wide)
     rows = await trail.created_per_minute(window)
-    return FOUND, render_json(rows) if args.json else render_per_minute(rows, window)
+    return FOUND, render_data(rows, output) if output in DATA else render_per_minute(rows, window, wide)
+
+
+DATA = ("json", "yaml")
 
 
 def _check_database_exists(url: str | None, data_dir: str) -> None:
@@ -217,47 +216,29 @@ def _check_database_exists(url: str | None, data_dir: str) -> None:
 
 
 # --- output -----------------------------------------------------------------------------------------
-def when(value: datetime | None) -> str:
-    if value is None:
-        return "-"
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+# Tables fit printing.WIDTH (120) columns: idempotency keys and the confirming event's time are shown with -o wide,
+# and free text (triggers, reasons, messages) is cut to fit, in full with -o wide.
+when = printing.when
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return when(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def render_data(value: Any, output: str) -> str:
+    return printing.dump(value, output)
 
 
 def render_json(value: Any) -> str:
-    return json.dumps(_plain(value), indent=2, sort_keys=False, default=str) + "\n"
+    return printing.dump(value, "json")
 
 
-def _cell(value: Any) -> str:
-    if value is None or value == "":
-        return "-"
-    if isinstance(value, datetime):
-        return when(value)
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return " ".join(str(value).split())  # one line per row
+def table(heads: Sequence[printing.Column | str], rows: Sequence[Sequence[Any]], wide: bool = False) -> str:
+    """printing.table's lines as one text."""
+    return "\n".join(printing.table(heads, rows, wide=wide)) + "\n"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns aligned with two spaces between them; '-' for an empty cell."""
-    return "\n".join(printing.columns([list(headers), *([_cell(v) for v in row] for row in rows)])) + "\n"
-
-
-def _confirmed(a: Row) -> str:
+def _confirmed(a: Row, wide: bool) -> str:
     if a["confirmed_seq"] is None:
         return "-"
-    return f"{a['confirmed_by']} #{a['confirmed_seq']} {when(a['confirmed_at'])}"
+    by = f"{a['confirmed_by']} #{a['confirmed_seq']}"
+    return f"{by} {when(a['confirmed_at'])}" if wide and a["confirmed_at"] is not None else by
 
 
 def _trigger(s: Row) -> str:
@@ -286,17 +267,20 @@ def _range(window: TimeRange) -> str:
     return ""
 
 
-ACTION_HEADERS = ("DECIDED", "DECISION", "ACTION", "TARGET", "KEY", "OUTCOME", "CODE", "REASON", "CONFIRMED")
+C = printing.Column
+ACTION_HEADERS = (C("DECIDED"), C("DECISION"), C("ACTION"), C("TARGET"), C("KEY", wide=True), C("OUTCOME"), C("CODE"),
+                  C("REASON", shrink=True), C("CONFIRMED"))
 
 
-def _action_row(a: Row) -> list[Any]:
+def _action_row(a: Row, wide: bool) -> list[Any]:
     target = f"{a['target_kind']} {a['target_name']}" if a["target_name"] else a["target_kind"]
     outcome = a["outcome"] or ("pending" if a["state"] == "pending" else "sent, no result yet")
     return [a["decided_at"], a["decision_id"], a["action"], target, a["idempotency_key"], outcome, a["code"],
-            a["reason"], _confirmed(a)]
+            a["reason"], _confirmed(a, wide)]
 
 
-SYNC_HEADERS = ("DECIDED", "DECISION", "CONTROLLER", "TRIGGER", "REASON", "ACTIONS", "MS")
+SYNC_HEADERS = (C("DECIDED"), C("DECISION"), C("CONTROLLER"), C("TRIGGER", shrink=True), C("REASON", shrink=True),
+                C("ACTIONS"), C("MS"))
 
 
 def _sync_row(s: Row) -> list[Any]:
@@ -325,16 +309,23 @@ def _headline(pod: audit.PodHistory) -> list[str]:
     return lines
 
 
-def render_pod(pod: audit.PodHistory) -> str:
-    out = [f"Pod {pod.namespace}/{pod.name}", *(f"  {line}" for line in _headline(pod)), ""]
+def _lines(text: str, wide: bool) -> list[str]:
+    """A headline: broken to fit printing.WIDTH, or whole with -o wide."""
+    return [text] if wide else printing.wrap(text)
+
+
+def render_pod(pod: audit.PodHistory, wide: bool = False) -> str:
+    out = [*_lines(f"Pod {pod.namespace}/{pod.name}", wide),
+           *(part for line in _headline(pod) for part in _lines(f"  {line}", wide)), ""]
     out.append("ACTIONS")
-    out.append(table(ACTION_HEADERS, [_action_row(a) for a in pod.actions]) if pod.actions else "(none)\n")
+    out.append(table(ACTION_HEADERS, [_action_row(a, wide) for a in pod.actions], wide) if pod.actions
+               else "(none)\n")
     out.append("DECISIONS")
-    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in pod.decisions]) if pod.decisions else "(none)\n")
+    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in pod.decisions], wide) if pod.decisions else "(none)\n")
     out.append("WATCH EVENTS")
     out.append(table(("SEQ", "TYPE", "UID", "RESOURCE VERSION", "OBSERVED"),
                      [[e["stream_seq"], e["event_type"], e["uid"], e["resource_version"], e["observed_at"]]
-                      for e in pod.events]) if pod.events else "(none)\n")
+                      for e in pod.events], wide) if pod.events else "(none)\n")
     return "\n".join(out)
 
 
@@ -343,18 +334,20 @@ def pod_json(pod: audit.PodHistory) -> dict[str, Any]:
             "decisions": pod.decisions, "events": pod.events}
 
 
-def render_controller(ctl: audit.ControllerHistory, window: TimeRange) -> str:
+def render_controller(ctl: audit.ControllerHistory, window: TimeRange, wide: bool = False) -> str:
     out = [f"{' or '.join(ctl.kinds)} {ctl.namespace}/{ctl.name}: {_count(len(ctl.syncs), 'sync')}, "
            f"{_count(len(ctl.actions), 'action')}{_range(window)}"]
     if ctl.truncated:
         out[0] += " (the newest shown: narrow --since/--until or raise --limit)"
     if not ctl.syncs:
         out[0] += f"; its latest decision is at {when(ctl.latest)}" if ctl.latest else "; it was never synced"
+    out[0:1] = _lines(out[0], wide)
     out.append("")
     out.append("SYNCS")
-    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in ctl.syncs]) if ctl.syncs else "(none)\n")
+    out.append(table(SYNC_HEADERS, [_sync_row(s) for s in ctl.syncs], wide) if ctl.syncs else "(none)\n")
     out.append("ACTIONS")
-    out.append(table(ACTION_HEADERS, [_action_row(a) for a in ctl.actions]) if ctl.actions else "(none)\n")
+    out.append(table(ACTION_HEADERS, [_action_row(a, wide) for a in ctl.actions], wide) if ctl.actions
+               else "(none)\n")
     return "\n".join(out)
 
 
@@ -363,23 +356,30 @@ def controller_json(ctl: audit.ControllerHistory) -> dict[str, Any]:
             "latest_decision_at": ctl.latest, "syncs": ctl.syncs, "actions": ctl.actions}
 
 
-def render_failures(rows: list[Row], window: TimeRange) -> str:
+FAILURE_HEADERS = (C("FINISHED"), C("CONTROLLER"), C("ACTION"), C("TARGET"), C("KEY", wide=True), C("CODE"),
+                   C("REASON"), C("MESSAGE", shrink=True))
+
+
+def render_failures(rows: list[Row], window: TimeRange, wide: bool = False) -> str:
     if not rows:
         return f"no failed actions{_range(window)}\n"
-    return table(("FINISHED", "CONTROLLER", "ACTION", "TARGET", "KEY", "CODE", "REASON", "MESSAGE"),
-                 [[r["finished_at"], r["controller_key"], r["action"], r["target_name"] or r["target_kind"],
-                   r["idempotency_key"], r["code"], r["reason"], r["message"]] for r in rows])
+    return table(FAILURE_HEADERS, [[r["finished_at"], r["controller_key"], r["action"], r["target_name"] or
+                                    r["target_kind"], r["idempotency_key"], r["code"], r["reason"], r["message"]]
+                                   for r in rows], wide)
 
 
-def render_slowest(rows: list[Row], window: TimeRange) -> str:
+SLOWEST_HEADERS = (C("MS"), C("DECIDED"), C("DECISION"), C("CONTROLLER"), C("TRIGGER", shrink=True),
+                   C("REASON", shrink=True), C("ACTIONS"))
+
+
+def render_slowest(rows: list[Row], window: TimeRange, wide: bool = False) -> str:
     if not rows:
         return f"no syncs{_range(window)}\n"
-    return table(("MS", "DECIDED", "DECISION", "CONTROLLER", "TRIGGER", "REASON", "ACTIONS"),
-                 [[r["duration_ms"], r["decided_at"], r["decision_id"], r["controller_key"], _trigger(r), _reason(r),
-                   r["actions"]] for r in rows])
+    return table(SLOWEST_HEADERS, [[r["duration_ms"], r["decided_at"], r["decision_id"], r["controller_key"],
+                                    _trigger(r), _reason(r), r["actions"]] for r in rows], wide)
 
 
-def render_per_minute(rows: list[Row], window: TimeRange) -> str:
+def render_per_minute(rows: list[Row], window: TimeRange, wide: bool = False) -> str:
     if not rows:
         return f"no pods created{_range(window)}\n"
-    return table(("MINUTE (UTC)", "PODS"), [[r["minute"], r["pods"]] for r in rows])
+    return table(("MINUTE (UTC)", "PODS"), [[r["minute"], r["pods"]] for r in rows], wide)

@@ -10,7 +10,14 @@ from kubus import controlplane_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kubus import pipeline_command, replay_command, sim_command, streams_command  # see controlplane_parser
+    from kubus import (  # see controlplane_parser
+        pipeline_command,
+        replay_command,
+        sim_command,
+        streams_command,
+        version_command,
+    )
+    from runtime import flags
 
     parser = argparse.ArgumentParser(prog="kubus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -19,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_command.add_parsers(sub)
     streams_command.add_parser(sub)
     controlplane_command.add_parser(sub)
+    version_command.add_parsers(sub, parser)
     try:
         from kubus.db_command import add_parser as add_db_parser
     except ImportError:  # the store package is optional for `kubus sim` alone
@@ -34,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         from kubus.shadow_command import add_parser as add_shadow_parser
 
         add_shadow_parser(sub)
+    flags.from_environment(parser)  # every flag's KUBUS_<FLAG>, last: after every command has declared its flags
     return parser
 
 

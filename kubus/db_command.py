@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runtime import flags, redact
+from runtime.exitcodes import NO as EXIT_NO
+from runtime.progress import Progress
 from store import engine
 from store.migrating import head
 from store.retention import parse_duration
@@ -61,7 +63,7 @@ def run_current(args: argparse.Namespace) -> int:
     need = head()
     state = "up to date" if revision == need else "run `kubus db upgrade`"
     print(f"{revision or 'none'} (this kubus needs {need}: {state})")
-    return 0 if revision == need else 3
+    return 0 if revision == need else EXIT_NO  # "is the schema this kubus's?" no: run `kubus db upgrade`
 
 
 def _duration(text: str) -> timedelta:
@@ -78,7 +80,8 @@ def run_prune(args: argparse.Namespace) -> int:
         store = await engine.open_store(args.db_url, args.data_dir,
                                         statement_timeout=flags.statement_timeout(args))
         try:
-            return (await store.prune(cutoff)).as_dict()
+            with Progress("kubus db prune", "rows") as progress:
+                return (await store.prune(cutoff, progress=progress.update)).as_dict()
         finally:
             await store.close()
 

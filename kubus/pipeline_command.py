@@ -21,6 +21,7 @@ from kube.features import KNOWN as KNOWN_GATES
 from kube.features import FeatureGateError, FeatureGates, parse_feature_gates
 from kube.times import parse_go_duration
 from kubus.sim_command import SIM_KUBECONFIG, add_sim_arguments
+from messages.keys import ControllerKind
 from runtime import datadir, flags, logs
 from runtime.running import Part, Runtime, StartupError, run_service
 
@@ -33,11 +34,8 @@ def add_parsers(sub: Any) -> None:
         p: argparse.ArgumentParser = sub.add_parser(name, help=helptext, description=helptext)
         flags.add_service(p.add_argument_group("pipeline"))
         if name in ("up", "execute"):
-            p.add_argument("--qps", type=float, default=str(os.environ.get("KUBUS_QPS", "20")),
-                           help="API requests per second, as kube-controller-manager's --kube-api-qps "
-                                "(env KUBUS_QPS; 0 disables the limiter)")
-            p.add_argument("--burst", type=int, default=str(os.environ.get("KUBUS_BURST", "30")),
-                           help="API request burst, as --kube-api-burst (env KUBUS_BURST)")
+            flags.add_api_limits(p)
+            flags.add_concurrency(p)
             p.add_argument("--ack-wait", type=float, default=30.0,
                            help="seconds before an action held by a dead executor is redelivered")
         if name in ("up", "reconcile"):
@@ -46,6 +44,7 @@ def add_parsers(sub: Any) -> None:
                            help="how long the audit trail keeps events, decisions, actions and results, e.g. 7d; "
                                 f"off keeps everything (env KUBUS_RETENTION, default {DEFAULT_RETENTION})")
         if name in ("up", "reconcile"):
+            flags.add_controllers(p)
             p.add_argument("--feature-gates", type=_feature_gates, metavar="NAME=BOOL,...",
                            default=os.environ.get("KUBUS_FEATURE_GATES") or "",
                            help="feature gates the controllers' decisions depend on, as kube-controller-manager's "
@@ -181,13 +180,14 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
     if name in ("up", "ingest"):
         from ingest.config import IngestConfig
         from ingest.service import Ingest
+        from runtime.metrics import REGISTRY
         from store.checkpoints import SqlCheckpoints
 
         assert store is not None
         ingest = Ingest(IngestConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                      context=args.context, instance=f"ingest-{args.instance}",
                                      checkpoints=SqlCheckpoints(store), tombstone_ttl=args.state_tombstone_ttl,
-                                     own_state=own_state(args)))
+                                     own_state=own_state(args)), registry=REGISTRY)
         parts["ingest"] = lambda: ingest.run(bus, health)
     if name in ("up", "reconcile"):
         from reconciler.service import run_reconciler
@@ -198,15 +198,22 @@ async def _build(name: str, args: argparse.Namespace, runtime: Runtime) -> dict[
                                                      retention=args.retention, lease_ttl=lease_ttl,
                                                      feature_gates=args.feature_gates,
                                                      min_resync_period=args.min_resync_period,
-                                                     shadow=args.shadow_window if args.shadow else None)
+                                                     shadow=args.shadow_window if args.shadow else None,
+                                                     controllers=args.controllers)
     if name == "execute" or (name == "up" and not args.shadow):  # a shadow executes nothing
         from executor.config import ExecutorConfig
+        from executor.metrics import ExecutorMetrics
         from executor.service import run_executor
+        from runtime.metrics import REGISTRY
 
         config = ExecutorConfig(prefix=bus.prefix, partitions=bus.partitions, kubeconfig=args.kubeconfig,
                                 context=args.context, instance=f"executor-{args.instance}", qps=args.qps,
-                                burst=args.burst, ack_wait=args.ack_wait)
-        parts["executor"] = lambda: run_executor(config, bus, health)
+                                burst=args.burst, ack_wait=args.ack_wait,
+                                concurrency=args.concurrent_daemonset_syncs + args.concurrent_replicaset_syncs,
+                                concurrent_syncs=((ControllerKind.DAEMON_SET, args.concurrent_daemonset_syncs),
+                                                  (ControllerKind.REPLICA_SET, args.concurrent_replicaset_syncs)))
+        executor_metrics = ExecutorMetrics(REGISTRY)  # the process's one registry, which /metrics serves
+        parts["executor"] = lambda: run_executor(config, bus, health, metrics=executor_metrics)
     return parts
 
 

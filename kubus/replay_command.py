@@ -2,8 +2,8 @@
 
 `kubus replay` re-runs the controllers over a recorded history, deterministically and without touching a
 cluster: from a file (`--from-file`) or from the store's input log with the events in JetStream (the
-pipeline's `--nats-url`, `--prefix`, `--db-url`, `--data-dir`). Exit codes: 0 done (no divergence), 1
-`--diff` found a divergence, 2 bad input or an unreachable store or NATS.
+pipeline's `--nats-url`, `--prefix`, `--db-url`, `--data-dir`). Exit codes: 0 done (no divergence), 2 bad input or
+an unreachable store or NATS, 3 `--diff` found a divergence (runtime/exitcodes.py: one meaning per code).
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from messages import subjects
-from runtime import flags
+from runtime import exitcodes, flags
+from runtime.progress import Progress
 
-EXIT_DIVERGED = 1
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = exitcodes.NOT_STARTED  # and exitcodes.NO: --diff found a divergence (Replay.finish)
 
 
 def add_parsers(sub: Any) -> None:
@@ -30,7 +31,7 @@ def add_parsers(sub: Any) -> None:
         description="Re-run the DaemonSet and ReplicaSet controllers over a recorded event history, with the "
                     "clock and the executor results the live reconciler had, and print their decisions: from an "
                     "exported file, or from the store's input log and KUBUS_EVENTS.",
-        epilog="Exit status: 0 done, 1 --diff found a divergence, 2 bad input or source unavailable.")
+        epilog="Exit status: 0 done, 2 bad input or source unavailable, 3 --diff found a divergence.")
     src = p.add_argument_group("source")
     src.add_argument("--from-file", metavar="FILE", help="a file `kubus events export` wrote ('-': stdin)")
     _source_arguments(src)
@@ -44,7 +45,9 @@ def add_parsers(sub: Any) -> None:
     what.add_argument("--diff", action="store_true",
                       help="compare with the recorded decisions and report the first divergence (exit 1)")
     what.add_argument("--decisions", action="store_true", help="print every decision, not only --controller's")
-    what.add_argument("--format", choices=("text", "json"), default="text", help="text, or one JSON object a line")
+    what.add_argument("-o", "--output", choices=("json", "yaml", "wide"), metavar="json|yaml|wide", default=None,
+                      help="json: one JSON object a line; yaml: one YAML document each; wide: the text (default)")
+    what.add_argument("--format", dest="output", choices=("text", "json"), help=argparse.SUPPRESS)  # the earlier -o
     whatif = p.add_argument_group("what if (changes applied to the history's events)")
     whatif.add_argument("--set", dest="sets", action="append", default=[], metavar="[OBJECT:]PATH=VALUE",
                         help="e.g. spec.updateStrategy.rollingUpdate.maxUnavailable=3 (the --controller object), "
@@ -63,7 +66,9 @@ def add_parsers(sub: Any) -> None:
     exp = commands.add_parser("export", help="write the history to a line-delimited JSON file",
                               description="Write the reconciler's input log, the events it consumed and its "
                                           "decisions as line-delimited JSON (docs/replay.md).")
-    exp.add_argument("--output", "-o", default="-", metavar="FILE", help="where to write ('-': stdout)")
+    exp.add_argument("--output-file", "-f", dest="output", default="-", metavar="FILE",
+                     help="where to write ('-': stdout)")
+    exp.add_argument("--output", "-o", dest="output", help=argparse.SUPPRESS)  # the earlier spelling of -f
     exp.add_argument("--no-decisions", action="store_true", help="leave the decisions out (no --diff from the file)")
     _source_arguments(exp.add_argument_group("source"))
     _window_arguments(exp)
@@ -91,8 +96,10 @@ def _window_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("window (bounds included; the replay starts early enough to have the state right)")
     g.add_argument("--since-seq", type=int, metavar="SEQ", help="from the ticks that consumed event SEQ on")
     g.add_argument("--until-seq", type=int, metavar="SEQ", help="up to the tick that consumed event SEQ")
-    g.add_argument("--since", metavar="TIME", help="from this time on (RFC 3339, e.g. 2026-11-23T05:12:03Z)")
-    g.add_argument("--until", metavar="TIME", help="up to this time")
+    g.add_argument("--since", metavar="WHEN",
+                   help="from this time on: a duration ago (90s, 30m, 1h, 2d) or an RFC 3339 time "
+                        "(2026-11-23T05:12:03Z)")
+    g.add_argument("--until", metavar="WHEN", help="up to this time, same forms")
     g.add_argument("--instance", metavar="NAME",
                    help="only this reconciler's ticks (a split deployment: each member is replayed on its own)")
 
@@ -105,9 +112,10 @@ def _window(args: argparse.Namespace) -> Any:
     from replay.report import parse_when
     from replay.source import Window
 
+    now = datetime.now(UTC)  # one `now` for both bounds
     try:
-        return Window(args.since_seq, args.until_seq, parse_when(args.since) if args.since else None,
-                      parse_when(args.until) if args.until else None, args.instance)
+        return Window(args.since_seq, args.until_seq, parse_when(args.since, now) if args.since else None,
+                      parse_when(args.until, now) if args.until else None, args.instance)
     except ValueError as exc:
         raise Refused(str(exc)) from None
 
@@ -139,16 +147,17 @@ def run_replay(args: argparse.Namespace) -> int:
     except (WhatIfError, Refused) as exc:
         return _fail("replay", str(exc))
     replay = Replay(ReplayOptions(controller=controller, explain=args.explain, diff=args.diff, decisions=args.decisions,
-                            window=window, what_if=what_if if what_if else None, format=args.format), sys.stdout)
+                            window=window, what_if=what_if if what_if else None,
+                                  format=args.output if args.output in ("json", "yaml") else "text"), sys.stdout)
     from replay.engine import tuned_gc
 
     try:
-        with tuned_gc():
+        with tuned_gc(), Progress("kubus replay", "ticks") as progress:
             if args.from_file:
                 source = args.from_file
-                _replay_file(replay, args.from_file, args.instance)
+                _replay_file(replay, args.from_file, args.instance, progress)
             else:
-                source = asyncio.run(_replay_live(replay, args))
+                source = asyncio.run(_replay_live(replay, args, progress))
     except FormatError as exc:
         return _fail("replay", f"{args.from_file}: {exc}")
     except (ReplayError, SourceError, WhatIfError, Refused) as exc:
@@ -161,7 +170,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return replay.finish(source)
 
 
-def _replay_file(replay: Any, path: str, instance: str | None) -> None:
+def _replay_file(replay: Any, path: str, instance: str | None, progress: Progress) -> None:
     from replay.fileformat import Reader, read_file
     from replay.source import of_instance
 
@@ -176,9 +185,10 @@ def _replay_file(replay: Any, path: str, instance: str | None) -> None:
     for bundle in bundles:
         if not replay.feed(bundle):
             break
+        progress.update(1)
 
 
-async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
+async def _replay_live(replay: Any, args: argparse.Namespace, progress: Progress) -> str:
     from replay.source import live_bundles
 
     async with _connected(args, create_streams=False) as (store, bus):
@@ -190,6 +200,7 @@ async def _replay_live(replay: Any, args: argparse.Namespace) -> str:
             async for bundle in bundles:
                 if not replay.feed(bundle):
                     break
+                progress.update(1)
         finally:
             await close()
         return f"{store.label} and {bus.stream(subjects.EVENTS_STREAM)}"
@@ -200,7 +211,7 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
                      need_store: bool = True, need_bus: bool = True) -> AsyncIterator[tuple[Any, Any]]:
     """The store and the bus (each None when not needed), closed afterwards."""
     from runtime.bus import Bus, NatsUnavailable, StreamError, close, connect, ensure_streams
-    from runtime.natsserver import EmbeddedNats
+    from runtime.natsserver import EmbeddedNats, NatsServerUnusable
     from store.engine import open_store
     from store.errors import DatabaseUnavailable
 
@@ -218,7 +229,10 @@ async def _connected(args: argparse.Namespace, *, create_streams: bool, partitio
             url = args.nats_url
             if not url:
                 embedded = EmbeddedNats(Path(args.data_dir) / "nats")
-                url = await embedded.start()
+                try:
+                    url = await embedded.start()
+                except (FileNotFoundError, NatsServerUnusable) as exc:
+                    raise Refused(str(exc)) from None
                 stack.push_async_callback(embedded.stop)
             try:
                 nc = await connect(url, "kubus-replay", reconnect=False, auth=flags.nats_auth(args))
@@ -267,11 +281,13 @@ async def _export(args: argparse.Namespace) -> dict[str, int] | None:
         if window:
             source["window"] = {k: str(v) for k, v in vars(window).items() if v is not None}
         out: IO[bytes]
-        if args.output == "-":
-            return await export(store, bus, sys.stdout.buffer, window, decisions=not args.no_decisions,
-                                source=source)
-        with open(args.output, "wb") as out:
-            return await export(store, bus, out, window, decisions=not args.no_decisions, source=source)
+        with Progress("kubus events export", "ticks") as progress:
+            if args.output == "-":
+                return await export(store, bus, sys.stdout.buffer, window, decisions=not args.no_decisions,
+                                    source=source, progress=progress.update)
+            with open(args.output, "wb") as out:
+                return await export(store, bus, out, window, decisions=not args.no_decisions, source=source,
+                                    progress=progress.update)
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -295,4 +311,5 @@ async def _import(args: argparse.Namespace) -> dict[str, int]:
 
     async with _connected(args, create_streams=True, partitions=args.partitions, need_store=not args.no_store,
                           need_bus=not args.no_stream) as (store, bus):
-        return await import_file(args.file, store, bus)
+        with Progress("kubus events import", "ticks") as progress:
+            return await import_file(args.file, store, bus, progress=progress.update)

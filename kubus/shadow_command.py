@@ -27,23 +27,23 @@ from kube.times import Clock, parse_go_duration, utcnow
 from reconciler.core.comparing import AGREED, EQUIVALENT, KUBUS_ONLY, UPSTREAM_ONLY, Timed, Window, compare, summary
 from reconciler.core.controllers import DEFAULT_SHADOW_WINDOW
 from reconciler.core.shadow import Act
-from runtime import flags, printing
+from runtime import exitcodes, flags, printing
 
-AGREEMENT, DIVERGENCE, BAD_INPUT = 0, 1, 2
+AGREEMENT, DIVERGENCE, BAD_INPUT = exitcodes.DONE, exitcodes.NO, exitcodes.NOT_STARTED
+
 
 
 def add_shadow_arguments(p: argparse.ArgumentParser) -> None:
     """`--shadow` and `--shadow-window`, for `kubus up` and `kubus reconcile`."""
-    on = os.environ.get("KUBUS_SHADOW", "").strip().lower() in ("1", "true")
-    p.add_argument("--shadow", action="store_true", default=on,
+    # KUBUS_SHADOW and KUBUS_SHADOW_WINDOW come from runtime/flags.py's from_environment, as every flag's do
+    p.add_argument("--shadow", action="store_true",
                    help="shadow mode: decide beside the acting controller (kube-controller-manager), act on nothing, "
-                        "record every action as would-do and compare (env KUBUS_SHADOW=true; docs/shadow.md). "
+                        "record every action as would-do and compare (docs/shadow.md). "
                         "`kubus up --shadow` runs no executor")
-    p.add_argument("--shadow-window", type=_window, metavar="DURATION",
-                   default=os.environ.get("KUBUS_SHADOW_WINDOW") or _text(DEFAULT_SHADOW_WINDOW),
+    p.add_argument("--shadow-window", type=_window, metavar="DURATION", default=_text(DEFAULT_SHADOW_WINDOW),
                    help="the comparison window: an owner's acts more than this apart are compared separately, and "
-                        "a would-do act upstream has not matched within it is given up (env KUBUS_SHADOW_WINDOW, "
-                        f"default {_text(DEFAULT_SHADOW_WINDOW)})")
+                        "a would-do act upstream has not matched within it is given up "
+                        f"(default {_text(DEFAULT_SHADOW_WINDOW)})")
 
 
 def _text(window: timedelta) -> str:

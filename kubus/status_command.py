@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
     flags.add_partitions(g)
     flags.add_lease_ttl(p)
     p.add_argument("--consumer", default=DEFAULT_CONSUMER, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    printing.add_output(p, json_flag=True)  # --json: the earlier spelling of -o json
     p.set_defaults(run=run)
 
 
@@ -341,5 +341,5 @@ def run(args: argparse.Namespace) -> int:
     except DatabaseUnavailable as exc:
         print(f"kubus status: {redact.text(str(exc))}", file=sys.stderr)
         return 2
-    sys.stdout.write(to_json(status) + "\n" if args.json else render(status))
+    sys.stdout.write(printing.dump(asdict(status), args.output) if args.output in ("json", "yaml") else render(status))
     return 0

@@ -46,12 +46,12 @@ from kube.times import Clock, utcnow
 from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
-from reconciler import bootstrapping
+from reconciler import bootstrapping, metrics
 from reconciler.core import batch, stepping
 from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
-from runtime import failpoints, serving
+from runtime import failpoints, logs, serving
 from runtime.bus import Bus, bus_away, events_info, identity, renew_state
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.errors import database_away, describe
@@ -121,6 +121,7 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self._results: Pending = []
         self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
+        self.probe = metrics.WorkqueueProbe(time.perf_counter)  # the controllers' key queue's metrics, until run ends
 
     @property
     def controllers(self) -> Controllers:
@@ -161,6 +162,7 @@ class Reconciler:
             prefix=self.bus.prefix, settings=self.settings, newest=self.bootstrapped_to,
             consistent=self._consistent_to, instance=self.instance, at=self.clock()), self.cache)
         state.controllers.use_stopwatch(time.perf_counter)
+        state.controllers.use_probe(self.probe)  # the workqueue_* metrics, on the same clock
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(state.controllers.expectations), state.first_seq)
         return state
@@ -306,7 +308,7 @@ class Reconciler:
                     where = f"{self.bus.stream(subjects.EVENTS_STREAM)}#{halt.seq} ({halt.subject})"
                     await self._halt(EVENTS, where, halt.error)
                     return
-                serving.WORKQUEUE_DEPTH.labels(name="reconciler").set(self._queue.qsize())
+                metrics.INTAKE_DEPTH.set(self._queue.qsize())
                 if msgs:
                     serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
                 if not self.caught_up and last >= target:
@@ -316,6 +318,7 @@ class Reconciler:
             # whatever ended the loop (a stop, LeaseLost, an error, a cancellation): results handed to it are
             # not committed, and none are taken any more, so no recorder waits on a loop that is gone
             self._stopping = True
+            self.probe.close()  # its keys are no longer queued: a new loop enqueues every controller again
             _fail(self._results, Stopped())
             self._results = []
             if sub is not None:
@@ -424,9 +427,12 @@ class Reconciler:
         self.committed = self.committed or tx is not None
         for sync in commit.decisions:
             decided = sync.decided
-            result = "error" if "error" in decided.summary else "success"
-            serving.RECONCILES.labels(controller=decided.controller_kind, result=result).inc()
-            serving.RECONCILE_TIME.labels(controller=decided.controller_kind).observe(decided.duration_ms / 1000)
+            metrics.reconciled(decided)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s decided (%s, %d actions): %s", decided.controller_key, decided.result,
+                          len(decided.actions), decided.summary.get("reason", ""), extra=logs.fields(
+                              **logs.of_controller(decided.controller_key), decision=decided.correlation_id,
+                              partition=sync.partition))
         return commit
 
     async def _dead_letter(self, messages: Sequence[stepping.Message], unusable: list[stepping.Unusable]) -> None:

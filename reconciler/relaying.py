@@ -37,11 +37,11 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from kube.codec import decode_head
-from kube.times import format_micro_time, parse_time
+from kube.times import format_micro_time, parse_time, utcnow
 from messages import codec, subjects
 from messages.actions import FAILED, Action, ActionResult, CreateControllerRevision, CreatePods
 from reconciler.consuming import Stopped
-from runtime import failpoints, serving
+from runtime import failpoints, logs, serving
 from runtime.bus import Bus, Sent, publish_async, stored, wire_size
 from runtime.deadletter import ACTIONS, RESULTS, Halts, Original, dead_letter, one_line
 from store.outbox import OutboxRow
@@ -134,6 +134,7 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
 async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None) -> int:
     rows = await store.pending(RELAY_BATCH, subjects)
     serving.OUTBOX_DEPTH.set(len(rows))
+    serving.OUTBOX_OLDEST.set(max(0.0, (utcnow() - rows[0].created_at).total_seconds()) if rows else 0.0)
     if not rows:
         return 0
     # publish_async_bounded: a row over max_payload is never written (nor leaks a slot of nats-py's window),
@@ -175,15 +176,19 @@ async def dead_letter_row(bus: Bus, row: OutboxRow, message: Sent) -> None:
     both stored before the caller marks the row (a crash in between publishes both again, and JetStream's
     de-duplication keeps one of each)."""
     size, limit = wire_size(message.payload, message.headers), bus.nc.max_payload
+    about = logs.fields(key=row.key, decision=row.decision_id, partition=row.subject.rpartition(".")[2])
     try:
         action: Action | None = codec.decode_action(row.payload)
     except codec.BadMessage as exc:  # the store wrote it: only a newer kubus's row can be unreadable
-        log.error("outbox row %s cannot be read (%s); no result can be recorded for it", row.key, exc)
+        log.error("outbox row %s cannot be read (%s); no result can be recorded for it", row.key, exc,
+                  extra=about)
         action = None
     what = f"{action.controller} {type(action).__name__}" if action is not None else "action"
     reason = (f"{what} {row.key} is {len(row.payload)} bytes ({size} on the wire), over NATS's "
               f"max_payload of {limit} bytes: it can never be published, and was dead-lettered")
-    log.error("outbox row dead-lettered: %s", reason)
+    if action is not None:
+        about[logs.EXTRA].update(logs.of_controller(action.controller), action=_tag(action))
+    log.error("outbox row dead-lettered: %s", reason, extra=about)
     note = codec.encode({"key": row.key, "subject": row.subject, "decision_id": row.decision_id,
                          "action": _tag(action), "size": size, "max_payload": limit, "reason": reason})
     # the headers every dead letter has (runtime/deadletter.py), the row standing for the message never sent

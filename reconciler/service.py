@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from kube.features import FeatureGates
 from kube.times import Clock, utcnow
+from reconciler import metrics
 from reconciler.consuming import SoleReconciler
 from reconciler.core.controllers import DEFAULT_MIN_RESYNC_PERIOD, Settings, resync_period
 from reconciler.leases import LeaseKeeper
@@ -32,13 +33,15 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
                          retention: timedelta | None = None, lease_ttl: float | None = None,
                          feature_gates: FeatureGates | None = None,
                          min_resync_period: timedelta = DEFAULT_MIN_RESYNC_PERIOD,
-                         shadow: timedelta | None = None) -> None:
+                         shadow: timedelta | None = None,
+                         controllers: frozenset[str] | None = None) -> None:
     """With `lease_ttl`, one member of a split deployment: it holds leases on its share of the
     partitions (docs/split.md). Without, alone by construction (`kubus up`): every partition, unfenced.
 
     `feature_gates` and `min_resync_period` are kube-controller-manager's flags of those names: the
     controllers built under this call (one, or one per change of the partitions held) take them, with the
-    resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`).
+    resync period ResyncPeriod draws from `min_resync_period` (its factor derived from `instance`). `controllers`:
+    the kinds whose controllers run (--controllers; None: every one).
 
     With `shadow` (the comparison window), a shadow (docs/shadow.md): the decisions' actions are recorded as
     would-do acts and never relayed, so no relay runs and no results are awaited; a task counts the
@@ -46,10 +49,13 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     # actions are cut to fit the server's max_payload as its INFO said at this start (recorded for replay)
     settings = dataclasses.replace(settings_of(feature_gates, min_resync_period, instance),
                                    max_action_bytes=payload_limit(bus.nc))
+    if controllers is not None:
+        settings = dataclasses.replace(settings, controllers=frozenset(controllers))
     if shadow is not None:
         settings = dataclasses.replace(settings, shadow=True, shadow_window=shadow)
         log.info("shadow mode: acting on nothing, recording would-do actions; comparison window %s", shadow)
-    log.info("feature gates %s; informers' resync every %s; actions up to %d bytes", settings.feature_gates.as_dict(),
+    log.info("controllers %s; feature gates %s; informers' resync every %s; actions up to %d bytes",
+             ",".join(sorted(settings.controllers)), settings.feature_gates.as_dict(),
              settings.resync_period or "never", settings.max_action_bytes)
     health.alive_when("nats", lambda: bus.nc.is_connected or bus.nc.is_reconnecting)
     # a consumer stopped at a message of a newer kubus: not ready, still alive (docs/production.md, "Upgrades")
@@ -62,6 +68,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
     loop: SoleReconciler | PartitionedReconciler
     if lease_ttl is None:
         loop = reconciler = SoleReconciler(bus, store, instance=instance, settings=settings, halts=halts)
+        metrics.held(bus.partitions, None)
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler")]
         if shadow is None:
@@ -73,6 +80,7 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
         keeper = LeaseKeeper(store, instance, bus.partitions, ttl=lease_ttl,
                              info={"host": socket.gethostname(), "pid": os.getpid()})
         loop = split = PartitionedReconciler(bus, store, keeper, instance, settings=settings, halts=halts)
+        metrics.held(bus.partitions, lambda: keeper.owned)
         health.ready_when("reconciler-caught-up", lambda: split.caught_up)
         keeper_task = asyncio.create_task(keeper.run(), name="lease-keeper")
         tasks = [keeper_task, asyncio.create_task(split.run(), name="reconciler")]

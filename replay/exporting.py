@@ -13,6 +13,7 @@ audit; a reconciler run against it would find no consumer positions and decide e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import IO, Any
 
 import msgspec
@@ -38,8 +39,10 @@ class ImportRefused(ValueError):
 
 
 async def export(store: Store, bus: Any, out: IO[bytes], window: Window, *, decisions: bool = True,
-                 source: dict[str, Any] | None = None) -> dict[str, int] | None:
-    """Writes the history in `window` to `out`; the line counts, None when no tick falls in the window."""
+                 source: dict[str, Any] | None = None,
+                 progress: Callable[[int], None] | None = None) -> dict[str, int] | None:
+    """Writes the history in `window` to `out`; the line counts, None when no tick falls in the window. `progress`
+    is told each tick written."""
     found = await live_bundles(store, bus, window, with_decisions=decisions)
     if found is None:
         return None
@@ -48,6 +51,8 @@ async def export(store: Store, bus: Any, out: IO[bytes], window: Window, *, deci
     try:
         async for bundle in bundles:
             writer.bundle(bundle)
+            if progress is not None:
+                progress(1)
     finally:
         await close()
     writer.close()
@@ -55,8 +60,10 @@ async def export(store: Store, bus: Any, out: IO[bytes], window: Window, *, deci
 
 
 # --- import ------------------------------------------------------------------------------------------------
-async def import_file(path: str, store: Store | None, bus: Any | None) -> dict[str, int]:
-    """Loads the file into `store` and/or `bus`'s KUBUS_EVENTS (both must hold no history yet)."""
+async def import_file(path: str, store: Store | None, bus: Any | None,
+                      progress: Callable[[int], None] | None = None) -> dict[str, int]:
+    """Loads the file into `store` and/or `bus`'s KUBUS_EVENTS (both must hold no history yet). `progress` is told
+    each tick loaded."""
     if store is not None:
         async with store.engine.connect() as conn:
             if await conn.scalar(sa.select(sa.func.count()).select_from(tick_table)):
@@ -84,9 +91,13 @@ async def import_file(path: str, store: Store | None, bus: Any | None) -> dict[s
         if len(batch) >= 200:
             if store is not None:
                 await _store(store, batch, counts)
+            if progress is not None:
+                progress(len(batch))
             batch = []
     if batch and store is not None:
         await _store(store, batch, counts)
+    if progress is not None:
+        progress(len(batch))
     if store is not None:
         await _fix_sequences(store)
     if bus is not None:

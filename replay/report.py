@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from kube.times import format_micro_time, parse_typed_time
+from kube.times import format_micro_time
 from reconciler.core.controllers import Decided
 from replay import explain as explaining
 from replay.bundles import Bundle
@@ -20,6 +20,7 @@ from replay.engine import Engine, TickOutcome
 from replay.source import Window, WindowTracker
 from replay.whatif import NamedObject, WhatIf
 from runtime import printing
+from runtime.exitcodes import NO as EXIT_NO
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Replay:
         at = tick.at
         details = explaining.explain(outcome.engine.cache, decided, at) if self.options.explain else None
         self.printed += 1
-        if self.options.format == "json":
+        if self.options.format in ("json", "yaml"):
             self._json({"tick": tick.id, "at": format_micro_time(at), "index": index,
                         "controller": decided.controller_key, "correlation_id": decided.correlation_id,
                         "trigger": decided.trigger, "summary": normalized(decided.summary),
@@ -100,14 +101,21 @@ class Replay:
                 self.out.write(f"    {line}\n")
 
     def _json(self, value: Any) -> None:
-        self.out.write(json.dumps(value, separators=(",", ":"), default=str) + "\n")
+        """A record: a JSON line, or with format "yaml" a YAML document."""
+        line = json.dumps(value, separators=(",", ":"), default=str)
+        if self.options.format == "yaml":
+            import yaml  # type: ignore[import-untyped]
+
+            self.out.write("---\n" + yaml.safe_dump(json.loads(line), sort_keys=False, allow_unicode=True))
+        else:
+            self.out.write(line + "\n")
 
     def finish(self, source: str) -> int:
         """The summary (and the divergence); the exit code: 1 when --diff found a divergence."""
         stats = self.engine.stats
         rate = stats.events / stats.seconds if stats.seconds else 0.0
         divergence = self.engine.divergence
-        if self.options.format == "json":
+        if self.options.format in ("json", "yaml"):
             self._json({"summary": {
                 "source": source, "ticks": stats.ticks, "starts": stats.starts, "events": stats.events,
                 "bootstrap_events": stats.state, "results": stats.results, "decisions": stats.decisions,
@@ -142,7 +150,7 @@ class Replay:
         self.out.flush()
         if self.options.diff and divergence is None and self.without_decisions:
             return 2
-        return 1 if self.options.diff and divergence is not None else 0
+        return EXIT_NO if self.options.diff and divergence is not None else 0
 
 
 # --- text ---------------------------------------------------------------------------------------------------
@@ -222,9 +230,9 @@ def explain_lines(details: dict[str, Any]) -> list[str]:
     return lines
 
 
-def parse_when(text: str) -> datetime:
-    """An RFC 3339 time, e.g. 2026-11-23T05:12:03Z, as a person types it (without an offset it is UTC)."""
-    try:
-        return parse_typed_time(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time like 2026-11-23T05:12:03Z") from None
+def parse_when(text: str, now: datetime | None = None) -> datetime:
+    """A duration ago (1h, 30m, 2d) or an RFC 3339 time, e.g. 2026-11-23T05:12:03Z (without an offset it is UTC), as
+    every --since takes (store.retention.parse_when)."""
+    from store.retention import parse_when as when
+
+    return when(text, now or datetime.now(UTC))

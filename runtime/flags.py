@@ -167,6 +167,74 @@ class _FromFlag(argparse.Action):
         namespace.metrics_from_flag = self.dest
 
 
+def add_api_limits(flags: Flags) -> None:
+    """kube-controller-manager's --kube-api-qps and --kube-api-burst (the client-side rate limiter of every API call
+    the command makes), with kubus's earlier --qps and --burst as aliases."""
+    flags.add_argument("--kube-api-qps", "--qps", dest="qps", type=float, metavar="QPS",
+                       default=_env("KUBUS_KUBE_API_QPS") or _env("KUBUS_QPS") or "20",
+                       help="API requests per second, as kube-controller-manager's (env KUBUS_KUBE_API_QPS, or "
+                            "KUBUS_QPS; default 20; 0 disables the limiter)")
+    flags.add_argument("--kube-api-burst", "--burst", dest="burst", type=int, metavar="N",
+                       default=_env("KUBUS_KUBE_API_BURST") or _env("KUBUS_BURST") or "30",
+                       help="API request burst, as kube-controller-manager's (env KUBUS_KUBE_API_BURST, or "
+                            "KUBUS_BURST; default 30)")
+
+
+DEFAULT_CONCURRENT_SYNCS = 32  # each: today's 64 actions in flight per executor, half for either controller
+
+
+def add_concurrency(flags: Flags) -> None:
+    """--concurrent-daemonset-syncs and --concurrent-replicaset-syncs: what an executor applies at once, per
+    controller. kube-controller-manager's bound the workers that each run a whole sync, API calls included; in kubus
+    a sync is a pure decision (the reconciler runs them one after the other, in microseconds) and its API calls are
+    the actions an executor applies, so these bound the actions of each controller an executor applies at once."""
+    for kind in ("daemonset", "replicaset"):
+        variable = f"KUBUS_CONCURRENT_{kind.upper()}_SYNCS"
+        flags.add_argument(f"--concurrent-{kind}-syncs", type=positive_int, metavar="N",
+                           default=_env(variable) or str(DEFAULT_CONCURRENT_SYNCS),
+                           help=f"actions of {kind.replace('set', ' set')}s (creates, deletes, patches, status "
+                                "writes, each with its own slow-start batches) this executor applies at once; "
+                                "kube-controller-manager's flag of the name bounds its syncs, whose API calls these "
+                                f"actions are (env {variable}, default {DEFAULT_CONCURRENT_SYNCS})")
+
+
+CONTROLLER_NAMES = {"daemonset": "DaemonSet", "daemonset-controller": "DaemonSet",
+                    "replicaset": "ReplicaSet", "replicaset-controller": "ReplicaSet"}
+
+
+def controllers(text: str) -> frozenset[str]:
+    """kube-controller-manager's --controllers: `*` every controller, `name` one, `-name` not that one, separated by
+    commas (`*,-replicaset`); names `daemonset` and `replicaset`, or upstream's `daemonset-controller` and
+    `replicaset-controller`. The kinds enabled (ControllerKind values)."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("empty: give * (every controller), NAME or -NAME, separated by commas")
+    enabled: set[str] = set()
+    disabled: set[str] = set()
+    star = False
+    for item in items:
+        if item == "*":
+            star = True
+            continue
+        name = item[1:] if item.startswith("-") else item
+        kind = CONTROLLER_NAMES.get(name)
+        if kind is None:
+            raise argparse.ArgumentTypeError(
+                f"unknown controller {name!r} in {text!r}: known are {', '.join(CONTROLLER_NAMES)} (and *)")
+        (disabled if item.startswith("-") else enabled).add(kind)
+    chosen = (set(CONTROLLER_NAMES.values()) if star else enabled) - disabled
+    if not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r} enables no controller")
+    return frozenset(chosen)
+
+
+def add_controllers(flags: Flags) -> None:
+    flags.add_argument("--controllers", type=controllers, metavar="NAME,...", default=_env("KUBUS_CONTROLLERS") or "*",
+                       help="the controllers to run, as kube-controller-manager's: * for all, NAME to run one, -NAME "
+                            "not to run it (e.g. *,-replicaset); names daemonset (daemonset-controller) and "
+                            "replicaset (replicaset-controller) (env KUBUS_CONTROLLERS, default *)")
+
+
 def add_metrics(flags: Flags) -> None:
     """--metrics-bind-address (as controller-runtime's) and --metrics-port (the port on loopback), one or the other.
     Loopback by default: a laptop's kubus serves nothing on its other interfaces; a pod's probes need
@@ -183,6 +251,11 @@ def add_metrics(flags: Flags) -> None:
                             f"{DEFAULT_METRICS_HOST}:N, 0 serves none (env KUBUS_METRICS_PORT; "
                             "KUBUS_METRICS_BIND_ADDRESS wins over it)")
     flags.set_defaults(metrics_from_flag=None)
+    flags.add_argument("--health-probe-bind-address", type=bind_address, metavar="HOST:PORT",
+                       default=_env("KUBUS_HEALTH_PROBE_BIND_ADDRESS"),
+                       help="serve /healthz and /readyz here instead, as controller-runtime's flag: HOST:PORT, :PORT "
+                            "for every interface, 0 for nowhere (env KUBUS_HEALTH_PROBE_BIND_ADDRESS; default: "
+                            "beside /metrics, on --metrics-bind-address)")
 
 
 def metrics_address(args: argparse.Namespace) -> tuple[str, int]:
@@ -214,6 +287,23 @@ def bind_address(text: str) -> tuple[str, int]:
     return host, number
 
 
+def probe_address(args: argparse.Namespace) -> tuple[str, int] | None:
+    """(host, port) of /healthz and /readyz from --health-probe-bind-address (port 0: none), or None when they are
+    served beside /metrics."""
+    address: tuple[str, int] | None = args.health_probe_bind_address
+    return address
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def port_number(text: str) -> int:
     try:
         number = int(text)
@@ -229,7 +319,7 @@ def options_of(args: argparse.Namespace) -> Options:
     metrics_host, metrics_port = metrics_address(args)
     return Options(nats_url=args.nats_url, nats_auth=nats_auth(args), data_dir=Path(args.data_dir), prefix=args.prefix,
                    partitions=args.partitions, streams=stream_settings(args), metrics_host=metrics_host,
-                   metrics_port=metrics_port,
+                   metrics_port=metrics_port, probes=probe_address(args),
                    instance=args.instance,
                    log_level=args.log_level, log_format=args.log_format)
 
@@ -282,3 +372,91 @@ def byte_size(text: str) -> int:
     if not value >= 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte, or -1 for none: {text!r}")
     return int(value)
+
+
+# --- every flag's environment variable ---------------------------------------------------------------------------
+ENV_PREFIX = "KUBUS_"
+LIST_SEPARATOR = ";"  # a repeatable flag's values in its variable
+
+
+def env_name(action: argparse.Action) -> str:
+    """KUBUS_ and the flag's first long name: --kube-api-qps -> KUBUS_KUBE_API_QPS."""
+    long = next(option for option in action.option_strings if option.startswith("--"))
+    return ENV_PREFIX + long[2:].upper().replace("-", "_")
+
+
+def flag_actions(parser: argparse.ArgumentParser) -> list[tuple[list[str], argparse.Action]]:
+    """Every flag of `parser` and of its subcommands, with the command path that has it; not --help and --version,
+    not the hidden ones (help=SUPPRESS: deprecated spellings and internals)."""
+    found: list[tuple[list[str], argparse.Action]] = []
+
+    def walk(p: argparse.ArgumentParser, path: list[str]) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, [*path, name])
+            elif (action.option_strings and action.help != argparse.SUPPRESS
+                  and not isinstance(action, argparse._HelpAction | argparse._VersionAction)):
+                found.append((path, action))
+
+    walk(parser, [])
+    return found
+
+
+def _truth(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+
+
+def _checked(convert: Any, choices: Any) -> Any:
+    """`convert`, then a check against `choices`: argparse checks a default's choices never, and converts a text
+    default only when the command that has it is parsed (so a bad variable fails that command alone)."""
+    def check(text: str) -> Any:
+        value = convert(text) if convert is not None else text
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"{value!r} is not one of {', '.join(map(str, choices))}")
+        return value
+
+    check.__name__ = getattr(convert, "__name__", "value")
+    return check
+
+
+def from_environment(parser: argparse.ArgumentParser) -> None:
+    """Gives every flag of `parser` and its subcommands that declares no variable of its own (its help says `env
+    KUBUS_...`) the variable env_name names, said in its help: a set variable is the flag's default, a flag given on
+    the command line wins. A switch takes true/false (1/0, yes/no, on/off); a repeatable flag its values separated by
+    `;` (the flag given on the command line adds to them). As for the variables runtime.flags declares itself, a bad
+    value fails only the commands that have the flag, naming it."""
+    for _path, action in flag_actions(parser):
+        name = env_name(action)
+        if f"env {name}" in (action.help or ""):
+            continue  # declared with its variable (and its precedence) where it is added
+        if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+            note = f"env {name}=true|false"
+        elif isinstance(action, argparse._AppendAction):
+            note = f"env {name}, several separated by {LIST_SEPARATOR}"
+        else:
+            note = f"env {name}"
+        action.help = f"{action.help} ({note})" if action.help else f"({note})"
+        value = _env(name)
+        if value is None:
+            continue
+        action.required = False  # given by its variable
+        if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+            action.type = _truth if isinstance(action, argparse._StoreTrueAction) \
+                else (lambda text: not _truth(text))
+            action.default = value
+        elif isinstance(action, argparse._AppendAction):
+            if action.type is not None:
+                raise TypeError(f"{action.option_strings[0]}: a repeatable flag with a type has no variable yet")
+            action.default = [part.strip() for part in value.split(LIST_SEPARATOR) if part.strip()]
+        elif isinstance(action, argparse._StoreAction):
+            if action.choices is not None:
+                action.type = _checked(action.type, action.choices)
+            action.default = value
+        else:
+            raise TypeError(f"{action.option_strings[0]}: {type(action).__name__} has no variable yet")

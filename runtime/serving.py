@@ -1,8 +1,10 @@
 """`/metrics`, `/healthz` and `/readyz` for every kubus service.
 
-Metric names follow controller-runtime and client-go where a counterpart exists
-(`controller_runtime_reconcile_total`, `workqueue_depth`, `rest_client_requests_total`), and
-carry a `kubus_` prefix where it does not. Readiness is the AND of the checks each service
+/metrics serves the process's one prometheus registry (runtime/metrics.py). Metric names follow
+controller-runtime and client-go where a counterpart exists (`controller_runtime_reconcile_total`,
+`workqueue_*`, `rest_client_*`: reconciler/metrics.py, runtime/metrics.py), and carry a `kubus_` prefix where
+it does not (those every service may report are here; ingest/counting.py, executor/metrics.py have theirs).
+Readiness is the AND of the checks each service
 registers (connected to NATS, streams created, caught up after bootstrap ...). Every service serving
 /metrics also reports how full kubus's streams are (`kubus_stream_*`, refreshed by `watch_streams`).
 """
@@ -12,29 +14,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 from aiohttp import web
 from nats.js.errors import NotFoundError
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from runtime.bus import Bus
+from runtime.metrics import REGISTRY
 
 log = logging.getLogger("kubus.serving")
 
 EVENTS_CONSUMED = Counter("kubus_reconciler_events_total", "Observed events folded into the cache",
                           ["kind", "type"])
-RECONCILES = Counter("controller_runtime_reconcile_total", "Syncs by controller and result",
-                     ["controller", "result"])
-RECONCILE_TIME = Histogram("controller_runtime_reconcile_time_seconds", "Time of one sync", ["controller"],
-                           buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
-WORKQUEUE_DEPTH = Gauge("workqueue_depth", "Keys waiting to be synced", ["name"])
-STREAM_LAG = Gauge("kubus_stream_lag_messages", "Messages not yet processed by this consumer", ["stream"])
+STREAM_LAG = Gauge("kubus_stream_lag_messages", "Messages of the stream not yet delivered to this consumer (its "
+                   "num_pending at the last message it took)", ["stream"])
 ACTIONS = Counter("kubus_action_results_recorded_total", "Action results the reconciler recorded",
                   ["action", "outcome"])
-OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published")
+OUTBOX_DEPTH = Gauge("kubus_outbox_pending", "Outbox rows not yet published (at the relay's last round, at most "
+                     "one round's batch of 500)")
+OUTBOX_OLDEST = Gauge("kubus_outbox_oldest_pending_seconds",
+                      "Age of the oldest outbox row not yet published, at the relay's last round (0: none)")
 # poison (runtime/deadletter.py): one counter for every consumer, the executor's included
 DEAD_LETTERED = Counter("kubus_dead_lettered_total", "Messages copied to KUBUS_DEAD and skipped, by the subject "
                         "family they came from and why they could not be used", ["origin", "reason"])
@@ -58,70 +58,6 @@ SHADOW_DIVERGENCES = Counter("kubus_shadow_divergences_total",
                              "counted once per closed comparison window (docs/shadow.md)",
                              ["controller", "kind"])
 STREAMS_REFRESH = 15.0  # seconds; Prometheus's default scrape interval
-
-
-class CountersCollector:
-    """Exposes the plain counters ingest and the executor keep (read at scrape time), so those
-    services count with plain dicts and ints, no metrics library on their hot paths."""
-
-    def __init__(self) -> None:
-        self.ingest: Callable[[], dict[str, Any]] | None = None
-        self.executor: Callable[[], dict[str, Any]] | None = None
-
-    def collect(self) -> Iterator[Metric]:
-        if self.ingest is not None:
-            yield from _ingest_metrics(self.ingest())
-        if self.executor is not None:
-            yield from _executor_metrics(self.executor())
-
-
-def _ingest_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
-    events = CounterMetricFamily("kubus_ingest_events_total", "Watch events published to JetStream",
-                                 labels=["kind", "type"])
-    for kind, by_type in snap.get("published", {}).items():
-        for event_type, n in by_type.items():
-            events.add_metric([kind, event_type], n)
-    yield events
-    for name, key, helptext in (
-            ("kubus_ingest_duplicates_total", "duplicates", "Publishes JetStream dropped as duplicates"),
-            ("kubus_ingest_superseded_total", "superseded",
-             "Events not published: the stream already held a newer state of the object, or its deletion"),
-            ("kubus_ingest_quarantined_total", "quarantined", "Objects that did not decode, or were too large"),
-            ("kubus_ingest_compressed_total", "compressed", "Events published compressed: over max_payload"),
-            ("kubus_ingest_too_large_total", "too_large", "Objects too large for max_payload even compressed"),
-            ("kubus_ingest_lists_total", "lists", "Full lists (start without checkpoint, 410 Gone)"),
-            ("kubus_ingest_api_reconnects_total", "api_reconnects", "Watches re-opened after an error")):
-        family = CounterMetricFamily(name, helptext, labels=["kind"])
-        for kind, n in snap.get(key, {}).items():
-            family.add_metric([kind], n)
-        yield family
-    watching = GaugeMetricFamily("kubus_ingest_watching", "1 while a kind's watch is open", labels=["kind"])
-    for kind, up in snap.get("watching", {}).items():
-        watching.add_metric([kind], 1.0 if up else 0.0)
-    yield watching
-
-
-def _executor_metrics(snap: dict[str, Any]) -> Iterator[Metric]:
-    results = CounterMetricFamily("kubus_actions_total", "Effects applied, by action and outcome",
-                                  labels=["action", "outcome"])
-    for action, by_outcome in snap.get("results", {}).items():
-        for outcome, n in by_outcome.items():
-            results.add_metric([action, outcome], n)
-    yield results
-    requests = CounterMetricFamily("rest_client_requests_total", "API requests by method and status code",
-                                   labels=["method", "code"])
-    for method, by_code in snap.get("api_requests", {}).items():
-        for code, n in by_code.items():
-            requests.add_metric([method, code], n)
-    yield requests
-    deliveries = CounterMetricFamily("kubus_executor_deliveries_total", "Action deliveries by disposition",
-                                     labels=["disposition"])
-    for disposition, n in snap.get("deliveries", {}).items():
-        deliveries.add_metric([disposition], n)
-    yield deliveries
-    yield GaugeMetricFamily("kubus_executor_in_flight", "Actions being applied", value=snap.get("in_flight", 0))
-    yield GaugeMetricFamily("kubus_executor_events_pending", "Events being recorded in the background",
-                            value=snap.get("events_pending", 0))
 
 
 async def watch_streams(bus: Bus, interval: float = STREAMS_REFRESH) -> None:
@@ -153,9 +89,6 @@ async def refresh_streams(bus: Bus) -> None:
             with contextlib.suppress(KeyError):
                 STREAM_FULLNESS.remove(name)
 
-
-COUNTERS = CountersCollector()
-REGISTRY.register(COUNTERS)
 
 Check = Callable[[], bool]
 
@@ -194,18 +127,28 @@ class Health:
 
 
 async def metrics(_request: web.Request) -> web.Response:
-    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def serve(health: Health, host: str, port: int) -> web.AppRunner:
+async def serve(health: Health, host: str, port: int, *, metrics_too: bool = True,
+                probes_too: bool = True) -> web.AppRunner:
+    """Serves /metrics and the probes (/healthz, /livez, /readyz) on host:port, or one of the two: with
+    --health-probe-bind-address the probes have a server of their own."""
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", health.healthz)
-    app.router.add_get("/livez", health.healthz)
-    app.router.add_get("/readyz", health.readyz)
+    if metrics_too:
+        app.router.add_get("/metrics", metrics)
+    if probes_too:
+        app.router.add_get("/healthz", health.healthz)
+        app.router.add_get("/livez", health.healthz)
+        app.router.add_get("/readyz", health.readyz)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host or None, port)  # "": every interface
     await site.start()
-    log.info("serving /metrics, /healthz and /readyz on %s:%d", f"[{host}]" if ":" in host else host, port)
+    log.info("serving %s on %s:%d", served(metrics_too, probes_too), f"[{host}]" if ":" in host else host, port)
     return runner
+
+
+def served(metrics_too: bool, probes_too: bool) -> str:
+    return ", ".join([*(["/metrics"] if metrics_too else []), *(["/healthz", "/readyz"] if probes_too else [])]
+                     ).replace(", /readyz", " and /readyz")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -307,14 +307,17 @@ class Store:
             return await shadow.lineage(conn, decision_ids, msg_ids, namespace, since, until)
 
     # retention
-    async def prune(self, before: datetime, batch: int = retention.BATCH) -> retention.Pruned:
+    async def prune(self, before: datetime, batch: int = retention.BATCH,
+                    progress: Callable[[int], None] | None = None) -> retention.Pruned:
         """Delete the audit trail's rows older than `before` (see store/retention.py), one short
-        transaction per batch; how many rows of each table went."""
+        transaction per batch; how many rows of each table went. `progress` is told the rows of each batch."""
         total = retention.Pruned()
         while True:
             async with self._writing() as conn:
                 done = await retention.prune(conn, before, batch)
             total.add(done)
+            if progress is not None:
+                progress(sum(done.as_dict().values()))
             if all(n < batch for n in done.as_dict().values()):
                 return total
 

@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kube.times import parse_typed_time
 from store.tables import (
     action_results,
     decisions,
@@ -101,6 +102,20 @@ def parse_duration(text: str) -> timedelta:
     if not spec or pos != len(spec):
         raise ValueError(f"{text!r} is not a duration; use a number and a unit (s, m, h, d, w), e.g. 90s, 1h30m, 7d")
     return timedelta(seconds=seconds)
+
+
+def parse_when(text: str, now: datetime) -> datetime:
+    """What every `--since` and `--until` takes: a duration ago ('1h', '30m', '2d', '1h30m') or an RFC 3339 time
+    ('2026-11-23T05:12:03Z'; without an offset it is UTC). Raises ValueError saying both forms."""
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return parse_typed_time(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a duration (90s, 15m, 1h, 7d) nor a timestamp "
+                         "(2025-06-01T10:00:00Z)") from None
 
 
 def parse_retention(text: str) -> timedelta | None:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.building import Build, BuildError, find_or_fail
+from controlplane.processes import ControlPlane, ControlPlaneConfig
 from runtime.natsserver import EmbeddedNats
 from tests import postgres
+from tests.cluster import KUBUS_SERVICE_ACCOUNTS, NODES, REAL_START_LIMIT_S, RealCluster
 from tests.simulation import KUBECTL_MISSING, Kubectl, SimProcess
 
 _namespaces = itertools.count()
@@ -27,10 +30,24 @@ class KubectlMissing(pytest.Item):
         return self.path, None, f"{self.path.name}: {self.replaced} tests need kubectl"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes `cluster` runs on the sim (id `sim`), and, if marked `real`, on the real control plane too
+    (id `real`): the same test, the same assertions. Module-scoped, so a module's pipeline serves each kind once."""
+    if "cluster" in metafunc.fixturenames:
+        kinds = ["sim", "real"] if metafunc.definition.get_closest_marker("real") else ["sim"]
+        metafunc.parametrize("cluster", kinds, indirect=True, scope="module", ids=kinds)
+
+
 @pytest.hookimpl(trylast=True)  # after -m and -k have chosen the tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without kubectl on PATH, the tests marked `kubectl` of each module give way to one failing item, instead of
+    """A test on the real control plane may be the first to ask for it: its setup may start it (hang_limit).
+    Without kubectl on PATH, the tests marked `kubectl` of each module give way to one failing item, instead of
     each erroring with the same message: the run fails, once per module, with the line that says what to install."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("cluster") == "real" \
+                and item.get_closest_marker("hang_limit") is None:
+            item.add_marker(pytest.mark.hang_limit(setup=REAL_START_LIMIT_S))
     if shutil.which("kubectl"):
         return
     kept: list[pytest.Item] = []
@@ -50,6 +67,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if replaced:
         config.hook.pytest_deselected(items=replaced)
         items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def controlplane_build() -> Build:
+    try:
+        return find_or_fail()
+    except BuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def controlplane(controlplane_build: Build, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One real control plane per test session (built beforehand: `kubus controlplane build`, which .ci/run runs;
+    a cold build takes tens of minutes and never happens inside pytest), shared by the tests that ask for it."""
+    plane = ControlPlane(controlplane_build, ControlPlaneConfig(nodes=NODES,
+                                                                data_dir=tmp_path_factory.mktemp("controlplane"),
+                                                                audit_reads_of=(KUBUS_SERVICE_ACCOUNTS,)))
+    plane.start()  # a failed start has stopped what it started, and says why
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> RealCluster | None:
+    """`sim` (None: the module's harness starts its own `kubus sim`) or `real` (the session's control plane); see
+    pytest_generate_tests."""
+    if request.param == "real":
+        return RealCluster(request.getfixturevalue("controlplane"))
+    return None
 
 
 @pytest.fixture(scope="module")

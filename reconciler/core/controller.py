@@ -89,6 +89,9 @@ class Synced:
     retry: bool = False  # the sync failed: retried with the rate limiter (processNextWorkItem)
     forget: bool = False  # a clean sync: the key's failures are forgotten (processNextWorkItem)
     requeue_after: timedelta | None = None
+    # the error upstream's sync handler returns (what controller_runtime_reconcile_total{result="error"} counts);
+    # None: the sync succeeded. Bad input a controller only reports (an invalid selector) is not one
+    error: str | None = None
     actions: list[Action] = field(default_factory=list)
     known: Known = field(default_factory=Known)  # of the objects the actions carry encoded
     status_written: Any = None  # the status the actions write (None: none)

@@ -48,7 +48,7 @@ from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
 from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
-from reconciler.core.workqueue import WorkQueue
+from reconciler.core.workqueue import QueueProbe, WorkQueue
 
 log = logging.getLogger("kubus.reconciler")
 
@@ -93,12 +93,14 @@ class Settings:
     # controller's pods satisfy the expectations, and what they still wait for after `shadow_window` is given up
     shadow: bool = False
     shadow_window: timedelta = DEFAULT_SHADOW_WINDOW
+    # the controllers that run (--controllers, as kube-controller-manager's): the others' objects are not synced
+    controllers: frozenset[str] = field(default_factory=lambda: frozenset(ControllerKind))
 
     def start_state(self) -> dict[str, Any]:
         """The entries a start tick's state records."""
         period = None if self.resync_period is None else self.resync_period // timedelta(microseconds=1)
         state: dict[str, Any] = {"feature_gates": self.feature_gates.as_dict(), "resync_period_us": period,
-                                 "max_action_bytes": self.max_action_bytes}
+                                 "max_action_bytes": self.max_action_bytes, "controllers": sorted(self.controllers)}
         if self.shadow:  # recorded only when on: the histories recorded before shadow mode replay unchanged
             state["shadow_window_us"] = self.shadow_window // timedelta(microseconds=1)
         return state
@@ -106,15 +108,17 @@ class Settings:
     @classmethod
     def from_start_state(cls, state: Mapping[str, Any] | None) -> Settings:
         """What a start tick recorded; a history recorded before these were recorded had the defaults of its
-        time: no gate on, no periodic resync and no limit on an action's size."""
+        time: no gate on, no periodic resync, no limit on an action's size and every controller running."""
         state = state or {}
         period = state.get("resync_period_us")
         limit = state.get("max_action_bytes")
         window = state.get("shadow_window_us")
+        running = state.get("controllers")
         return cls(FeatureGates.from_mapping(state.get("feature_gates") or {}),
                    None if period is None else timedelta(microseconds=int(period)),
                    None if limit is None else int(limit), shadow=window is not None,
-                   shadow_window=DEFAULT_SHADOW_WINDOW if window is None else timedelta(microseconds=int(window)))
+                   shadow_window=DEFAULT_SHADOW_WINDOW if window is None else timedelta(microseconds=int(window)),
+                   controllers=frozenset(ControllerKind) if running is None else frozenset(map(str, running)))
 
 
 @dataclass
@@ -129,6 +133,17 @@ class Decided:
     duration_ms: float
     actions: list[Action] = field(default_factory=list)
     known: Known = field(default_factory=Known)  # of the objects the actions carry encoded (owner_actions.Planned)
+    error: str | None = None  # the error the sync returned (upstream's syncHandler's), None: it succeeded
+    requeue_after: timedelta | None = None  # the sync asked to be synced again after this long (0: at once)
+
+    @property
+    def result(self) -> str:
+        """controller-runtime's reconcile result: error, requeue_after, requeue (re-added at once) or success."""
+        if self.error is not None:
+            return "error"
+        if self.requeue_after is not None:
+            return "requeue_after" if self.requeue_after > timedelta(0) else "requeue"
+        return "success"
 
 
 @dataclass
@@ -164,6 +179,12 @@ def _stopped() -> float:
     return 0.0
 
 
+def _log_fields(key: ControllerKey, correlation: str) -> dict[str, dict[str, str]]:
+    """A log line's fields about a sync (runtime.logs.fields, which the core does not import: same attribute)."""
+    return {"kubus": {"controller": key.kind.value.lower(), "namespace": key.namespace, "name": key.name,
+                      "decision": correlation}}
+
+
 class Controllers:
     def __init__(self, cache: Cache, expectations: Mapping[str, Expectations] | None = None,
                  status_only_interval: timedelta = timedelta(0), settings: Settings | None = None, *,
@@ -185,6 +206,8 @@ class Controllers:
             controller.kind: controller for controller in (self.replicasets, self.daemonsets)}
         self._handlers: dict[str, tuple[Handler, ...]] = {}
         for controller in self._controllers.values():
+            if controller.kind not in self.settings.controllers:
+                continue  # --controllers: its objects wake nothing, so they are never synced
             for kind, handler in controller.watches().items():
                 self._handlers[kind] = (*self._handlers.get(kind, ()), handler)
         # the informers' next periodic resync: set by the first sync after catching up (see `_resync`)
@@ -217,6 +240,10 @@ class Controllers:
     def use_stopwatch(self, stopwatch: Callable[[], float]) -> None:
         """Times the syncs with `stopwatch` (seconds), which the shell gives: the core reads no clock."""
         self._stopwatch = stopwatch
+
+    def use_probe(self, probe: QueueProbe) -> None:
+        """Tells `probe` (the shell's workqueue metrics) what happens to the key queue's keys from now on."""
+        self.queue.probe = probe
 
     @property
     def backoff(self) -> Mapping[str, FailedPodBackoff]:
@@ -304,7 +331,8 @@ class Controllers:
 
     def _workload_keys(self) -> list[ControllerKey]:
         """Every controller's keys, in (namespace, name) order per controller."""
-        return [key for controller in self._controllers.values() for key in controller.keys(self.cache)]
+        return [key for controller in self._controllers.values() if controller.kind in self.settings.controllers
+                for key in controller.keys(self.cache)]
 
     def enqueue(self, key: ControllerKey) -> None:
         """Syncs `key` with the next syncs that are due (as an event handler's wake-up would)."""
@@ -352,17 +380,24 @@ class Controllers:
         if self.settings.shadow:
             self._rebase(now)
         self._release_held(now)
+        probe = self.queue.probe
         for key in self.queue.pop_ready(now):
-            if self.owns is not None and not self.owns(key):
-                continue
-            controller = self._controllers[key.kind]
-            if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):
-                continue
-            self.last_synced[key] = now
-            started = self._stopwatch()
-            decided = self._sync(controller, key, now, now_iso)
-            decided.duration_ms = (self._stopwatch() - started) * 1000
-            outcome.decisions.append(decided)
+            probe.started(key)  # each key is processed in turn, as one worker takes them from its queue
+            try:
+                if self.owns is not None and not self.owns(key):
+                    continue
+                if key.kind not in self.settings.controllers:  # a result's requeue, an enqueue: not run (--controllers)
+                    continue
+                controller = self._controllers[key.kind]
+                if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):
+                    continue
+                self.last_synced[key] = now
+                started = self._stopwatch()
+                decided = self._sync(controller, key, now, now_iso)
+                decided.duration_ms = (self._stopwatch() - started) * 1000
+                outcome.decisions.append(decided)
+            finally:
+                probe.finished(key)
         return self.take_changes(outcome)
 
     def _sync(self, controller: Controller, key: ControllerKey, now: datetime, now_iso: str) -> Decided:
@@ -375,7 +410,8 @@ class Controllers:
             status_in_flight=key in self.status_in_flight))
         decided = Decided(name, key.kind.value, key.namespace, correlation, self.last_seq,
                           self.triggers.pop(key, None), synced.summary, 0.0,
-                          fit_actions(synced.actions, self.settings.max_action_bytes), synced.known)
+                          fit_actions(synced.actions, self.settings.max_action_bytes), synced.known,
+                          error=synced.error, requeue_after=synced.requeue_after)
         if synced.gone:
             self._forget(controller, key)
             return decided
@@ -398,7 +434,8 @@ class Controllers:
         if synced.status_written is not None and not self.settings.shadow:  # no answer will come
             self.status_in_flight[key] = (status_key(correlation), synced.status_written)
         for bad in synced.warnings:
-            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field)
+            log.error("%s %s/%s: %s (field %s)", key.kind.value, key.namespace, key.name, bad.message, bad.field,
+                      extra=_log_fields(key, correlation))
         return decided
 
     def _rebase(self, now: datetime) -> None:

@@ -12,6 +12,11 @@ Semantics carried over from ``k8s.io/client-go/util/workqueue``:
 
 The queue lives in memory: a restarted reconciler rebuilds it by enqueueing every controller
 once its cache is current, as an informer's initial list does upstream.
+
+Like client-go's, the queue tells a ``QueueProbe`` (its MetricsProvider) what happens to its keys: a key
+added (not already waiting), a rate-limited retry, and, from the dispatcher that pops the keys, a key's
+processing started and finished. The probe is the shell's (reconciler/metrics.py): it reads the shell's
+clock and sets the ``workqueue_*`` metrics. The default one does nothing (replays, tests).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from kube.flowcontrol import TokenBucket, doubled
 
@@ -33,6 +38,38 @@ BUCKET_BURST: Final = 100
 K = TypeVar("K", bound=Hashable)  # a key: the reconciler's are messages.keys.ControllerKey
 
 
+class QueueProbe(Protocol):
+    """What a WorkQueue tells its metrics, as client-go's queueMetrics is told."""
+
+    def added(self, key: Hashable) -> None:
+        """`key` entered the ready queue (an add of a key already waiting there is not one)."""
+
+    def retried(self, key: Hashable) -> None:
+        """`key` was re-added with the rate limiter (a failed sync)."""
+
+    def started(self, key: Hashable) -> None:
+        """`key` left the queue to be processed."""
+
+    def finished(self, key: Hashable) -> None:
+        """`key`'s processing ended."""
+
+
+class Unprobed:
+    """The probe of a queue nobody measures."""
+
+    def added(self, key: Hashable) -> None:
+        pass
+
+    def retried(self, key: Hashable) -> None:
+        pass
+
+    def started(self, key: Hashable) -> None:
+        pass
+
+    def finished(self, key: Hashable) -> None:
+        pass
+
+
 @dataclass
 class WorkQueue(Generic[K]):
     _ready: OrderedDict[K, None] = field(default_factory=OrderedDict)
@@ -41,12 +78,15 @@ class WorkQueue(Generic[K]):
     _failures: dict[K, int] = field(default_factory=dict)
     _bucket: TokenBucket[datetime] = field(default_factory=lambda: TokenBucket(BUCKET_QPS, BUCKET_BURST))
     _counter: int = 0
+    probe: QueueProbe = field(default_factory=Unprobed)
 
     def __len__(self) -> int:
         return len(self._ready)
 
     def add(self, key: K) -> None:
-        self._ready[key] = None
+        if key not in self._ready:
+            self._ready[key] = None
+            self.probe.added(key)
 
     def add_after(self, key: K, delay: timedelta, now: datetime) -> None:
         if delay <= timedelta(0):
@@ -67,6 +107,7 @@ class WorkQueue(Generic[K]):
         return max(doubled(BASE_DELAY, failures, MAX_DELAY), timedelta(seconds=self._bucket.reserve(now)))
 
     def add_rate_limited(self, key: K, now: datetime) -> None:
+        self.probe.retried(key)
         self.add_after(key, self.when(key, now), now)
 
     def forget(self, key: K) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,27 +10,13 @@ import pytest
 
 from kubus import audit_command
 from kubus.cli import build_parser
+from tests.audit.conftest import Audit
 from tests.audit.scenario import Scenario
-
-NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)  # what "--since 1h" counts back from
-
-Audit = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def kubus_audit(history: Scenario, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Audit:
-    """Runs `kubus audit ARGS` against the scenario's database; (exit code, stdout, stderr)."""
-    def run(*argv: str, now: datetime = NOW) -> tuple[int, str, str]:
-        args = build_parser().parse_args(["audit", *argv, "--db-url", db_url, "--data-dir", str(tmp_path)])
-        code = audit_command.run(args, now=lambda: now)
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 def test_pod_table(kubus_audit: Audit, history: Scenario) -> None:
-    """Who created the pod and who deleted it, why, and the events that confirmed both."""
-    code, out, err = kubus_audit("pod", "default/web-m4q9z")
+    """Who created the pod and who deleted it, why, and the events that confirmed both (-o wide: every column)."""
+    code, out, err = kubus_audit("pod", "default/web-m4q9z", "-o", "wide")
     assert (code, err) == (0, "")
     c2, c3 = history.correlation[2], history.correlation[3]
     lines = out.splitlines()
@@ -90,12 +75,19 @@ def test_controller_since_until(kubus_audit: Audit) -> None:
 def test_controller_known_but_quiet_in_the_range(kubus_audit: Audit) -> None:
     code, out, _ = kubus_audit("controller", "default/web", "--kind", "ReplicaSet", "--since", "30m")
     assert code == 0
+    assert out.splitlines()[:2] == ["ReplicaSet default/web: 0 syncs, 0 actions since 2025-06-01T11:30:00.000Z; its "
+                                    "latest decision is at", "  2025-06-01T10:02:01.500Z"]  # 120 columns
+    code, out, _ = kubus_audit("controller", "default/web", "--kind", "ReplicaSet", "--since", "30m", "-o", "wide")
     assert out.splitlines()[0] == ("ReplicaSet default/web: 0 syncs, 0 actions since 2025-06-01T11:30:00.000Z; "
                                    "its latest decision is at 2025-06-01T10:02:01.500Z")
 
 
 def test_failures_slowest_and_per_minute(kubus_audit: Audit) -> None:
     code, out, _ = kubus_audit("failures", "--since", "1d")
+    assert code == 0
+    assert out.splitlines()[1].endswith('  Forbidden  pods "agent-bbbbb" is f...'), out  # cut to 120 columns
+    assert len(out.splitlines()[1]) == 120
+    code, out, _ = kubus_audit("failures", "--since", "1d", "-o", "wide")
     assert code == 0
     assert out.splitlines()[1].split()[-12:] == ['"agent-bbbbb"', "is", "forbidden:", "exceeded", "quota:", "pods,",
                                                 "requested:", "pods=1,", "used:", "pods=2,", "limited:", "pods=2"]
@@ -123,7 +115,7 @@ def test_failures_slowest_and_per_minute(kubus_audit: Audit) -> None:
 ])
 def test_unknown_names_say_so(kubus_audit: Audit, argv: tuple[str, ...], message: str) -> None:
     code, out, err = kubus_audit(*argv)
-    assert (code, out) == (1, "")
+    assert (code, out) == (3, "")
     assert err.startswith(message) and err.count("\n") == 1
 
 

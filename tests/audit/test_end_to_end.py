@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.cluster import RealCluster
 from tests.pipeline.harness import Pipeline
 from tests.simulation import wait_for
 
@@ -23,8 +24,8 @@ NS = "audited"
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
-    p = Pipeline(tmp_path, "--termination-seconds", "0.2")
+def pipeline(tmp_path: Path, cluster: RealCluster | None) -> Iterator[Pipeline]:
+    p = Pipeline(tmp_path, "--termination-seconds", "0.2", cluster=cluster)
     try:
         p.start_all()
 
@@ -34,7 +35,7 @@ def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
                 nodes = p.sql("select count(distinct name) from observed_events where kind = 'Node'")[0][0]
             except sqlite3.OperationalError:
                 return False
-            return bool(nodes == 4 and " consuming " in (p.workdir / "execute.log").read_text())
+            return bool(nodes == p.expected_nodes() and " consuming " in (p.workdir / "execute.log").read_text())
 
         until(p, up, "the services to start", timeout=60)
         yield p
@@ -64,9 +65,10 @@ def kubus_audit(p: Pipeline, *argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.real
 def test_audit_pod_names_the_decision_that_deleted_it(pipeline: Pipeline) -> None:
     p = pipeline
-    assert p.sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0] == 201
+    p.create_namespace(NS)
     assert p.sim.request("POST", f"/apis/apps/v1/namespaces/{NS}/replicasets", replicaset(3))[0] == 201
     until(p, lambda: len(p.pods(NS)) == 3, "3 pods")
     code, body = p.sim.request("PATCH", f"/apis/apps/v1/namespaces/{NS}/replicasets/web", {"spec": {"replicas": 1}},
@@ -97,5 +99,5 @@ def test_audit_pod_names_the_decision_that_deleted_it(pipeline: Pipeline) -> Non
     assert deleting["trigger_seq"] is not None and deleting["trigger_kind"] in ("ReplicaSet", "Pod")
 
     unknown = kubus_audit(p, "pod", f"{NS}/web-nope")
-    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert (unknown.returncode, unknown.stdout) == (3, "")
     assert unknown.stderr.startswith(f"kubus audit pod: no pod {NS}/web-nope in the audit trail")

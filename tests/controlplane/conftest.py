@@ -14,34 +14,16 @@ from typing import Any
 import pytest
 
 from controlplane.api import Api, ApiError
-from controlplane.building import Build, BuildError, find_or_fail
-from controlplane.processes import ControlPlane, ControlPlaneConfig
+from controlplane.building import Build
+from controlplane.processes import ControlPlane
+from tests.cluster import KUBUS_SERVICE_ACCOUNTS, NODES
+from tests.cluster import REAL_START_LIMIT_S as START_LIMIT_S
 from tests.simulation import Kubectl, wait_for
 
-NODES = 3
-# the audit log has every request of kubus's own ServiceAccounts, reads too (tests/controlplane/test_install.py)
-KUBUS_SERVICE_ACCOUNTS = "system:serviceaccounts:kubus-system"
-START_LIMIT_S = 240  # the hang guard's limit for the setup that starts it (well under a minute once built)
+# the session's control plane (tests/conftest.py) has NODES nodes
+__all__ = ["KUBUS_SERVICE_ACCOUNTS", "NODES", "START_LIMIT_S"]
 
 _namespaces = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def controlplane_build() -> Build:
-    try:
-        return find_or_fail()
-    except BuildError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def controlplane(controlplane_build: Build, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(controlplane_build, ControlPlaneConfig(nodes=NODES,
-                                                                data_dir=tmp_path_factory.mktemp("controlplane"),
-                                                                audit_reads_of=(KUBUS_SERVICE_ACCOUNTS,)))
-    plane.start()  # a failed start has stopped what it started, and says why
-    yield plane
-    plane.stop()
 
 
 @pytest.fixture(scope="session")

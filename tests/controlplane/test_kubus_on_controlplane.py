@@ -150,7 +150,7 @@ def test_a_daemonset_runs_one_pod_per_node(kubus: Kubus, controlplane: ControlPl
     try:
         done = wait_for(converged, timeout=90, interval=0.2, what=f"{NODES} available daemon pods")
         nodes = sorted(p["spec"]["nodeName"] for p in done["pods"])
-        assert nodes == [f"kwok-node-{i}" for i in range(NODES)], nodes
+        assert nodes == sorted(f"kwok-node-{i}" for i in range(NODES)), nodes
         status = done["status"]
         assert status["desiredNumberScheduled"] == status["currentNumberScheduled"] == NODES, status
         assert status["numberReady"] == status["updatedNumberScheduled"] == NODES, status

@@ -5,10 +5,14 @@ By default the pipeline runs its own nats-server; given `nats_url` (e.g. a clust
 tests/natscluster.py) it uses that one, and `service_args` are added to every service's command line
 (e.g. `--stream-replicas 3`). With `nats_config` its own nats-server runs with that configuration file
 (e.g. docs/nats-permissions.conf, with `nats_env` in the server's environment) and logs to nats.log;
-`env_for` adds environment variables to one service's (its NATS identity)."""
+`env_for` adds environment variables to one service's (its NATS identity).
+
+Given `cluster` (tests/cluster.py's RealCluster: the session's real control plane), the services run against it
+instead of a `kubus sim` of their own (`sim_args` are then unused); `sim` stands for whichever serves the API."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -16,7 +20,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
+from tests.cluster import HOLD, FailingPods, RealCluster, TerminatingPods
 from tests.simulation import SimProcess, wait_for
 
 SERVICES = ("ingest", "reconcile", "execute")
@@ -34,7 +39,7 @@ class Pipeline:
                  service_args: Sequence[str] = (), args_for: dict[str, Sequence[str]] | None = None,
                  metrics: bool = False, max_payload: int | None = None, nats_config: Path | None = None,
                  nats_env: dict[str, str] | None = None, env_for: dict[str, dict[str, str]] | None = None,
-                 prefix: str | None = None):
+                 prefix: str | None = None, cluster: RealCluster | None = None):
         self.workdir = workdir
         self.prefix = prefix or f"p{uuid.uuid4().hex[:8]}"
         self.nats_config = nats_config
@@ -50,7 +55,10 @@ class Pipeline:
         self.max_payload = max_payload  # the own nats-server's, when not its default (1 MiB)
         if nats_url is None:
             self.start_nats()
-        self.sim = SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05", *sim_args)
+        self.real = cluster
+        self.sim: SimProcess | RealCluster = cluster or SimProcess(workdir, "--nodes", "4", "--kubelet-delay", "0.05",
+                                                                   *sim_args)
+        self.namespaces: list[str] = []  # those create_namespace made: deleted at stop on the real control plane
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restarts: dict[str, int] = dict.fromkeys(SERVICES, 0)
 
@@ -121,6 +129,8 @@ class Pipeline:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        for namespace in self.namespaces if self.real else ():  # the session's: leave nothing for the next module
+            self.sim.request("DELETE", f"/api/v1/namespaces/{namespace}")
         self.sim.stop()
         if self.nats is not None and self.nats.poll() is None:
             self.stop_nats()
@@ -141,10 +151,50 @@ class Pipeline:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.workdir.glob("*.log")))
 
     # --- the cluster and the store -------------------------------------------------------------------
-    def ask_for_pods(self, namespace: str, count: int) -> None:
-        """A new namespace with a ReplicaSet `web` (controller key `ReplicaSet/<namespace>/web`) of `count` pods."""
+    def expected_nodes(self, sim_nodes: int = 4) -> int:
+        """How many nodes the cluster has: the sim's (`sim_nodes`, as its flags made it), or the real one's."""
+        return len(self.real.nodes) if self.real else sim_nodes
+
+    def create_namespace(self, namespace: str) -> None:
+        """A new namespace; on the real control plane, once its `default` ServiceAccount exists (the ServiceAccount
+        admission plugin refuses pods before; kube-controller-manager makes it), and deleted at stop()."""
         code, body = self.sim.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
         assert code == 201, body
+        if self.real is None:
+            return
+        self.namespaces.append(namespace)
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+        wait_for(lambda: self.sim.request("GET", path)[0] == 200, timeout=60, interval=0.1,
+                 what=f"the default ServiceAccount of {namespace}")
+
+    @contextlib.contextmanager
+    def failing_pods(self, namespace: str) -> Iterator[None]:
+        """The sim's kubelet fails the pods annotated sim.kubus.io/fail-after-seconds; on the real control plane,
+        tests/cluster.py's FailingPods does the same while the block runs."""
+        if self.real is None:
+            yield
+            return
+        with FailingPods(self.real, namespace):
+            yield
+
+    @contextlib.contextmanager
+    def terminating_pods(self, namespace: str) -> Iterator[None]:
+        """The sim's kubelet keeps a deleted pod annotated sim.kubus.io/termination-seconds Terminating that long; on
+        the real control plane tests/cluster.py's TerminatingPods does the same while the block runs, for the pods
+        that carry its finalizer (`hold_finalizers` gives the templates to put it in)."""
+        if self.real is None:
+            yield
+            return
+        with TerminatingPods(self.real, namespace):
+            yield
+
+    def hold_finalizers(self) -> list[str]:
+        """The template finalizers TerminatingPods needs on the real control plane (none on the sim)."""
+        return [HOLD] if self.real else []
+
+    def ask_for_pods(self, namespace: str, count: int) -> None:
+        """A new namespace with a ReplicaSet `web` (controller key `ReplicaSet/<namespace>/web`) of `count` pods."""
+        self.create_namespace(namespace)
         labels = {"app": "web"}
         code, body = self.sim.request("POST", f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
             "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},

@@ -44,49 +44,60 @@ def pinned_node(pod: dict[str, Any]) -> str:
     return str(terms[0]["matchFields"][0]["values"][0])
 
 
-def settled(k: Kubectl, ns: str, name: str, image: str) -> list[dict[str, Any]] | None:
-    """Exactly one Running pod of `image` on each of the 4 nodes, and the status saying so."""
+def settled(k: Kubectl, ns: str, name: str, image: str, nodes: int) -> list[dict[str, Any]] | None:
+    """Exactly one Running pod of `image` on each of the `nodes` nodes, and the status saying so."""
     ds = k.json("get", "ds", name, "-n", ns)
     current = pods(k, ns)
     status = ds.get("status", {})
-    done = (len(current) == 4 and {p["spec"]["containers"][0]["image"] for p in current} == {image}
+    done = (len(current) == nodes and {p["spec"]["containers"][0]["image"] for p in current} == {image}
             and all(p["status"].get("phase") == "Running" for p in current)
-            and status.get("numberAvailable") == 4 and status.get("updatedNumberScheduled") == 4
+            and status.get("numberAvailable") == nodes and status.get("updatedNumberScheduled") == nodes
             and status.get("observedGeneration") == ds["metadata"]["generation"])
     return current if done else None
 
 
+def node_names(p: Pipeline) -> list[str]:
+    """The cluster's nodes: the sim's node-0..node-3, or the real control plane's 20 kwok nodes."""
+    code, body = p.sim.request("GET", "/api/v1/nodes")
+    assert code == 200, body
+    return sorted(n["metadata"]["name"] for n in body["items"])
+
+
+@pytest.mark.real
 def test_one_pod_per_node_pinned_by_node_affinity(pipeline: Pipeline, kubectl: Kubectl,
                                                   namespace: str, tmp_path: Path) -> None:
+    count = len(node_names(pipeline))
     apply(kubectl, tmp_path, daemonset("agent", namespace))
-    current = until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1"), "one agent per node")
-    assert sorted(pinned_node(p) for p in current) == [f"node-{i}" for i in range(4)]
-    assert sorted(p["spec"]["nodeName"] for p in current) == [f"node-{i}" for i in range(4)]
+    current = until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1", count), "one agent per node")
+    assert sorted(pinned_node(p) for p in current) == node_names(pipeline)
+    assert sorted(p["spec"]["nodeName"] for p in current) == node_names(pipeline)
     revisions = kubectl.json("get", "controllerrevisions", "-n", namespace)["items"]
     assert len(revisions) == 1 and revisions[0]["revision"] == 1
     hash_ = revisions[0]["metadata"]["labels"]["controller-revision-hash"]
     assert {p["metadata"]["labels"]["controller-revision-hash"] for p in current} == {hash_}
     status = kubectl.json("get", "ds", "agent", "-n", namespace)["status"]
     assert {k: status[k] for k in ("desiredNumberScheduled", "currentNumberScheduled", "numberReady",
-                                   "numberMisscheduled")} == {"desiredNumberScheduled": 4,
-                                                              "currentNumberScheduled": 4, "numberReady": 4,
+                                   "numberMisscheduled")} == {"desiredNumberScheduled": count,
+                                                              "currentNumberScheduled": count, "numberReady": count,
                                                               "numberMisscheduled": 0}
     assert "successfully rolled out" in kubectl("rollout", "status", "ds/agent", "-n", namespace,
                                                 "--timeout=30s").stdout
 
 
+@pytest.mark.real
 def test_rolling_update_history_and_undo(pipeline: Pipeline, kubectl: Kubectl,
                                          namespace: str, tmp_path: Path) -> None:
+    count = len(node_names(pipeline))
     apply(kubectl, tmp_path, daemonset("agent", namespace))
-    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1"), "the first rollout")
+    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1", count), "the first rollout")
     kubectl("set", "image", "ds/agent", "agent=busybox:2", "-n", namespace)
     assert "successfully rolled out" in kubectl("rollout", "status", "ds/agent", "-n", namespace,
                                                 "--timeout=60s").stdout
-    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:2"), "the update on every node")
+    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:2", count), "the update on every node")
     history = kubectl("rollout", "history", "ds/agent", "-n", namespace).stdout
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
     kubectl("rollout", "undo", "ds/agent", "-n", namespace)
-    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1"), "the undo on every node")
+    until(pipeline, lambda: settled(kubectl, namespace, "agent", "busybox:1", count), "the undo on every node")
     revisions = {r["revision"] for r in kubectl.json("get", "controllerrevisions", "-n", namespace)["items"]}
     assert revisions == {2, 3}  # the first revision is current again, renumbered as upstream does
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster import RealCluster
 from tests.pipeline import test_replicaset as shared
 from tests.pipeline.harness import Pipeline
 from tests.simulation import Kubectl, table_rows, target_node, wait_for
@@ -38,7 +39,16 @@ services = shared.services
 apply, until = shared.apply, shared.until
 
 NODE_COUNT = 20
-NODES = [f"node-{i:02d}" for i in range(NODE_COUNT)]  # what `kubus sim --nodes 20` registers
+SIM_NODES = [f"node-{i:02d}" for i in range(NODE_COUNT)]  # what `kubus sim --nodes 20` registers
+# the nodes of the cluster the module's pipeline runs on, in index order (the `pipeline` fixture sets it: the
+# sim's, or the real control plane's kwok-node-0..kwok-node-19; pytest runs a module's tests of one kind together)
+NODES = SIM_NODES
+
+
+def nth(i: int) -> str:
+    """The cluster's i-th node (the sim's node-03 or the real control plane's kwok-node-3 for 3)."""
+    return NODES[i]
+
 COMPONENT = "daemonset-controller"
 FAIL_AFTER = "sim.kubus.io/fail-after-seconds"
 DEADLINE = 60.0  # generous: other suites may share the machine's two cores
@@ -56,11 +66,14 @@ _namespaces = itertools.count()
 
 # --- fixtures ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    """The pipeline on 20 nodes (the later --nodes wins over the harness's 4), once the reconciler has
-    recorded every node ingest published and the executor consumes actions."""
+def pipeline(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | None) -> Iterator[Pipeline]:
+    """The pipeline on 20 nodes (the later --nodes wins over the harness's 4; or the real control plane's 20), once
+    the reconciler has recorded every node ingest published and the executor consumes actions."""
+    global NODES
+    NODES = cluster.nodes if cluster else SIM_NODES
+    assert len(NODES) == NODE_COUNT, NODES
     p = Pipeline(tmp_path_factory.mktemp("daemonset-nodes"), "--nodes", str(NODE_COUNT),
-                 "--termination-seconds", "0.2")
+                 "--termination-seconds", "0.2", cluster=cluster)
 
     def up() -> bool:
         p.supervise()  # a service that died starting on the fresh SQLite file ("database is locked")
@@ -101,7 +114,7 @@ class Nodes:
     def __init__(self, p: Pipeline):
         self.p = p
         self.saved = {n["metadata"]["name"]: n for n in self.list()}
-        assert sorted(self.saved) == NODES, f"the test starts on nodes {sorted(self.saved)}"
+        assert sorted(self.saved) == sorted(NODES), f"the test starts on nodes {sorted(self.saved)}"
 
     def list(self) -> list[dict[str, Any]]:
         code, body = self.p.sim.request("GET", "/api/v1/nodes")
@@ -318,6 +331,7 @@ def log_lines(p: Pipeline, service: str) -> list[str]:
 
 
 # --- 1. placement ---------------------------------------------------------------------------------------
+@pytest.mark.real
 def test_placement_honours_taints_node_selectors_and_cordons(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                               nodes: Nodes, tmp_path: Path) -> None:
     """Taints the daemon does not tolerate keep it off a node (NoSchedule and NoExecute alike); a
@@ -325,11 +339,11 @@ def test_placement_honours_taints_node_selectors_and_cordons(pipeline: Pipeline,
     upstream: every daemon pod tolerates node.kubernetes.io/unschedulable:NoSchedule, and placement does
     not look at spec.unschedulable."""
     pool = {"placement.kubus.io/pool": namespace}
-    for node in ("node-03", "node-04", "node-05", "node-06", "node-07"):
+    for node in (nth(3), nth(4), nth(5), nth(6), nth(7)):
         kubectl("label", "node", node, f"placement.kubus.io/pool={namespace}")
-    for node, effect in (("node-01", "NoSchedule"), ("node-04", "NoSchedule"), ("node-05", "NoExecute")):
+    for node, effect in ((nth(1), "NoSchedule"), (nth(4), "NoSchedule"), (nth(5), "NoExecute")):
         kubectl("taint", "node", node, f"kubus.io/dedicated=infra:{effect}")
-    for node in ("node-06", "node-10"):
+    for node in (nth(6), nth(10)):
         assert kubectl("cordon", node).stdout.strip() == f"node/{node} cordoned"
     nodes.settle()  # the reconciler places on the nodes as they are now, not as they were
 
@@ -340,9 +354,9 @@ def test_placement_honours_taints_node_selectors_and_cordons(pipeline: Pipeline,
                  daemonset("tolerant", namespace, node_selector=pool, tolerations=[tolerate])) == [
         "daemonset.apps/everywhere created", "daemonset.apps/selected created", "daemonset.apps/tolerant created"]
 
-    want = {"everywhere": set(NODES) - {"node-01", "node-04", "node-05"},  # cordoned node-06, node-10 included
-            "selected": {"node-03", "node-06", "node-07"},
-            "tolerant": {"node-03", "node-04", "node-06", "node-07"}}  # NoExecute on node-05 not tolerated
+    want = {"everywhere": set(NODES) - {nth(1), nth(4), nth(5)},  # cordoned node-06, node-10 included
+            "selected": {nth(3), nth(6), nth(7)},
+            "tolerant": {nth(3), nth(4), nth(6), nth(7)}}  # NoExecute on node-05 not tolerated
     for name, where in want.items():
         on = until(pipeline, placed(pipeline, namespace, name, where), f"{name} on {sorted(where)}", DEADLINE)
         for pod in on.values():
@@ -468,14 +482,23 @@ def test_nodes_added_relabelled_tainted_and_deleted(pipeline: Pipeline, kubectl:
 
 
 # --- 3. pods that keep failing ---------------------------------------------------------------------------
+@pytest.fixture
+def failing_pods(pipeline: Pipeline, namespace: str) -> Iterator[None]:
+    """The sim's kubelet fails the pods annotated FAIL_AFTER; on the real control plane FailingPods does."""
+    with pipeline.failing_pods(namespace):
+        yield
+
+
+@pytest.mark.real
 def test_failed_pods_are_replaced_under_a_doubling_backoff(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
-                                                           nodes: Nodes, tmp_path: Path) -> None:
-    """Every pod fails 0.5 s after it starts (the sim's fail-after annotation). The controller deletes a
+                                                           nodes: Nodes, tmp_path: Path, failing_pods: None) -> None:
+    """Every pod fails 0.5 s after it starts (the sim's fail-after annotation; on the real control plane
+    tests/cluster.py's FailingPods does as the sim's kubelet, through the status subresource). The controller deletes a
     Failed daemon pod with a FailedDaemonPod Warning and makes a new one, but per (DaemonSet, node) only
     once the failed-pods backoff allows: 1 s after the first deletion, then 2 s, doubling up to 15 min
     (flowcontrol.NewBackOff(1s, 15m)); the backoff lives in the store's pod_backoff table."""
     label = "crash.kubus.io/run"
-    crashing = ("node-08", "node-09")
+    crashing = (nth(8), nth(9))
     for node in crashing:
         kubectl("label", "node", node, f"{label}={namespace}")
     nodes.settle()
@@ -484,8 +507,13 @@ def test_failed_pods_are_replaced_under_a_doubling_backoff(pipeline: Pipeline, k
     seen: dict[str, str] = {}  # every pod observed: name -> node
 
     def learn(summary: dict[str, Any]) -> None:
-        """The pods each node had when the controller decided (its summary says), in case a look missed one."""
-        for node, placement in (summary.get("nodes") or {}).items():
+        """The pods each node had when the controller decided (its summary says), in case a look missed one. A sync
+        that only wrote status (expectations not satisfied) records how many nodes there were, not each one's pods
+        (replay/explain.py reads it so too): it has nothing to learn from."""
+        per_node = summary.get("nodes")
+        if not isinstance(per_node, dict):
+            return
+        for node, placement in per_node.items():
             for name in placement.get("pods") or []:
                 seen.setdefault(name, node)
 

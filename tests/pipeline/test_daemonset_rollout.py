@@ -33,6 +33,7 @@ import pytest
 from kube import codec
 from kube.apps import DaemonSet
 from reconciler.core.daemonset import history
+from tests.cluster import RealCluster
 from tests.pipeline import test_replicaset as shared
 from tests.pipeline.harness import Pipeline
 from tests.pipeline.test_replicaset import Services
@@ -45,7 +46,10 @@ kubectl, namespace, services = shared.kubectl, shared.namespace, shared.services
 apply, until = shared.apply, shared.until
 
 NODE_COUNT = 20
-NODES = frozenset(f"node-{i:02d}" for i in range(NODE_COUNT))  # the sim pads the names to equal width
+SIM_NODES = frozenset(f"node-{i:02d}" for i in range(NODE_COUNT))  # the sim pads the names to equal width
+# the nodes of the cluster the module's pipeline runs on (the `pipeline` fixture sets it: the sim's, or the real
+# control plane's 20 kwok nodes; pytest runs a module's tests of one kind together, so it is the current one's)
+NODES = SIM_NODES
 HASH_LABEL = "controller-revision-hash"
 TERMINATION = "sim.kubus.io/termination-seconds"
 OLD, NEW = "busybox:1", "busybox:2"
@@ -82,11 +86,14 @@ LEGACY_HASH = "7ffdccd994"
 
 # --- fixtures ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+def pipeline(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | None) -> Iterator[Pipeline]:
     """A pipeline over 20 simulated nodes (the later --nodes wins over the harness's 4), once it is up:
     the reconciler has recorded all 20 nodes ingest published, and the executor consumes actions."""
+    global NODES
+    NODES = frozenset(cluster.nodes) if cluster else SIM_NODES
+    assert len(NODES) == NODE_COUNT, sorted(NODES)
     p = Pipeline(tmp_path_factory.mktemp("daemonset-rollout"), "--nodes", str(NODE_COUNT),
-                 "--termination-seconds", "0.2")
+                 "--termination-seconds", "0.2", cluster=cluster)
 
     def up() -> bool:
         p.supervise()  # a service that lost the race for the fresh SQLite file is restarted, as in test_replicaset
@@ -359,13 +366,14 @@ def rollout_status(k: Kubectl, ns: str, name: str) -> str:
 
 
 # --- the scenarios ----------------------------------------------------------------------------------
+@pytest.mark.real
 def test_max_unavailable_2_never_more_than_2_nodes_down(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                         tmp_path: Path) -> None:
     """RollingUpdate maxUnavailable 2 (maxSurge 0) over 20 nodes, after `kubectl set image`: no sample
     ever shows more than 2 nodes without an available pod or a node with two pods; every pod is replaced
     by one of the new image; each rolling step deletes at most 2; `kubectl rollout status` completes."""
-    before = uids(start_rollout(pipeline, kubectl, tmp_path,
-                                daemonset("agent", namespace, strategy=rolling_update(2, 0))))
+    old = start_rollout(pipeline, kubectl, tmp_path, daemonset("agent", namespace, strategy=rolling_update(2, 0)))
+    before = uids(old)
     watcher = NoSurge(max_unavailable=2)
     kubectl("set", "image", "ds/agent", f"agent={NEW}", "-n", namespace)
     after = roll(pipeline, namespace, "agent", NEW, watcher)
@@ -382,19 +390,35 @@ def test_max_unavailable_2_never_more_than_2_nodes_down(pipeline: Pipeline, kube
     assert {p["metadata"]["labels"][HASH_LABEL] for p in after} == {revs[1]["metadata"]["labels"][HASH_LABEL]}
     decided = summaries(pipeline, namespace, "agent")
     assert max(len(s.get("deletes") or []) for s in decided) == 2, "a rolling step deletes up to maxUnavailable"
-    assert sum(len(s.get("deletes") or []) for s in decided) == NODE_COUNT
+    # every old pod deleted, and no other. Not "each in one decision": upstream's DaemonSet expectations
+    # (ControllerExpectations, no UID tracking) count a pod's deletion twice, at its deletionTimestamp and at its
+    # DELETED (updatePod calls deletePod), and kubus's do the same; when a kubelet removes a deleted pod at once
+    # (kwok on the real control plane), one pod's two events can satisfy a step's 2 expected deletions before the
+    # other pod's deletion is seen, and the next step deletes that pod again (docs/sim-vs-real.md, 6)
+    deleted = [name for s in decided for name in s.get("deletes") or []]
+    assert set(deleted) == {p["metadata"]["name"] for p in old}, Counter(deleted)
     assert sum(len(s.get("creates") or []) for s in decided) == 2 * NODE_COUNT
 
 
+@pytest.fixture
+def terminating_pods(pipeline: Pipeline, namespace: str) -> Iterator[None]:
+    with pipeline.terminating_pods(namespace):
+        yield
+
+
+@pytest.mark.real
 def test_max_surge_25_percent_starts_new_pods_beside_old_ones(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, terminating_pods: None) -> None:
     """RollingUpdate maxSurge "25%" (ceil(25% of 20) = 5), maxUnavailable 0, minReadySeconds 2: the new
     pods start beside the old ones on at most 5 nodes at a time (and the first wave surges on exactly 5),
     an old pod is deleted only once the new one beside it is available, no node is ever without an
     available pod, and the rollout ends with 20 new pods. Old pods take 1 s to terminate, so every
-    deletion is seen by the sampler."""
+    deletion is seen by the sampler (on the real control plane, whose kwok removes a deleted pod at once, a
+    finalizer TerminatingPods lets go of 1 s after the deletion: docs/sim-vs-real.md)."""
     manifest = daemonset("surge", namespace, strategy=rolling_update(0, "25%"), min_ready_seconds=2,
                          annotations={TERMINATION: "1"})
+    if pipeline.hold_finalizers():
+        manifest["spec"]["template"]["metadata"]["finalizers"] = pipeline.hold_finalizers()
     old = start_rollout(pipeline, kubectl, tmp_path, manifest)
     before = uids(old)
     watcher = Surge(max_surge=5, min_ready_seconds=2)
@@ -417,9 +441,13 @@ def test_max_surge_25_percent_starts_new_pods_beside_old_ones(pipeline: Pipeline
     surged = [node for s in decided for node in s.get("creates") or []]
     assert sorted(surged) == sorted(NODES), "one new pod per node, none created twice"
     assert max(len(s.get("creates") or []) for s in decided) == 5
-    assert sorted(d for s in decided for d in s.get("deletes") or []) == sorted(watcher.deletions_seen.values())
+    # the deleted pods are the old ones seen being deleted; one may be decided twice (docs/sim-vs-real.md, 6:
+    # upstream's DaemonSet expectations count every update of a terminating pod as a deletion, as kubus's do)
+    deleted = [d for s in decided for d in s.get("deletes") or []]
+    assert set(deleted) == set(watcher.deletions_seen.values()), Counter(deleted)
 
 
+@pytest.mark.real
 def test_on_delete_replaces_only_the_pods_deleted_by_hand(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                           tmp_path: Path) -> None:
     """OnDelete: `kubectl set image` changes no running pod (once the reconciler has synced the new
@@ -471,6 +499,7 @@ def test_on_delete_replaces_only_the_pods_deleted_by_hand(pipeline: Pipeline, ku
     assert sorted(n for s in decided if s.get("hash") == new_hash for n in s.get("creates") or []) == sorted(replaced)
 
 
+@pytest.mark.real
 def test_rollout_undo_goes_back_to_the_first_template(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                       tmp_path: Path) -> None:
     """After an update, `kubectl rollout undo`: the DaemonSet's template is the first one again, every pod

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests.cluster import RealCluster
 from tests.pipeline.harness import Pipeline
 from tests.simulation import Kubectl, table_rows, wait_for
 
@@ -38,10 +39,11 @@ _namespaces = itertools.count()
 
 # --- fixtures ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+def pipeline(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | None) -> Iterator[Pipeline]:
     """The pipeline, shared by the module's tests (each works in its own namespace), once it is up:
-    the reconciler has recorded the nodes ingest published, and the executor consumes actions."""
-    p = Pipeline(tmp_path_factory.mktemp("replicaset"), "--termination-seconds", "0.2")
+    the reconciler has recorded the nodes ingest published, and the executor consumes actions. On the sim
+    (4 nodes) or, for the tests marked `real`, on the session's real control plane (20 kwok nodes)."""
+    p = Pipeline(tmp_path_factory.mktemp("replicaset"), "--termination-seconds", "0.2", cluster=cluster)
 
     def up() -> bool:
         # as a process supervisor would, restart a service that died starting: three services opening
@@ -52,7 +54,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             nodes = p.sql("select count(distinct name) from observed_events where kind = 'Node'")[0][0]
         except sqlite3.OperationalError:  # no database, or no schema, yet
             return False
-        return nodes == 4 and " consuming " in (p.workdir / "execute.log").read_text()
+        wanted = len(cluster.nodes) if cluster else 4
+        return nodes == wanted and " consuming " in (p.workdir / "execute.log").read_text()
 
     try:
         p.start_all()
@@ -68,12 +71,25 @@ def kubectl(pipeline: Pipeline) -> Kubectl:
 
 
 @pytest.fixture
-def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
-    """A fresh namespace named after the test (left in place: the pipeline goes with the module)."""
+def namespace(kubectl: Kubectl, pipeline: Pipeline, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test (on the sim left in place: the sim goes with the module). On the
+    real control plane: once its `default` ServiceAccount exists (the ServiceAccount admission plugin refuses pods
+    before; kube-controller-manager makes it), and deleted when the test ends, since the control plane is the
+    session's and the next module's pipeline would take over what is left."""
     stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).removeprefix("test-")[:40].strip("-")
     name = f"{stem}-{next(_namespaces)}"
     kubectl("create", "namespace", name)
-    return name
+    if pipeline.real is None:
+        yield name
+        return
+
+    def has_service_account() -> bool:
+        code, _ = pipeline.sim.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")
+        return code == 200
+
+    wait_for(has_service_account, timeout=60, interval=0.1, what=f"the default ServiceAccount of {name}")
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")
 
 
 class Services:
@@ -281,6 +297,7 @@ def assert_failure_kept(p: Pipeline, namespace: str, name: str) -> None:
 
 
 # --- the scenarios ----------------------------------------------------------------------------------
+@pytest.mark.real
 def test_apply_creates_exactly_the_replicas(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                             tmp_path: Path) -> None:
     """`kubectl apply -f` of a ReplicaSet of 3: exactly 3 pods it controls, named from generateName,
@@ -324,6 +341,7 @@ def test_apply_creates_exactly_the_replicas(pipeline: Pipeline, kubectl: Kubectl
     assert {u for _, u in succeeded_creates(pipeline, namespace, "web")} == {p["metadata"]["uid"] for p in pods}
 
 
+@pytest.mark.real
 def test_scale_up_then_down_deletes_the_cheapest_pods(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                       tmp_path: Path) -> None:
     """`kubectl scale` to 7 then to 2: with pod-deletion-cost annotations on 5 of the 7 pods, the
@@ -364,6 +382,7 @@ def test_scale_up_then_down_deletes_the_cheapest_pods(pipeline: Pipeline, kubect
     assert len(succeeded_creates(pipeline, namespace, "web")) == 7
 
 
+@pytest.mark.real
 def test_adopts_an_orphan_created_before_it(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                             tmp_path: Path) -> None:
     """A bare pod with matching labels exists before the ReplicaSet of 3: it is adopted (a controller
@@ -420,6 +439,7 @@ def test_adopts_an_orphan_that_appears_later(pipeline: Pipeline, kubectl: Kubect
     assert len(succeeded_creates(pipeline, namespace, "web")) == 3
 
 
+@pytest.mark.real
 def test_relabelled_pod_is_released_and_replaced(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                  tmp_path: Path) -> None:
     """`kubectl label --overwrite` moving a pod out of the selector: the ReplicaSet releases it (its
@@ -485,6 +505,7 @@ def test_failed_pods_are_replaced_and_not_counted(pipeline: Pipeline, kubectl: K
     assert not [s for s in summaries(pipeline, namespace, "flaky") if s.get("deletes")]
 
 
+@pytest.mark.real
 def test_delete_cascades_in_the_background(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                            tmp_path: Path) -> None:
     """`kubectl delete rs`: the ReplicaSet goes at once, the garbage collector removes its pods, the
@@ -520,6 +541,7 @@ def test_delete_cascades_in_the_background(pipeline: Pipeline, kubectl: Kubectl,
     until(pipeline, deletions_recorded, "every pod it created recorded as deleted in the audit trail")
 
 
+@pytest.mark.real
 def test_delete_with_orphan_cascade_keeps_the_pods(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                    tmp_path: Path) -> None:
     """`kubectl delete rs --cascade=orphan`: the pods stay, Running, without ownerReferences (the

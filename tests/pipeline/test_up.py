@@ -60,7 +60,7 @@ def test_up_sim_converges_and_reports(tmp_path: Path, authz: list[str]) -> None:
         status, metrics = get(f"{base}/metrics")
         assert status == 200
         for needle in ('kubus_ingest_events_total{kind="Pod",type="ADDED"}',
-                       'controller_runtime_reconcile_total{controller="ReplicaSet",result="success"}',
+                       'controller_runtime_reconcile_total{controller="replicaset",result="success"}',
                        'kubus_actions_total{action="create_pods",outcome="succeeded"} 4.0'):
             assert needle in metrics, needle
         assert get(f"{base}/healthz")[0] == 200

@@ -63,7 +63,9 @@ def test_audit_controller_says_why_a_sync_held_back(history_file: Path, tmp_path
     done = kubus("events", "import", str(history_file), "--no-stream", "--data-dir", str(data))
     assert done.returncode == 0, done.stdout + done.stderr
     for controller, held in (("demo/web", RS_HELD), ("demo/agent", DS_HELD)):
-        done = kubus("audit", "controller", controller, "--since", "2026-01-01T00:00:00Z", "--data-dir", str(data))
+        # the whole reason in `-o wide` (the default table fits 120 columns, cutting free text)
+        done = kubus("audit", "controller", controller, "--since", "2026-01-01T00:00:00Z", "--data-dir", str(data),
+                     "-o", "wide")
         assert done.returncode == 0, done.stdout + done.stderr
         assert held in done.stdout, done.stdout
         done = kubus("audit", "controller", controller, "--since", "2026-01-01T00:00:00Z", "--data-dir", str(data),

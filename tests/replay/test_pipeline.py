@@ -8,6 +8,7 @@ first divergence is the first decision that line touches.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
@@ -21,6 +22,7 @@ import pytest
 
 from replay import fileformat
 from replay.engine import Engine
+from tests.cluster import RealCluster
 from tests.pipeline.harness import Pipeline
 from tests.simulation import wait_for
 
@@ -83,14 +85,17 @@ def _source(p: Pipeline) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
+def recording(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | None) -> Iterator[Recording]:
+    """On the sim (4 nodes) or the real control plane (20 kwok nodes; FailingPods fails the new pods there)."""
     workdir = tmp_path_factory.mktemp("replay")
-    p = Pipeline(workdir, "--termination-seconds", "0.2")
+    p = Pipeline(workdir, "--termination-seconds", "0.2", cluster=cluster)
+    nodes = p.expected_nodes()
+    failing = contextlib.ExitStack()
     try:
         p.start_all()
         _until(p, lambda: _sql(p, "select count(distinct name) from observed_events where kind = 'Node'")
-               == [(4,)] and " consuming " in (p.workdir / "execute.log").read_text(), "the services to start")
-        _create(p, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+               == [(nodes,)] and " consuming " in (p.workdir / "execute.log").read_text(), "the services to start")
+        p.create_namespace(NAMESPACE)
         _create(p, f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets", {
             "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
             "spec": {"selector": {"matchLabels": {"app": "agent"}},
@@ -102,8 +107,9 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
             "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
                      "template": {"metadata": {"labels": {"app": "web"}},
                                   "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}})
-        _until(p, lambda: len(_running(_pods(p, "agent"))) == 4 and len(_running(_pods(p, "web"))) == 4,
-               "4 agent and 4 web pods running")
+        _until(p, lambda: len(_running(_pods(p, "agent"))) == nodes and len(_running(_pods(p, "web"))) == 4,
+               f"{nodes} agent and 4 web pods running")
+        failing.enter_context(p.failing_pods(NAMESPACE))
         # the rolling update: the new pods fail a second after they start, so the DaemonSet deletes and
         # recreates them (with its failed-pod backoff) while the rollout waits for them to be available
         _patch(p, f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/agent", {"spec": {"template": {
@@ -125,6 +131,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
         _until(p, lambda: len(_running(_pods(p, "web"))) == 3, "web back at 3 pods")
         p.procs["reconcile"].terminate()
         p.procs["reconcile"].wait(timeout=15)
+        failing.close()
         file = workdir / "history.jsonl"
         exported = _kubus(p, "events", "export", *_source(p), "--output", str(file))
         assert exported.returncode == 0, exported.stderr
@@ -132,6 +139,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
                      p.sql("select id, controller_key, correlation_id from decisions order by id")]
         yield Recording(p, file, decisions)
     finally:
+        failing.close()
         p.stop()
 
 
@@ -140,6 +148,7 @@ def _load(path: Path) -> Iterator[Any]:
     return bundles
 
 
+@pytest.mark.real
 def test_the_replay_decides_exactly_what_the_reconciler_decided(recording: Recording) -> None:
     result = _kubus(recording.pipeline, "replay", "--from-file", str(recording.file), "--diff", "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -156,6 +165,7 @@ def test_the_replay_decides_exactly_what_the_reconciler_decided(recording: Recor
     assert "no divergence" in live.stdout
 
 
+@pytest.mark.real
 def test_a_changed_line_of_the_rolling_update_diverges_at_the_first_decision_it_touches(
         recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
     """The test double: maxUnavailable one higher in updatedDesiredNodeCounts. The first decision it
@@ -188,6 +198,7 @@ def test_a_changed_line_of_the_rolling_update_diverges_at_the_first_decision_it_
         divergence.what
 
 
+@pytest.mark.real
 def test_explain_shows_each_node_and_the_ranking(recording: Recording) -> None:
     result = _kubus(recording.pipeline, "replay", "--from-file", str(recording.file), "--controller",
                     f"{NAMESPACE}/agent", "--explain")

@@ -2,7 +2,7 @@
 agreement over the scenarios, and a shadow with one rule changed is caught, naming the object and the rule's
 effect.
 
-`cluster` is parametrised by the controller that acts: kubus on `kubus sim` (tests/shadow/harness.py), and the
+`acting_cluster` is parametrised by the controller that acts: kubus on `kubus sim` (tests/shadow/harness.py), and the
 real kube-controller-manager with its own DaemonSet and ReplicaSet controllers (tests/controlplane/'s control
 plane with upstream_controllers=True, one per test: a shadow must not start beside the previous test's
 leftovers). On the real one the shadow runs as a ServiceAccount of its own, bound to a read-only ClusterRole, and
@@ -117,70 +117,72 @@ def _upstream(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture(params=["kubus-on-sim", pytest.param("kube-controller-manager",
                                                      marks=pytest.mark.hang_limit(600, setup=240))])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+# not `cluster`: tests/conftest.py parametrises that name for the sim/real suites
+def acting_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """A cluster with its acting controller running: an acting kubus on `kubus sim`, or a real control plane
     whose kube-controller-manager runs its own DaemonSet and ReplicaSet controllers."""
     yield from (_sim if request.param == "kubus-on-sim" else _upstream)(tmp_path)
 
 
 @pytest.fixture
-def shadow(cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
+def shadow(acting_cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
     shadow = Shadow(tmp_path)
-    shadow.start(cluster.shadow_kubeconfig)
+    shadow.start(acting_cluster.shadow_kubeconfig)
     yield shadow
     shadow.stop()
 
 
-def _shadow_requests(cluster: Cluster) -> list[dict[str, object]]:
+def _shadow_requests(acting_cluster: Cluster) -> list[dict[str, object]]:
     """The audit log's entries of the shadow's user, one per request (its last stage so far: a watch still open
     has only ResponseStarted)."""
-    assert cluster.audit_log is not None
-    entries = [json.loads(line) for line in cluster.audit_log.read_text().splitlines() if line.strip()]
+    assert acting_cluster.audit_log is not None
+    entries = [json.loads(line) for line in acting_cluster.audit_log.read_text().splitlines() if line.strip()]
     return list({e["auditID"]: e for e in entries if e["user"]["username"] == SHADOW_USER}.values())
 
 
-def _assert_read_only(cluster: Cluster) -> None:
+def _assert_read_only(acting_cluster: Cluster) -> None:
     """On the real control plane: the shadow asked, and asked nothing but get, list and watch."""
-    if cluster.audit_log is None:
+    if acting_cluster.audit_log is None:
         return
-    requests = _shadow_requests(cluster)
+    requests = _shadow_requests(acting_cluster)
     assert any(e["verb"] == "watch" for e in requests), f"no watch of the shadow's in the audit log: {requests[:5]}"
     writes = [(e["verb"], e.get("requestURI")) for e in requests if e["verb"] not in READS]
     assert not writes, f"the shadow ({SHADOW_USER}) made requests other than get, list and watch: {writes[:20]}"
 
 
-def _explain(shadow: Shadow, cluster: Cluster, report: dict[str, object]) -> str:
+def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object]) -> str:
     return (f"{json.dumps(report, indent=1, default=str)[:20000]}\n--- shadow log ---\n{shadow.logs()[-5000:]}"
-            f"\n--- {cluster.acting.name} log ---\n{cluster.acting.logs()[-3000:]}")
+            f"\n--- {acting_cluster.acting.name} log ---\n{acting_cluster.acting.logs()[-3000:]}")
 
 
-def test_the_scenarios_agree(cluster: Cluster, shadow: Shadow, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path,
+                             request: pytest.FixtureRequest) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
     did, or an equivalent member of its tie class."""
-    if cluster.acting.name == "kube-controller-manager":
+    if acting_cluster.acting.name == "kube-controller-manager":
         request.applymarker(pytest.mark.xfail(reason=(
             "open against kube-controller-manager (docs/shadow.md, 'Testing against kube-controller-manager'): "
             "a DaemonSet step seen before its revision, and maxSurge picks in Go map order"), strict=False))
-    kubectl = cluster.kubectl
+    kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
     scenarios.replicaset_adoption_and_release(kubectl, "shadowed")
-    nodes = len(cluster.nodes)
+    nodes = len(acting_cluster.nodes)
     scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", nodes)
     scenarios.daemonset_surge(kubectl, "shadowed", nodes)
     by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", nodes)
-    scenarios.daemonset_taint(kubectl, "shadowed", nodes, cluster.nodes[1])
+    scenarios.daemonset_taint(kubectl, "shadowed", nodes, acting_cluster.nodes[1])
     report = shadow.settled()
-    _assert_read_only(cluster)  # first: it holds whatever the report says
+    _assert_read_only(acting_cluster)  # first: it holds whatever the report says
     # the one difference: the pod kubectl deleted, which the watch cannot tell from a controller's deletion
     found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
-    assert found == by_hand, _explain(shadow, cluster, report)
-    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, cluster, report)
+    assert found == by_hand, _explain(shadow, acting_cluster, report)
+    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, acting_cluster, report)
     objects = {o["controller"]: o for o in report["objects"]}
     for name in ("ReplicaSet/shadowed/web", "ReplicaSet/shadowed/api-v2", "DaemonSet/shadowed/agent",
                  "DaemonSet/shadowed/surge", "DaemonSet/shadowed/manual", "DaemonSet/shadowed/tainted"):
-        assert objects[name]["agreed"] > 0, _explain(shadow, cluster, report)
+        assert objects[name]["agreed"] > 0, _explain(shadow, acting_cluster, report)
     # the shadow's comparator task counts each closed window once, every half window
     wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind="upstream-only") == len(by_hand),
              timeout=30, what="the divergence counter")
@@ -204,23 +206,23 @@ def _outbox_rows(shadow: Shadow) -> int:
 
 
 @pytest.mark.parametrize("mutation", ["max-unavailable-rounded-down"])
-def test_a_changed_rule_is_caught(cluster: Cluster, tmp_path: Path, mutation: str) -> None:
+def test_a_changed_rule_is_caught(acting_cluster: Cluster, tmp_path: Path, mutation: str) -> None:
     """A shadow whose maxUnavailable percentage rounds down (30% of 4 nodes: 1, where upstream takes 2) is
     caught: the report names the DaemonSet and says upstream deleted more old pods in a step than kubus
     would have, and the divergence counter rises."""
     shadow = Shadow(tmp_path, mutation=mutation)
-    shadow.start(cluster.shadow_kubeconfig)
+    shadow.start(acting_cluster.shadow_kubeconfig)
     try:
-        kubectl = cluster.kubectl
+        kubectl = acting_cluster.kubectl
         kubectl("create", "namespace", "mutated")
-        scenarios.daemonset_rollout_percent(kubectl, "mutated", len(cluster.nodes))
+        scenarios.daemonset_rollout_percent(kubectl, "mutated", len(acting_cluster.nodes))
         report = shadow.settled()
-        _assert_read_only(cluster)
-        assert not report["agreement"], _explain(shadow, cluster, report)
+        _assert_read_only(acting_cluster)
+        assert not report["agreement"], _explain(shadow, acting_cluster, report)
         divergences = [d for d in report["divergences"] if d["controller"] == "DaemonSet/mutated/pct"]
-        assert divergences, _explain(shadow, cluster, report)
+        assert divergences, _explain(shadow, acting_cluster, report)
         assert any(a["verb"] == "delete_pod" for d in divergences for a in d["upstream_only"]), \
-            _explain(shadow, cluster, report)
+            _explain(shadow, acting_cluster, report)
         assert all(d["replay"].startswith("kubus replay --controller DaemonSet/mutated/pct --explain")
                    for d in divergences)
         assert any("delete_pod" in d["effect"] for d in divergences)

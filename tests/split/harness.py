@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from runtime.natsserver import binary as nats_binary
 from runtime.natsserver import free_port
 from tests import postgres
+from tests.cluster import RealCluster
 from tests.simulation import Kubectl, wait_for
 from tests.simulation import SimProcess as Sim
 
@@ -90,9 +91,11 @@ class LeaseRow:
 class SplitDeployment:
     def __init__(self, workdir: Path, db_url: str, *, nodes: int = 6, partitions: int = 8, lease_ttl: float = 3.0,
                  ack_wait: float = 3.0, qps: float = 100.0, burst: int = 200, nats_url: str | None = None,
-                 service_args: Sequence[str] = ()) -> None:
+                 service_args: Sequence[str] = (), cluster: RealCluster | None = None) -> None:
         """`nats_url` (e.g. a cluster's seed URLs, tests/natscluster.py) is used instead of a nats-server of the
-        deployment's own; `service_args` are added to every service's command line (e.g. `--stream-replicas 3`)."""
+        deployment's own; `service_args` are added to every service's command line (e.g. `--stream-replicas 3`).
+        Given `cluster` (the session's real control plane, tests/cluster.py), the services run against it instead
+        of a `kubus sim` of the deployment's own (`nodes` is then the sim's that is not started)."""
         self.workdir = workdir
         self.db_url = db_url
         self.partitions = partitions
@@ -112,8 +115,8 @@ class SplitDeployment:
         try:
             if self.nats is not None:
                 wait_for(self._nats_listening, 15, what="nats-server to listen")
-            self.sim = Sim(workdir, "--nodes", str(nodes), "--kubelet-delay", "0.05",
-                           "--termination-seconds", "0.2", "--seed", "11")
+            self.sim: Sim | RealCluster = cluster or Sim(workdir, "--nodes", str(nodes), "--kubelet-delay", "0.05",
+                                                         "--termination-seconds", "0.2", "--seed", "11")
         except BaseException:
             if self.nats is not None:
                 self.nats.kill()
@@ -328,7 +331,7 @@ class PodHistory:
     """Watches every namespace's pods from before the test created any, and keeps each ADDED and
     DELETED it sees (resuming after the last resourceVersion when the stream ends)."""
 
-    def __init__(self, sim: Sim) -> None:
+    def __init__(self, sim: Sim | RealCluster) -> None:
         self.sim = sim
         self.added: list[PodRecord] = []
         self.deleted: list[PodRecord] = []
@@ -350,7 +353,7 @@ class PodHistory:
                 url = (f"{self.sim.url}/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=30"
                        f"&resourceVersion={self._rv}")
                 try:
-                    with urllib.request.urlopen(url, timeout=60) as response:
+                    with urllib.request.urlopen(url, timeout=60, context=self.sim.ssl) as response:
                         for line in response:
                             if self._stop.is_set():
                                 return

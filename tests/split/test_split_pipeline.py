@@ -36,13 +36,19 @@ from typing import Any
 import pytest
 
 from ingest.kinds import DEFAULT_KINDS
+from tests.cluster import RealCluster
 from tests.simulation import target_node
 from tests.split.harness import Kubectl, PodHistory, PodRecord, SplitDeployment, fresh_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.kubectl]
 
 NODES = 6
-NODE_NAMES = frozenset(f"node-{i}" for i in range(NODES))
+SIM_NODE_NAMES = frozenset(f"node-{i}" for i in range(NODES))
+# the nodes the DaemonSets run on: the sim's 6, or 6 of the real control plane's 20 kwok nodes (labelled AGENT_LABEL
+# there, as every sim node is, and selected by the DaemonSets' nodeSelector); the `deployment` fixture sets it, and
+# pytest runs a module's tests of one kind together
+NODE_NAMES = SIM_NODE_NAMES
+AGENT_LABEL = "split.kubus.io/agent"
 PARTITIONS = 8
 LEASE_TTL = 3.0
 NAMESPACE_COUNT = 20
@@ -96,7 +102,8 @@ def daemonset(ns: str, image: str) -> dict[str, Any]:
                      "updateStrategy": {"type": "RollingUpdate",
                                         "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
                      "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [{"name": "agent", "image": image}]}}}}
+                                  "spec": {"nodeSelector": {AGENT_LABEL: "yes"},
+                                           "containers": [{"name": "agent", "image": image}]}}}}
 
 
 Images = str | Mapping[str, str]  # one image for every DaemonSet, or one per namespace
@@ -345,13 +352,26 @@ class Deployment:
         self.replayed: dict[str, dict[str, Any]] = {}  # member -> the summary of its replay from the store
 
 
+def label_agent_nodes(dep: SplitDeployment, nodes: frozenset[str], value: str | None) -> None:
+    for node in sorted(nodes):
+        code, body = dep.sim.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {AGENT_LABEL: value}}},
+                                     content_type="application/merge-patch+json")
+        assert code == 200, body
+
+
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> Iterator[Deployment]:
+def deployment(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str,
+               cluster: RealCluster | None) -> Iterator[Deployment]:
+    global NODE_NAMES
+    NODE_NAMES = frozenset(cluster.nodes[:NODES]) if cluster else SIM_NODE_NAMES
+    all_nodes = len(cluster.nodes) if cluster else NODES
     workdir = tmp_path_factory.mktemp("split")
     with fresh_database(pg_admin_url) as db_url:
-        dep = SplitDeployment(workdir, db_url, nodes=NODES, partitions=PARTITIONS, lease_ttl=LEASE_TTL)
+        dep = SplitDeployment(workdir, db_url, nodes=NODES, partitions=PARTITIONS, lease_ttl=LEASE_TTL,
+                              cluster=cluster)
         history: PodHistory | None = None
         try:
+            label_agent_nodes(dep, NODE_NAMES, "yes")
             dep.migrate()
             history = PodHistory(dep.sim)
             dep.start("ingest", "ingest")
@@ -369,7 +389,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> I
                 balanced(dep, {"reconciler-r1", "reconciler-r2", "reconciler-r3"})
                 ingest = (workdir / "ingest.log").read_text()
                 listed = re.findall(r"INFO kubus\.ingest: (\w+): listed", ingest)
-                assert f"Node: listed {NODES} objects" in ingest and set(listed) == set(DEFAULT_KINDS), \
+                assert f"Node: listed {all_nodes} objects" in ingest and set(listed) == set(DEFAULT_KINDS), \
                     f"ingest listed {listed}"
                 consuming = [n for n in ("e1", "e2") if " consuming " in (workdir / f"{n}.log").read_text()]
                 assert len(consuming) == 2, f"executors consuming: {consuming}"
@@ -385,6 +405,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> I
         finally:
             if history is not None:
                 history.stop()
+            if cluster is not None:  # the session's control plane: leave nothing for the next module
+                for ns in NAMESPACES:
+                    dep.sim.request("DELETE", f"/api/v1/namespaces/{ns}")
+                label_agent_nodes(dep, NODE_NAMES, None)
             print(f"\nstopped: {dep.stop()}")
 
 
@@ -397,6 +421,7 @@ def services(deployment: Deployment) -> Iterator[None]:
 
 
 # --- the tests ---------------------------------------------------------------------------------------------
+@pytest.mark.real
 def test_three_reconcilers_and_two_executors_converge(deployment: Deployment, tmp_path: Path) -> None:
     """20 namespaces, each a ReplicaSet of 3 and a DaemonSet over 6 nodes: all converge; the 8
     partitions are held by the 3 live reconcilers, 2 or 3 each, and `kubus status` says the same;
@@ -436,6 +461,7 @@ def test_three_reconcilers_and_two_executors_converge(deployment: Deployment, tm
         assert {p["metadata"]["uid"] for p in world.pods[ns]} == {r.uid for r in ds + rs}
 
 
+@pytest.mark.real
 def test_kill_9_mid_rollout_moves_partitions_and_the_rollout_finishes(deployment: Deployment,
                                                                       tmp_path: Path) -> None:
     """Every DaemonSet's image is changed and every ReplicaSet scaled from 3 to 5; once the rollout

@@ -67,7 +67,7 @@ async def test_status_does_not_print_the_nats_password(data_dir: Path, nats_serv
                                  f"postgresql://kubus:{SECRET}@db/kubus?sslmode=bogus"])
 def test_a_database_url_that_does_not_parse_is_not_printed(tmp_path: Path, url: str) -> None:
     done = kubus("db", "current", "--db-url", url, "--data-dir", str(tmp_path))
-    assert done.returncode == 2  # bad start-up input: the README's exit-status table (issue 21, item 5)
+    assert done.returncode == 2  # bad input: did not start (runtime/exitcodes.py)
     assert SECRET not in done.stdout + done.stderr
     assert done.stderr.startswith("kubus db current: "), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -152,7 +152,8 @@ class DaemonSetController:
             retry=plan.failed is not None,
             forget=not round_ and syncing.round_error is None and not syncing.round_in_flight,
             requeue_after=plan.requeue_after, actions=actions, known=known,
-            status_written=plan.status if write_status else None, warnings=plan.warnings)
+            status_written=plan.status if write_status else None, warnings=plan.warnings,
+            error=plan.failed)
 
     # --- results --------------------------------------------------------------------------------------------
     def result(self, key: ControllerKey, action: ActionKind, result: ActionResult, now: datetime) -> Requeue | None:

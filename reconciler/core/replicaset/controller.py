@@ -86,7 +86,8 @@ class ReplicaSetController:
             # rate limiter when its results came in)
             forget=plan.failure is None and not in_flight,
             requeue_after=plan.requeue_after, actions=actions, known=known,
-            status_written=plan.status if write_status else None, warnings=plan.warnings)
+            status_written=plan.status if write_status else None, warnings=plan.warnings,
+            error=plan.manage_error)  # syncReplicaSet returns manageReplicasErr
 
     def result(self, key: ControllerKey, action: ActionKind, result: ActionResult, now: datetime) -> Requeue | None:
         return None  # it issues nothing but pod actions, events and status writes, which the dispatcher reads
