@@ -123,23 +123,14 @@ def compare_window(group: Sequence[Timed]) -> Window:
     group = [t for t in group if t.act.verb != OWNER_DELETED]
     kubus = _once(t for t in group if t.act.side == KUBUS and t.act.verb != UPDATE_STATUS)
     upstream = [t for t in group if t.act.side == UPSTREAM and t.act.verb != UPDATE_STATUS]
-    # exact keys, as multisets, in event order within each key
-    waiting: dict[tuple[str, ...], list[Timed]] = defaultdict(list)
-    for timed in upstream:
-        waiting[timed.act.key].append(timed)
-    left_kubus: list[Timed] = []
-    for timed in kubus:
-        same = waiting.get(timed.act.key)
-        if same:
-            result.agreed.append((timed, same.pop(0)))
-        else:
-            left_kubus.append(timed)
-    left_upstream = [t for t in upstream if any(t is u for u in waiting[t.act.key])]
-    # tie classes: a deletion of an equal pod
-    for timed in left_kubus:
-        match = next((u for u in left_upstream if _tied(timed.act, u.act)), None)
-        if match is not None:
-            left_upstream.remove(match)
+    pairs = _matching(kubus, upstream)
+    paired = {id(u) for u in pairs.values()}
+    left_upstream = [t for t in upstream if id(t) not in paired]
+    for index, timed in enumerate(kubus):
+        match = pairs.get(index)
+        if match is not None and match.act.key == timed.act.key:
+            result.agreed.append((timed, match))
+        elif match is not None:
             result.equivalent.append((timed, match, "tie class: an equally ranked pod"))
         elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # upstream's canAdopt reads the owner fresh and refuses: nothing shows of its attempt
@@ -157,6 +148,76 @@ def compare_window(group: Sequence[Timed]) -> Window:
         return result  # a status write racing the owner's deletion is neither side's decision
     _compare_status(group, result)
     return result
+
+
+def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Timed]:
+    """As many pairs of a would-do act and an upstream act as the keys and the tie classes allow: a maximum
+    matching (kubus's index -> upstream's act), each would-do act paired with an upstream act of the same key
+    or of its tie class (`_tied`).
+
+    Greedy pairing is not enough where a class shrinks from step to step: in a rolling update kubus picks the
+    first node by name at every step (classes n0..n3, n0..n2, n0..n1, n0) and upstream in map order (n3, n2, n1,
+    n0); pairing the first step's n0 with upstream's n0 leaves the last step's class, n0 alone, with nothing.
+    An augmenting path (Kuhn's algorithm) moves the first step to n3. Exact keys are tried first, so a pick that
+    upstream made too is agreed where the matching allows it. Acts no tie class reaches are plain multisets."""
+    tied_kubus = [i for i, t in enumerate(kubus) if t.act.ties]
+    tie_verbs = {(kubus[i].act.verb, kubus[i].act.controller_key) for i in tied_kubus}
+    # upstream acts of the same key, in event order: candidates in that order keep pairs in the steps' order
+    by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for j, timed in enumerate(upstream):
+        by_key[timed.act.key].append(j)
+    owner: dict[int, int] = {}  # upstream index -> kubus index
+    pairs: dict[int, int] = {}  # kubus index -> upstream index
+    # acts without a tie class and no tie class can reach: multisets, in event order
+    plain = [i for i, t in enumerate(kubus) if not t.act.ties and (t.act.verb, t.act.controller_key) not in tie_verbs]
+    for i in plain:
+        same = by_key.get(kubus[i].act.key, [])
+        while same and same[0] in owner:
+            same.pop(0)
+        if same:
+            j = same.pop(0)
+            owner[j], pairs[i] = i, j
+    rest = [i for i in range(len(kubus)) if i not in pairs and i not in set(plain)]
+
+    def candidates(i: int) -> list[int]:
+        act = kubus[i].act
+        exact = [j for j in by_key.get(act.key, []) if j not in owner or owner[j] in rest_set]
+        tied = [j for j, u in enumerate(upstream) if u.act.key != act.key and _tied(act, u.act)
+                and (j not in owner or owner[j] in rest_set)]
+        return exact + tied
+
+    rest_set = set(rest)
+    edges = {i: candidates(i) for i in rest}
+    for start in rest:
+        _augment(start, edges, owner, pairs)
+    return {i: upstream[j] for i, j in pairs.items()}
+
+
+def _augment(start: int, edges: dict[int, list[int]], owner: dict[int, int], pairs: dict[int, int]) -> bool:
+    """One augmenting path from the unpaired would-do act `start` (iterative: no recursion limit to meet)."""
+    seen: set[int] = set()
+    # each frame: a kubus index and the position in its candidates
+    stack: list[tuple[int, int]] = [(start, 0)]
+    path: list[tuple[int, int]] = []  # (kubus index, upstream index) tried along the path
+    while stack:
+        i, position = stack.pop()
+        options = edges[i]
+        while position < len(options) and options[position] in seen:
+            position += 1
+        if position == len(options):
+            if path:
+                path.pop()
+            continue
+        j = options[position]
+        seen.add(j)
+        stack.append((i, position + 1))
+        path.append((i, j))
+        if j not in owner:
+            for a, b in path:  # flip the path: each kubus act takes the upstream act it reached
+                owner[b], pairs[a] = a, b
+            return True
+        stack.append((owner[j], 0))
+    return False
 
 
 def _once(acts: Iterable[Timed]) -> list[Timed]:
