@@ -82,7 +82,8 @@ async def load(conn: AsyncConnection, since: datetime | None = None, until: date
     rows = []
     for r in (await conn.execute(query.order_by(t.c.stream_seq, t.c.id))).mappings():
         fields = dict(r["fields"] or {})
-        ties = tuple(fields.pop("ties", ()) if r["side"] == "kubus" and r["verb"] == "delete_pod" else ())
+        ties = tuple(fields.pop("ties", ()) if r["side"] == "kubus" and r["verb"] in ("delete_pod", "create_pod")
+                     else ())
         act = Act(r["side"], r["controller_key"], r["owner_uid"], r["verb"], r["target"], r["hash"],
                   int(r["stream_seq"]), r["ref"], ties, fields)
         rows.append(ShadowActRow(act=act, at=r["at"], decision_id=r["decision_id"], id=int(r["id"])))

@@ -14,8 +14,10 @@ comparison window, and folds them per owner (controller key and uid) and per win
 - **Equivalent**: a would-do deletion and an upstream deletion of the same owner and revision whose targets
   are in one tie class, recorded by the shadow as it decided (`Act.ties`: pods ranked equal in a scale-down
   but for their UID, or the old pods of one readiness in a DaemonSet rolling step, which upstream walks in
-  Go map order); and a status the shadow computed before upstream wrote its own, different one, after which
-  the shadow, having seen upstream's, wrote nothing (it agreed with what upstream wrote last).
+  Go map order); a DaemonSet's surge create and upstream's on another node of its class (the nodes of an old,
+  available pod and no new one, which upstream also walks in map order), paired by a maximum matching; and a
+  status the shadow computed before upstream wrote its own, different one, after which the shadow, having
+  seen upstream's, wrote nothing (it agreed with what upstream wrote last).
 - **kubus-only** and **upstream-only**: what is left. These are the divergences.
 
 Status writes are compared by their last value in the window (how many times each side writes a status
@@ -35,6 +37,7 @@ from typing import Final
 from reconciler.core.shadow import (
     ADOPT_POD,
     ADOPT_REVISION,
+    CREATE_POD,
     DELETE_POD,
     KUBUS,
     OWNER_DELETED,
@@ -48,6 +51,9 @@ from reconciler.core.shadow import (
 # until it sees upstream's; upstream's informer shows it its own. One per target and window is the decision.
 _STATE_CHANGES: Final = frozenset({ADOPT_POD, RELEASE_POD, ADOPT_REVISION})
 _OWNER_GONE_RULE: Final = "the owner was deleted in the window"
+# the verbs a would-do act may name a tie class for (Act.ties): a deletion of an equally ranked pod, and a
+# DaemonSet's surge create, whose node upstream picks in Go map order
+_TIED: Final = frozenset({DELETE_POD, CREATE_POD})
 
 AGREED: Final = "agreed"
 EQUIVALENT: Final = "equivalent"
@@ -131,7 +137,7 @@ def compare_window(group: Sequence[Timed]) -> Window:
         if match is not None and match.act.key == timed.act.key:
             result.agreed.append((timed, match))
         elif match is not None:
-            result.equivalent.append((timed, match, "tie class: an equally ranked pod"))
+            result.equivalent.append((timed, match, _tie_rule(timed.act)))
         elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # upstream's canAdopt reads the owner fresh and refuses: nothing shows of its attempt
             result.equivalent.append((timed, timed, f"{_OWNER_GONE_RULE}: upstream's fresh read refuses the "
@@ -233,8 +239,15 @@ def _once(acts: Iterable[Timed]) -> list[Timed]:
     return out
 
 
+def _tie_rule(act: Act) -> str:
+    if act.verb == CREATE_POD:
+        return "tie class: a surge pod on an equal node"
+    return "tie class: an equally ranked pod"
+
+
 def _tied(kubus: Act, upstream: Act) -> bool:
-    return (kubus.verb == upstream.verb == DELETE_POD and kubus.hash == upstream.hash
+    """A deletion of an equally ranked pod, or a DaemonSet's surge pod on another node of its class (_TIED)."""
+    return (kubus.verb == upstream.verb and kubus.verb in _TIED and kubus.hash == upstream.hash
             and upstream.target in kubus.ties)
 
 

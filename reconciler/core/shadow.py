@@ -39,6 +39,7 @@ from messages.actions import (
 from reconciler.core.cache import Change
 from reconciler.core.controllers import Decided
 from reconciler.core.daemonset.history import fnv32a, revision_data_of
+from reconciler.core.daemonset.rollout import allows_surge
 from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_keys
 from reconciler.core.view import CacheView
 
@@ -251,7 +252,9 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
         if isinstance(action, CreatePods):
             for one in action.pods:
                 pod = decode(one.pod, Pod)
-                add(CREATE_POD, one.key, *_pod_target(pod, owner))
+                target, hash_ = _pod_target(pod, owner)
+                surge = _surge_ties(target, hash_, owner, view) if isinstance(owner, DaemonSet) else ()
+                add(CREATE_POD, one.key, target, hash_, ties=surge)
         elif isinstance(action, DeletePod):
             pod = view.named("Pod", action.namespace, action.name)
             if action.adopt_first is not None:
@@ -284,6 +287,29 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
     return acts
 
 
+def _surge_ties(node: str, hash_: str, owner: DaemonSet, view: CacheView) -> tuple[str, ...]:
+    """A DaemonSet's create beside an old, available pod is a surge pick: upstream's rollingUpdate with maxSurge
+    walks its nodes in Go map order and starts new pods on the first nodes of an old, available pod and no new
+    one, as far as the budget goes (candidateNewNodes). Those nodes (sorted, `node` included) are the create's tie
+    class. A create beside an old pod that is not available is made whatever the order (allowedNewNodes), and one
+    on a node without a pod by the manage loop: neither names a class (())."""
+    if not allows_surge(owner):
+        return ()
+    by_node: dict[str, list[Pod]] = {}
+    for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid):
+        if isinstance(p, Pod) and p.metadata.deletion_timestamp is None:
+            by_node.setdefault(get_target_node_name(p) or "", []).append(p)
+
+    def eligible(pods: list[Pod]) -> bool:
+        new = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") == hash_]
+        old = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") != hash_]
+        return not new and len(old) == 1 and is_pod_ready(old[0])
+
+    if not eligible(by_node.get(node, [])):
+        return ()
+    return tuple(sorted(name for name, pods in by_node.items() if name and eligible(pods)))
+
+
 def _ties(pod: Pod, owner: DaemonSet | ReplicaSet, view: CacheView, now: datetime) -> tuple[str, ...]:
     """The pods of `owner` upstream could have picked instead of `pod`, as the cache is when the shadow decides
     (the targets of their deletions, sorted; `pod`'s own included).
@@ -295,6 +321,9 @@ def _ties(pod: Pod, owner: DaemonSet | ReplicaSet, view: CacheView, now: datetim
     pods = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
             if isinstance(p, Pod) and p.metadata.deletion_timestamp is None]
     if isinstance(owner, DaemonSet):
+        if allows_surge(owner):
+            # with surge an old pod goes once the new pod beside it is available: which node is no pick
+            return (_deletion(pod, owner)[0],)
         same = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") == pod.metadata.labels.get(HASH_LABEL, "")
                 and is_pod_ready(p) == is_pod_ready(pod)]
         return tuple(sorted(_deletion(p, owner)[0] for p in same))

@@ -86,6 +86,20 @@ CASES = {
                                          u(DELETE_POD, "n2", "old", key=DS, seq=4)], (0, 1, 1, 1)),
     "a tie of another revision": ([k(DELETE_POD, "n0", "old", key=DS, ties=("n0", "n1")),
                                    u(DELETE_POD, "n1", "other", key=DS)], (0, 0, 1, 1)),
+    # maxSurge: upstream starts the surge pods on nodes of an old, available pod and no new one, in map order
+    # (seen on kube-controller-manager, DaemonSet/shadowed/surge: kubus node-1 at every step, upstream 3, 2, 1)
+    "surge creates in map order": ([k(CREATE_POD, "n1", "new", key=DS, seq=1, ties=("n1", "n2", "n3")),
+                                    u(CREATE_POD, "n3", "new", key=DS, seq=2),
+                                    k(CREATE_POD, "n1", "new", key=DS, seq=3, ties=("n1", "n2")),
+                                    u(CREATE_POD, "n2", "new", key=DS, seq=4),
+                                    k(CREATE_POD, "n1", "new", key=DS, seq=5, ties=("n1",)),
+                                    u(CREATE_POD, "n1", "new", key=DS, seq=6)], (1, 2, 0, 0)),
+    "surge create outside the class": ([k(CREATE_POD, "n1", "new", key=DS, ties=("n1", "n2")),
+                                        u(CREATE_POD, "n3", "new", key=DS)], (0, 0, 1, 1)),
+    "surge create of another revision": ([k(CREATE_POD, "n1", "new", key=DS, ties=("n1", "n2")),
+                                          u(CREATE_POD, "n2", "old", key=DS)], (0, 0, 1, 1)),
+    "a create is no deletion's tie": ([k(DELETE_POD, "n1", "old", key=DS, ties=("n1", "n2")),
+                                       u(CREATE_POD, "n2", "old", key=DS)], (0, 0, 1, 1)),
     # windows: acts more than a window apart are judged apart
     "a window apart": ([k(CREATE_POD, at=0), u(CREATE_POD, at=31)], (0, 0, 1, 1)),
     "within a window": ([k(CREATE_POD, at=0), u(CREATE_POD, at=29)], (1, 0, 0, 0)),

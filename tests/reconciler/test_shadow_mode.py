@@ -223,6 +223,54 @@ def test_a_would_do_deletion_names_its_tie_class() -> None:
     assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
 
 
+def _surging(ready_old: tuple[str, ...], unready_old: tuple[str, ...] = ()) -> tuple[Cluster, list[Decided]]:
+    """A DaemonSet rolling out with maxSurge 1 over node-0..node-2, each with an old pod (Ready or not); the
+    shadow's decision once the current revision shows."""
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    nodes = [node(f"node-{i}").ready().build() for i in range(3)]
+    old = [ds_pod(f"old-{n}", ds, n, "old").build() for n in ready_old]
+    old += [ds_pod(f"old-{n}", ds, n, "old").ready(NOW, status="False").build() for n in unready_old]
+    cluster, controllers = shadow(*nodes, ds, *old, revision_of(ds))
+    return cluster, decide(controllers)
+
+
+def test_a_surge_create_names_the_nodes_upstream_could_have_picked() -> None:
+    """maxSurge: upstream starts the surge pod beside an old, available pod, walking the nodes in Go map order;
+    every node of an old available pod and no new one is its tie class. kubus picks the first by name."""
+    cluster, decided = _surging(("node-0", "node-1", "node-2"))
+    (create,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD]
+    assert (create.target, create.ties) == ("node-0", ("node-0", "node-1", "node-2"))
+
+
+def test_a_surge_create_beside_an_unavailable_pod_is_no_tie() -> None:
+    """An old pod that is not available gets its new pod whatever the budget (allowedNewNodes): no pick there; the
+    surge budget's one pod goes beside one of the available old pods, in map order."""
+    cluster, decided = _surging(("node-0", "node-1"), unready_old=("node-2",))
+    creates = {a.target: a.ties for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD}
+    assert creates == {"node-2": (), "node-0": ("node-0", "node-1")}
+
+
+def test_a_surge_deletion_is_no_tie() -> None:
+    """With surge an old pod goes once the new pod beside it is available: that node, no other."""
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    revision = revision_of(ds)
+    new = revision.metadata.labels["controller-revision-hash"]
+    nodes = [node(f"node-{i}").ready().build() for i in range(3)]
+    pods = [ds_pod(f"old-{i}", ds, f"node-{i}", "old").build() for i in range(3)]
+    cluster, controllers = shadow(*nodes, ds, *pods, ds_pod("new-0", ds, "node-0", new).build(), revision)
+    deletions = [a for d in decide(controllers) for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert [(a.target, a.ties) for a in deletions] == [("node-0", ("node-0",))]
+
+
+def test_a_create_on_an_empty_node_is_no_tie() -> None:
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    cluster, controllers = shadow(node("node-0").ready().build(), node("node-1").ready().build(), ds,
+                                  revision_of(ds))
+    decided = decide(controllers)
+    creates = {a.target: a.ties for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD}
+    assert creates == {"node-0": (), "node-1": ()}
+
+
 def test_a_revision_create_is_keyed_by_its_data() -> None:
     """Not by its name: upstream names a DaemonSet's revision with a hash kubus does not reproduce, so the
     shadow's would-do create and upstream's create of the same data are one act; another template is not."""
