@@ -242,7 +242,8 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         shadow=shadow,
         would_do=[would_do(decided, state.cache, now) for decided in outcome.decisions] if shadow else [],
         # what the acting controller did before the shadow caught up, it had no chance to decide
-        upstream=[act for change, seq, msg_id in changes for act in upstream_acts(change, seq, msg_id, state.cache)]
+        upstream=[act for change, seq, msg_id in changes
+                  for act in upstream_acts(change, seq, msg_id, state.cache, controllers.held_early)]
         if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
         expectations={k: v if v.set_at is not None else Expectations(v.adds, v.dels, v.deletion_keys, now)

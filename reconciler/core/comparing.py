@@ -51,6 +51,8 @@ from reconciler.core.shadow import (
 # until it sees upstream's; upstream's informer shows it its own. One per target and window is the decision.
 _STATE_CHANGES: Final = frozenset({ADOPT_POD, RELEASE_POD, ADOPT_REVISION})
 _OWNER_GONE_RULE: Final = "the owner was deleted in the window"
+_EARLY_RULE: Final = ("seen before its cause: the watch showed upstream's act before the change it followed "
+                      "(the owner's spec, its revision), so the shadow decided after it")
 # the verbs a would-do act may name a tie class for (Act.ties): a deletion of an equally ranked pod, and a
 # DaemonSet's surge create, whose node upstream picks in Go map order
 _TIED: Final = frozenset({DELETE_POD, CREATE_POD})
@@ -145,7 +147,10 @@ def compare_window(group: Sequence[Timed]) -> Window:
         else:
             result.kubus_only.append(timed)
     for timed in left_upstream:
-        if owner_gone and timed.act.verb in _STATE_CHANGES:
+        if timed.act.early:
+            # the watch showed it before its cause: the shadow held the owner back and decided after it
+            result.equivalent.append((timed, timed, _EARLY_RULE))
+        elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # --cascade=orphan: the garbage collector releases the pods, not the controller
             result.equivalent.append((timed, timed, f"{_OWNER_GONE_RULE}: the garbage collector orphaned it"))
         else:
@@ -169,8 +174,9 @@ def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Ti
     tied_kubus = [i for i, t in enumerate(kubus) if t.act.ties]
     tie_verbs = {(kubus[i].act.verb, kubus[i].act.controller_key) for i in tied_kubus}
     # upstream acts of the same key, in event order: candidates in that order keep pairs in the steps' order
+    # and an act the watch showed before its cause last: the shadow, deciding after it, pairs with the others
     by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for j, timed in enumerate(upstream):
+    for j, timed in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early):
         by_key[timed.act.key].append(j)
     owner: dict[int, int] = {}  # upstream index -> kubus index
     pairs: dict[int, int] = {}  # kubus index -> upstream index
@@ -188,8 +194,8 @@ def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Ti
     def candidates(i: int) -> list[int]:
         act = kubus[i].act
         exact = [j for j in by_key.get(act.key, []) if j not in owner or owner[j] in rest_set]
-        tied = [j for j, u in enumerate(upstream) if u.act.key != act.key and _tied(act, u.act)
-                and (j not in owner or owner[j] in rest_set)]
+        tied = [j for j, u in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early)
+                if u.act.key != act.key and _tied(act, u.act) and (j not in owner or owner[j] in rest_set)]
         return exact + tied
 
     rest_set = set(rest)

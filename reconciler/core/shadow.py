@@ -14,6 +14,8 @@ Pure: acts are computed from the cache and the decisions, as the batch has them 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -83,6 +85,9 @@ class Act:
     ref: str = ""
     ties: tuple[str, ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
+    # upstream's act seen before the change that caused it (reconciler.core.shadow_order): the shadow holds the
+    # owner back until the cause shows, and could not have decided this act itself
+    early: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -130,17 +135,18 @@ def _deletion(pod: Pod, owner: DaemonSet | ReplicaSet) -> tuple[str, str]:
 
 
 # --- upstream: the watch --------------------------------------------------------------------------------------
-def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Act]:
+def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
+                  held: Container[str] = frozenset()) -> list[Act]:
     """What the acting controller did, if this change (applied to `view`) shows it: a pod created or deleted
     with a controller reference to a ReplicaSet or DaemonSet, an adoption or a release, a ControllerRevision
     written, or a status written. Deletions are attributed to the pod's controller (the watch does not say
     who deleted it: see docs/shadow.md). A replayed change (a restart's catch-up) shows nothing new."""
     if change.replayed:
         return []
-    if change.kind == "Pod":
-        return _pod_acts(change, seq, msg_id, view)
-    if change.kind == REVISION_KIND:
-        return _revision_acts(change, seq, msg_id, view)
+    if change.kind in ("Pod", REVISION_KIND):
+        # `held`: the owners the shadow holds back for an act seen before its cause (reconciler.core.shadow_order)
+        acts = (_pod_acts if change.kind == "Pod" else _revision_acts)(change, seq, msg_id, view)
+        return [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
     if change.kind in _OWNER_KINDS:
         return _status_acts(change, seq, msg_id)
     return []

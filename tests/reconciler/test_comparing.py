@@ -33,8 +33,8 @@ def k(verb: str, target: str = "", hash_: str = "", *, at: float = 0, seq: int =
 
 
 def u(verb: str, target: str = "", hash_: str = "", *, at: float = 0, seq: int = 2, key: str = RS,
-      fields: dict[str, object] | None = None) -> Timed:
-    return Timed(Act(UPSTREAM, key, f"uid-{key}", verb, target, hash_, seq, "", (), fields or {}),
+      fields: dict[str, object] | None = None, early: bool = False) -> Timed:
+    return Timed(Act(UPSTREAM, key, f"uid-{key}", verb, target, hash_, seq, "", (), fields or {}, early),
                  T0 + timedelta(seconds=at))
 
 
@@ -100,6 +100,17 @@ CASES = {
                                           u(CREATE_POD, "n2", "old", key=DS)], (0, 0, 1, 1)),
     "a create is no deletion's tie": ([k(DELETE_POD, "n1", "old", key=DS, ties=("n1", "n2")),
                                        u(CREATE_POD, "n2", "old", key=DS)], (0, 0, 1, 1)),
+    # an act the watch showed before its cause (reconciler.core.shadow_order): the shadow decided after it
+    "a scale-up's pods before the scale": ([u(CREATE_POD, early=True), u(CREATE_POD, early=True),
+                                            k(CREATE_POD), u(CREATE_POD)], (1, 2, 0, 0)),
+    "a first pod before its revision": ([u(CREATE_POD, "n2", "new", key=DS, early=True),
+                                         k(CREATE_POD, "n0", "new", key=DS), u(CREATE_POD, "n0", "new", key=DS)],
+                                        (1, 1, 0, 0)),
+    "an early act the shadow decided too": ([u(DELETE_POD, "n1", "old", key=DS, early=True),
+                                             k(DELETE_POD, "n1", "old", key=DS, ties=("n1",))], (1, 0, 0, 0)),
+    "an act that was not early": ([u(DELETE_POD, "n1", "old", key=DS)], (0, 0, 0, 1)),
+    "an early act leaves the shadow's own to diverge": ([u(CREATE_POD, early=True), k(DELETE_POD, "default/a")],
+                                                        (0, 1, 1, 0)),
     # windows: acts more than a window apart are judged apart
     "a window apart": ([k(CREATE_POD, at=0), u(CREATE_POD, at=31)], (0, 0, 1, 1)),
     "within a window": ([k(CREATE_POD, at=0), u(CREATE_POD, at=29)], (1, 0, 0, 0)),

@@ -321,3 +321,54 @@ def test_a_daemon_pod_evicted_for_a_taint_is_still_the_daemonsets_act() -> None:
                                  PodCondition(type="DisruptionTarget", status="True", reason="DeletionByTaintManager")]
     (act,) = upstream_acts(*cluster.update(evicted), cluster.cache)
     assert (act.verb, act.target) == (DELETE_POD, "node-0")
+
+
+def test_a_scale_ups_pods_seen_before_the_scale_hold_the_shadow_back() -> None:
+    """The watch of Pods runs ahead of the ReplicaSets': upstream's pods for a scale from 3 to 5 may show before
+    the scale. The shadow does not decide on a cluster where a three-replica ReplicaSet has four pods (it would
+    delete one, which no controller does): it holds the ReplicaSet back until the ReplicaSet's own event, then
+    decides on what it sees, and upstream's pod is recorded as seen before its cause."""
+    rs = web(3)
+    pods = [owned_pod(f"p{i}", rs).ready(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    decide(controllers)
+    fourth = owned_pod("up-3", rs).build()
+    change = cluster.add(fourth)
+    controllers.observe([change], NOW)
+    assert decide(controllers, timedelta(milliseconds=10)) == []  # held: no deletion of a fourth pod
+    (act,) = upstream_acts(change[0], change[1], change[2], cluster.cache, controllers.held_early)
+    assert (act.verb, act.early) == (CREATE_POD, True)
+    scaled = web(5)
+    scaled.metadata.resource_version = "999"
+    controllers.observe([cluster.update(scaled)], NOW)
+    later = decide(controllers, timedelta(milliseconds=20))
+    assert sum(len(c.pods) for c in actions(later, CreatePods)) == 1
+    assert actions(later, DeletePod) == []
+
+
+def test_an_early_hold_ends_after_the_window() -> None:
+    """A cause that never shows holds the owner back one window at most; then it decides on what it sees."""
+    rs = web(3)
+    pods = [owned_pod(f"p{i}", rs).ready(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    decide(controllers)
+    controllers.observe([cluster.add(owned_pod("up-3", rs).build())], NOW)
+    assert decide(controllers, timedelta(milliseconds=10)) == []
+    assert controllers.next_ready_at() == NOW + WINDOW
+    assert len(actions(decide(controllers, WINDOW), DeletePod)) == 1
+
+
+def test_a_daemon_pod_seen_before_its_revision_is_early() -> None:
+    """A DaemonSet's first pods may show before the revision upstream wrote first in the same sync."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), node("node-1").ready().build(), ds)
+    decide(controllers)  # would create the revision: held until it shows
+    revision = upstreams_revision(ds)
+    change = cluster.add(ds_pod("up-0", ds, "node-0", "77ddf77d5b").build())
+    controllers.observe([change], NOW)
+    (act,) = upstream_acts(change[0], change[1], change[2], cluster.cache, controllers.held_early)
+    assert (act.verb, act.target, act.early) == (CREATE_POD, "node-0", True)
+    controllers.observe([cluster.add(revision)], NOW)
+    later = decide(controllers, timedelta(milliseconds=20))
+    acts = [a for d in later for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD]
+    assert [a.target for a in acts] == ["node-1"]
