@@ -163,7 +163,8 @@ def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: 
     if acting_cluster.acting.name == "kube-controller-manager":
         request.applymarker(pytest.mark.xfail(reason=(
             "open against kube-controller-manager (docs/shadow.md, 'Testing against kube-controller-manager'): "
-            "a DaemonSet step seen before its revision, and maxSurge picks in Go map order"), strict=False))
+            "statuses compared by the shadow's last would-do write, not its last decision; surge deletions; an "
+            "extra OnDelete deletion; a revision create seen before its template"), strict=False))
     kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
@@ -229,7 +230,7 @@ def test_a_changed_rule_is_caught(acting_cluster: Cluster, tmp_path: Path, mutat
         wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", controller="DaemonSet",
                                        kind="upstream-only") > 0, timeout=30, what="the divergence counter")
         code, _ = shadow.report()
-        assert code == 1
+        assert code == 3  # ran, and the answer is no (runtime/exitcodes.py)
         (tmp_path / "report.txt").write_text(shadow.text_report("-o", "wide"))
     finally:
         shadow.stop()
