@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
@@ -155,16 +156,66 @@ def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object])
             f"\n--- {acting_cluster.acting.name} log ---\n{acting_cluster.acting.logs()[-3000:]}")
 
 
-def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path,
-                             request: pytest.FixtureRequest) -> None:
+# What does not agree yet against kube-controller-manager (docs/shadow.md, "What does not agree yet"), each matched
+# on its controller, verb and status fields: a divergence of one of these makes the real variant an expected
+# failure, any other fails it.
+OPEN_STATUS_FIELDS = {  # the status fields the shadow's last would-do write can miss by the last pod events
+    "readyReplicas", "availableReplicas", "terminatingReplicas", "numberReady", "numberAvailable", "numberUnavailable"}
+
+
+def _status_fields_apart(kubus: dict[str, Any], upstream: dict[str, Any]) -> set[str]:
+    """The status fields two update_status acts differ in; a field one leaves out is 0 (upstream's omitempty)."""
+    return {f for f in kubus.keys() | upstream.keys() if kubus.get(f, 0) != upstream.get(f, 0)}
+
+
+def _open_categories(divergence: dict[str, Any], tainted_node: str,
+                     by_hand: list[tuple[str, str, str]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The documented open categories a divergence of the real variant falls in, and its acts that fall in none
+    (the pod kubectl deleted, `by_hand`, is expected and falls in none)."""
+    controller = str(divergence["controller"])
+    kubus_only: list[dict[str, Any]] = list(divergence["kubus_only"])
+    upstream_only: list[dict[str, Any]] = list(divergence["upstream_only"])
+    categories: list[str] = []
+    expected = [(c, v, t) for c, v, t in by_hand if c == controller]
+    for act in list(upstream_only):
+        if (controller, act["verb"], act["target"]) in expected:
+            expected.remove((controller, act["verb"], act["target"]))
+            upstream_only.remove(act)
+    statuses = [a for a in kubus_only if a["verb"] == "update_status"], \
+        [a for a in upstream_only if a["verb"] == "update_status"]
+    if len(statuses[0]) == len(statuses[1]) == 1 and \
+            _status_fields_apart(statuses[0][0]["fields"], statuses[1][0]["fields"]) <= OPEN_STATUS_FIELDS:
+        categories.append(f"{controller} status by the last would-do write: "
+                          f"{sorted(_status_fields_apart(statuses[0][0]['fields'], statuses[1][0]['fields']))}")
+        kubus_only.remove(statuses[0][0])
+        upstream_only.remove(statuses[1][0])
+    if controller == "DaemonSet/shadowed/surge":
+        deleted = {a["target"] for a in kubus_only if a["verb"] == "delete_pod"}
+        surge = [a for a in kubus_only if a["verb"] == "delete_pod"] + \
+            [a for a in upstream_only if a["verb"] == "create_pod" and a["target"] in deleted]
+        if surge:
+            categories.append(f"{controller} kubus-only surge deletions on {sorted(deleted)}")
+            kubus_only = [a for a in kubus_only if a not in surge]
+            upstream_only = [a for a in upstream_only if a not in surge]
+    if controller == "DaemonSet/shadowed/manual":
+        extra = [a for a in upstream_only if a["verb"] == "delete_pod" and a["target"] == tainted_node]
+        if extra:
+            categories.append(f"{controller} an upstream-only deletion on the NoExecute-tainted {tainted_node}")
+            upstream_only = [a for a in upstream_only if a not in extra]
+    if controller.startswith("DaemonSet/"):
+        early = [a for a in upstream_only if a["verb"] == "create_revision"]
+        if early:
+            categories.append(f"{controller} an upstream-only create_revision (seen before its template)")
+            upstream_only = [a for a in upstream_only if a not in early]
+    return categories, kubus_only + upstream_only
+
+
+def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
-    did, or an equivalent member of its tie class."""
-    if acting_cluster.acting.name == "kube-controller-manager":
-        request.applymarker(pytest.mark.xfail(reason=(
-            "open against kube-controller-manager (docs/shadow.md, 'Testing against kube-controller-manager'): "
-            "statuses compared by the shadow's last would-do write, not its last decision; surge deletions; an "
-            "extra OnDelete deletion; a revision create seen before its template"), strict=False))
+    did, or an equivalent member of its tie class. Against kube-controller-manager, a divergence in one of the
+    documented open categories (OPEN_STATUS_FIELDS, _open_categories) makes it an expected failure, once every
+    other check has passed; any other divergence fails it."""
     kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
@@ -173,21 +224,21 @@ def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: 
     scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", nodes)
     scenarios.daemonset_surge(kubectl, "shadowed", nodes)
     by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", nodes)
-    scenarios.daemonset_taint(kubectl, "shadowed", nodes, acting_cluster.nodes[1])
+    tainted_node = acting_cluster.nodes[1]
+    scenarios.daemonset_taint(kubectl, "shadowed", nodes, tainted_node)
     report = shadow.settled()
     _assert_read_only(acting_cluster)  # first: it holds whatever the report says
-    # the one difference: the pod kubectl deleted, which the watch cannot tell from a controller's deletion
-    found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
-    assert found == by_hand, _explain(shadow, acting_cluster, report)
-    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, acting_cluster, report)
+    why = _explain(shadow, acting_cluster, report)
     objects = {o["controller"]: o for o in report["objects"]}
     for name in ("ReplicaSet/shadowed/web", "ReplicaSet/shadowed/api-v2", "DaemonSet/shadowed/agent",
                  "DaemonSet/shadowed/surge", "DaemonSet/shadowed/manual", "DaemonSet/shadowed/tainted"):
-        assert objects[name]["agreed"] > 0, _explain(shadow, acting_cluster, report)
-    # the shadow's comparator task counts each closed window once, every half window
-    wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind="upstream-only") == len(by_hand),
-             timeout=30, what="the divergence counter")
-    assert shadow.metric("kubus_shadow_divergences_total", kind="kubus-only") == 0
+        assert objects[name]["agreed"] > 0, why
+    # the pod kubectl deleted, which the watch cannot tell from a controller's deletion, is upstream-only
+    found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
+    assert all(found.count(act) >= by_hand.count(act) for act in by_hand), why
+    # the shadow's comparator task counts each closed window once, every half window, as the report does
+    for kind, side in (("upstream-only", "upstream_only"), ("kubus-only", "kubus_only")):
+        _wait_for_counter(shadow, kind, sum(len(d[side]) for d in report["divergences"]))
     # nothing reached the API from the shadow: it runs no executor, and its store queued no action
     assert "kubus.executor" not in shadow.logs()
     assert _outbox_rows(shadow) == 0
@@ -197,6 +248,25 @@ def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: 
     replay = subprocess.run([sys.executable, "-m", "kubus", "replay", "--diff", "--data-dir", str(shadow.data_dir),
                              "--prefix", "shadow"], capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
+    if acting_cluster.acting.name != "kube-controller-manager":
+        assert found == by_hand, why
+        assert not any(d["kubus_only"] for d in report["divergences"]), why
+        return
+    open_categories: list[str] = []
+    unexplained: list[tuple[str, dict[str, Any]]] = []
+    for divergence in report["divergences"]:
+        categories, left = _open_categories(divergence, tainted_node, by_hand)
+        open_categories += categories
+        unexplained += [(divergence["controller"], act) for act in left]
+    assert not unexplained, f"divergences in no open category: {unexplained}\n{why}"
+    if open_categories:
+        pytest.xfail("open against kube-controller-manager (docs/shadow.md, 'What does not agree yet'): "
+                     + "; ".join(open_categories))
+
+
+def _wait_for_counter(shadow: Shadow, kind: str, total: int) -> None:
+    wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind=kind) == total, timeout=30,
+             what=f"the {kind} divergence counter at {total}")
 
 
 def _outbox_rows(shadow: Shadow) -> int:
