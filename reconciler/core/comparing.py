@@ -21,9 +21,12 @@ comparison window, and folds them per owner (controller key and uid) and per win
 - **kubus-only** and **upstream-only**: what is left. These are the divergences.
 
 Status writes are compared by their last value in the window (how many times each side writes a status
-depends on how events batch, not on the decision): upstream's last status against the shadow's last would-do
-status decided after it; none decided after it means the shadow saw upstream's status and had nothing to
-change, which is agreement.
+depends on how events batch, not on the decision): upstream's last status against the shadow's status as of
+its last decision after it, written or not. A decision that writes none is recorded as `keep_status` with the
+status it saw (reconciler.core.shadow, KEEP_STATUS): the shadow's would-do write never lands, so when the last
+pod events show after it, the shadow computes upstream's status, finds it already there, and writes nothing;
+that decision, not the write before it, is its last word. `keep_status` acts are no acts of their own: they
+join the window they fall in or close (a window after its last act), and neither open nor stretch one.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from reconciler.core.shadow import (
     ADOPT_REVISION,
     CREATE_POD,
     DELETE_POD,
+    KEEP_STATUS,
     KUBUS,
     OWNER_DELETED,
     RELEASE_POD,
@@ -56,6 +60,7 @@ _EARLY_RULE: Final = ("seen before its cause: the watch showed upstream's act be
 # the verbs a would-do act may name a tie class for (Act.ties): a deletion of an equally ranked pod, and a
 # DaemonSet's surge create, whose node upstream picks in Go map order
 _TIED: Final = frozenset({DELETE_POD, CREATE_POD})
+_STATUSES: Final = frozenset({UPDATE_STATUS, KEEP_STATUS})
 
 AGREED: Final = "agreed"
 EQUIVALENT: Final = "equivalent"
@@ -98,27 +103,43 @@ def windows(acts: Iterable[Timed], window: timedelta) -> list[list[Timed]]:
     """The acts cut into windows, per owner: in each owner's event order, a new window where the gap to the
     previous act is more than `window`. Owners in key order, windows in time order."""
     by_owner: dict[tuple[str, str], list[Timed]] = defaultdict(list)
+    kept: dict[tuple[str, str], list[Timed]] = defaultdict(list)
     for timed in acts:
-        by_owner[(timed.act.controller_key, timed.act.owner_uid)].append(timed)
+        owner = (timed.act.controller_key, timed.act.owner_uid)
+        (kept if timed.act.verb == KEEP_STATUS else by_owner)[owner].append(timed)
     out: list[list[Timed]] = []
     for owner in sorted(by_owner):
-        ordered = sorted(by_owner[owner], key=lambda t: (t.at, t.act.seq, t.act.side, t.row))
+        ordered = sorted(by_owner[owner], key=_order)
+        cut: list[list[Timed]] = []
         current: list[Timed] = []
         for timed in ordered:
             if current and timed.at - current[-1].at > window:
-                out.append(current)
+                cut.append(current)
                 current = []
             current.append(timed)
         if current:
-            out.append(current)
+            cut.append(current)
+        for group in cut:  # a kept status joins the window it falls in or closes
+            start, end = group[0].at, group[-1].at + window
+            joined = [t for t in kept.get(owner, ()) if start <= t.at <= end]
+            out.append(sorted(group + joined, key=_order) if joined else group)
     return out
+
+
+def _order(timed: Timed) -> tuple[datetime, int, str, int]:
+    return (timed.at, timed.act.seq, timed.act.side, timed.row)
+
+
+def _last_act(group: Sequence[Timed]) -> datetime:
+    """When a window's last act was: a kept status is none."""
+    return max(t.at for t in group if t.act.verb != KEEP_STATUS)
 
 
 def compare(acts: Iterable[Timed], window: timedelta, now: datetime | None = None) -> list[Window]:
     """Every closed window (all of them without `now`), compared."""
     judged = []
     for group in windows(acts, window):
-        if now is not None and now - group[-1].at < window:
+        if now is not None and now - _last_act(group) < window:
             continue  # still open: an act of either side may yet come
         judged.append(compare_window(group))
     return judged
@@ -126,11 +147,12 @@ def compare(acts: Iterable[Timed], window: timedelta, now: datetime | None = Non
 
 def compare_window(group: Sequence[Timed]) -> Window:
     first = group[0].act
-    result = Window(first.controller_key, first.owner_uid, group[0].at, group[-1].at)
+    acted = [t for t in group if t.act.verb != KEEP_STATUS]
+    result = Window(first.controller_key, first.owner_uid, acted[0].at, acted[-1].at)
     owner_gone = any(t.act.verb == OWNER_DELETED for t in group)
     group = [t for t in group if t.act.verb != OWNER_DELETED]
-    kubus = _once(t for t in group if t.act.side == KUBUS and t.act.verb != UPDATE_STATUS)
-    upstream = [t for t in group if t.act.side == UPSTREAM and t.act.verb != UPDATE_STATUS]
+    kubus = _once(t for t in group if t.act.side == KUBUS and t.act.verb not in _STATUSES)
+    upstream = [t for t in group if t.act.side == UPSTREAM and t.act.verb not in _STATUSES]
     pairs = _matching(kubus, upstream)
     paired = {id(u) for u in pairs.values()}
     left_upstream = [t for t in upstream if id(t) not in paired]
@@ -258,16 +280,18 @@ def _tied(kubus: Act, upstream: Act) -> bool:
 
 
 def _compare_status(group: Sequence[Timed], result: Window) -> None:
-    ours = [t for t in group if t.act.side == KUBUS and t.act.verb == UPDATE_STATUS]
+    decided = [t for t in group if t.act.side == KUBUS and t.act.verb in _STATUSES]  # every decision's status
+    ours = [t for t in decided if t.act.verb == UPDATE_STATUS]
     theirs = [t for t in group if t.act.side == UPSTREAM and t.act.verb == UPDATE_STATUS]
     if not theirs:
-        if ours:
-            result.kubus_only.append(ours[-1])  # it would have written a status upstream never wrote
+        if decided and decided[-1].act.verb == UPDATE_STATUS:
+            result.kubus_only.append(decided[-1])  # it would have written a status upstream never wrote
+        # its last decision kept the status as it was, as upstream did
         return
     last = theirs[-1]
-    after = [t for t in ours if t.act.seq >= last.act.seq]
+    after = [t for t in decided if t.act.seq >= last.act.seq]
     if after:
-        mine = after[-1]
+        mine = after[-1]  # its last decision, having seen upstream's last write: written or kept
         if mine.act.fields == last.act.fields:
             result.agreed.append((mine, last))
         else:  # it saw upstream's last status and would have written another

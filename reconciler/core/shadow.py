@@ -57,6 +57,9 @@ PATCH_REVISION: Final = "patch_revision"
 DELETE_REVISION: Final = "delete_revision"
 ADOPT_REVISION: Final = "adopt_revision"
 UPDATE_STATUS: Final = "update_status"
+# not an act: a shadow's decision that wrote no status, with the status it saw (and so computed): the comparator
+# reads the shadow's status as of its last decision, written or not (reconciler.core.comparing)
+KEEP_STATUS: Final = "keep_status"
 BUMP_COLLISION_COUNT: Final = "bump_collision_count"
 # not an act of the controller: the owner was deleted (or began to be). The comparator reads it as context: an
 # adoption the shadow would have made for an owner being deleted is refused by upstream's fresh read (canAdopt),
@@ -290,7 +293,18 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
             add(UPDATE_STATUS, action.key, fields=msgspec.json.decode(action.status))
         elif isinstance(action, BumpCollisionCount):
             add(BUMP_COLLISION_COUNT, action.key, str(action.seen + 1))
+    if _kept_status(decided):
+        add(KEEP_STATUS, decided.correlation_id, fields=msgspec.to_builtins(owner.status))
     return acts
+
+
+def _kept_status(decided: Decided) -> bool:
+    """The sync computed the owner's status and wrote none: the status it computed is the one it saw. Not a
+    sync that stopped before its status (waiting for its revision, an error, the owner gone)."""
+    summary = decided.summary
+    return (decided.error is None and summary.get("status_written") is False
+            and not summary.get("waiting_for_history")
+            and not any(isinstance(action, UpdateStatus) for action in decided.actions))
 
 
 def _surge_ties(node: str, hash_: str, owner: DaemonSet, view: CacheView) -> tuple[str, ...]:

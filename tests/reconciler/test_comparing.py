@@ -12,6 +12,7 @@ from reconciler.core.shadow import (
     ADOPT_POD,
     CREATE_POD,
     DELETE_POD,
+    KEEP_STATUS,
     KUBUS,
     OWNER_DELETED,
     RELEASE_POD,
@@ -130,6 +131,22 @@ CASES = {
     "another status after upstream's": ([u(UPDATE_STATUS, fields={"replicas": 3}, seq=6),
                                          k(UPDATE_STATUS, fields={"replicas": 4}, seq=7)], (0, 0, 1, 1)),
     "a status upstream never wrote": ([k(UPDATE_STATUS, fields={"replicas": 4}, seq=7)], (0, 0, 1, 0)),
+    # the shadow's last decision counts, written or not: a decision that writes no status kept the one it saw
+    # (KEEP_STATUS). Seen on the real control plane: the shadow decided after upstream's last write but before
+    # the last pod events (terminatingReplicas 1 where upstream wrote 0), then, seeing them, wrote nothing
+    "a later decision kept upstream's status": ([u(UPDATE_STATUS, fields={"replicas": 3}, seq=6),
+                                                 k(UPDATE_STATUS, fields={"replicas": 4}, seq=7),
+                                                 k(KEEP_STATUS, fields={"replicas": 3}, seq=9)], (1, 0, 0, 0)),
+    "a later decision kept another status": ([u(UPDATE_STATUS, fields={"replicas": 3}, seq=6),
+                                              k(KEEP_STATUS, fields={"replicas": 2}, seq=9)], (0, 0, 1, 1)),
+    "its write, then a decision keeping upstream's older status": (
+        [k(UPDATE_STATUS, fields={"replicas": 4}, seq=7), k(KEEP_STATUS, fields={"replicas": 3}, seq=9)],
+        (0, 0, 0, 0)),
+    "a keep before upstream's write is not the last decision": (
+        [k(KEEP_STATUS, fields={"replicas": 2}, seq=5), u(UPDATE_STATUS, fields={"replicas": 3}, seq=6),
+         k(UPDATE_STATUS, fields={"replicas": 4}, seq=7)], (0, 0, 1, 1)),
+    "keeps alone are no act": ([k(KEEP_STATUS, fields={"replicas": 3}, seq=5),
+                                k(KEEP_STATUS, fields={"replicas": 3}, seq=6)], (0, 0, 0, 0)),
 }
 
 
@@ -150,3 +167,15 @@ def test_owners_are_compared_apart() -> None:
     judged = compare([k(CREATE_POD, key=RS), u(CREATE_POD, key="ReplicaSet/default/api")], WINDOW)
     assert sorted((w.controller_key, len(w.kubus_only), len(w.upstream_only)) for w in judged) == [
         ("ReplicaSet/default/api", 0, 1), (RS, 1, 0)]
+
+
+def test_a_kept_status_neither_opens_nor_stretches_a_window() -> None:
+    """A decision that writes no status is recorded at every sync (a resync included): it joins the window it
+    falls in or closes (a window after its last act), and never makes one of its own nor keeps one open."""
+    keep = k(KEEP_STATUS, fields={"replicas": 3}, at=100, seq=20)
+    assert compare([keep], WINDOW) == []
+    acts = [u(UPDATE_STATUS, fields={"replicas": 3}, at=0, seq=6),
+            k(UPDATE_STATUS, fields={"replicas": 4}, at=1, seq=7), k(KEEP_STATUS, fields={"replicas": 3}, at=20, seq=9)]
+    (judged,) = compare(acts, WINDOW, now=T0 + timedelta(seconds=31))  # closed a window after the last write
+    assert (len(judged.agreed), judged.diverges, judged.end) == (1, False, T0 + timedelta(seconds=1))
+    assert compare([*acts, keep], WINDOW, now=T0 + timedelta(seconds=31)) == [judged]

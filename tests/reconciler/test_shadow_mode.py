@@ -19,6 +19,7 @@ from reconciler.core.shadow import (
     CREATE_POD,
     CREATE_REVISION,
     DELETE_POD,
+    KEEP_STATUS,
     OWNER_DELETED,
     RELEASE_POD,
     UPDATE_STATUS,
@@ -372,3 +373,24 @@ def test_a_daemon_pod_seen_before_its_revision_is_early() -> None:
     later = decide(controllers, timedelta(milliseconds=20))
     acts = [a for d in later for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD]
     assert [a.target for a in acts] == ["node-1"]
+
+
+def test_a_decision_without_a_status_write_keeps_the_status_it_saw() -> None:
+    """The shadow's status writes never land: once upstream's write shows the shadow computes the same status and
+    writes nothing. That decision is recorded too (KEEP_STATUS, the status it saw), so the comparator knows the
+    shadow's status as of its last decision, not only as of its last write."""
+    rs = web(3)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).created(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    first = decide(controllers)
+    (write,) = actions(first, UpdateStatus)
+    written = msgspec.json.decode(write.status)
+    assert [a.verb for d in first for a in would_do(d, cluster.cache, NOW)] == [UPDATE_STATUS]
+    upstream = msgspec.structs.replace(rs, status=msgspec.convert(written, type(rs.status)),
+                                       metadata=msgspec.structs.replace(rs.metadata, resource_version="9"))
+    controllers.observe([cluster.update(upstream)], NOW)
+    second = decide(controllers, timedelta(seconds=1))
+    assert actions(second, UpdateStatus) == []
+    (kept,) = [a for d in second for a in would_do(d, cluster.cache, NOW)]
+    assert (kept.verb, kept.fields, kept.seq) == (KEEP_STATUS, msgspec.to_builtins(upstream.status),
+                                                  second[0].stream_seq)
