@@ -21,6 +21,9 @@ if the shadow never decided it, as equivalent ("seen before its cause"): see doc
 - a DaemonSet's pod created with a revision hash no revision of the DaemonSet's has;
 - a DaemonSet's Ready pod of the current revision deleted, not for a disruption (no DisruptionTarget condition):
   upstream's rolling update deletes old pods only, so it saw a newer template the shadow has not;
+- a DaemonSet's pod evicted by the taint-eviction controller (DisruptionTarget, reason DeletionByTaintManager)
+  while its node, as the cache has it, has no NoExecute taint the pod does not tolerate: the node's taint, which
+  caused it (and makes the DaemonSet controller delete the pod too), has not shown yet;
 - a DaemonSet's ControllerRevision created, or its number raised, that is not of the DaemonSet's template as the
   cache has it (a rollback's revision bump before the rollback's template).
 
@@ -35,9 +38,10 @@ from __future__ import annotations
 from typing import Final
 
 from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
-from kube.core import Pod
+from kube.core import Node, Pod
 from kube.ownership import get_controller_of
 from kube.pods import is_pod_active, is_pod_ready
+from kube.taints import NO_EXECUTE, find_matching_untolerated_taint
 from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.cache import Change
 from reconciler.core.daemonset.history import match, revision_data
@@ -46,6 +50,7 @@ from reconciler.core.view import CacheView
 HASH_LABEL: Final = "controller-revision-hash"
 REVISION_KIND: Final = "ControllerRevision"
 _DISRUPTION_TARGET: Final = "DisruptionTarget"
+_BY_TAINT: Final = "DeletionByTaintManager"  # the DisruptionTarget reason of the taint-eviction controller
 
 
 def early(change: Change, view: CacheView) -> ControllerKey | None:
@@ -126,7 +131,23 @@ def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheVie
         known = {r.metadata.labels.get(HASH_LABEL, "") for r in revisions}
         return key if hash_ and hash_ not in known else None
     disrupted = _disrupted(last)
+    if _evicted_by_taint(last) and not _node_evicts(pod, view):
+        return key
     current_hash = current.metadata.labels.get(HASH_LABEL, "")
     if hash_ and hash_ == current_hash and is_pod_ready(pod) and not disrupted:
         return key
     return None
+
+
+def _evicted_by_taint(pod: Pod) -> bool:
+    return any(c.type == _DISRUPTION_TARGET and c.status == "True" and c.reason == _BY_TAINT
+               for c in pod.status.conditions)
+
+
+def _node_evicts(pod: Pod, view: CacheView) -> bool:
+    """The pod's node, as the cache has it, has a NoExecute taint the pod does not tolerate (or is gone)."""
+    node = view.named("Node", "", pod.spec.node_name) if pod.spec.node_name else None
+    if not isinstance(node, Node):
+        return True  # no node to contradict: the deletion may well be for its going
+    return find_matching_untolerated_taint(node.spec.taints, pod.spec.tolerations,
+                                           lambda taint: taint.effect == NO_EXECUTE) is not None

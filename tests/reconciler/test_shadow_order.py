@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from kube.core import PodCondition
-from kube.testing import daemonset
+from kube.testing import daemonset, node
 from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.shadow_order import early
 from tests.reconciler.builders import NOW, Cluster, owned_pod
@@ -114,6 +114,22 @@ def _ds_deleted(hash_of_pod: Callable[[str], str], ready: bool = True, disrupted
     return cluster, cluster.delete(pod)[0]
 
 
+def _ds_evicted_by_taint(node_taint: str | None) -> tuple[Cluster, Any]:
+    """An old pod of an OnDelete DaemonSet deleted by the taint-eviction controller (DisruptionTarget, reason
+    DeletionByTaintManager) while its node, as the cache has it, carries `node_taint` (NoExecute) or none."""
+    ds = daemonset("foo").uid("ds-uid").on_delete().build()
+    builder = node("node-1").ready()
+    if node_taint is not None:
+        builder = builder.taint(node_taint, "db", effect="NoExecute")
+    cluster = Cluster(ds, revision_of(ds), builder.build())
+    pod = ds_pod("p", ds, "node-1", "old").build()
+    cluster.add(pod)
+    pod = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, conditions=[
+        *pod.status.conditions, PodCondition(type="DisruptionTarget", status="True", reason="DeletionByTaintManager")]))
+    cluster.update(pod)
+    return cluster, cluster.delete(pod)[0]
+
+
 CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]] = {
     "a ReplicaSet's create within its replicas": (rs_create_within_replicas, None),
     "a ReplicaSet's create beyond its replicas": (rs_create_beyond_replicas, RS_KEY),
@@ -129,6 +145,10 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     "a current Ready pod deleted": (lambda: _ds_deleted(lambda h: h), DS_KEY),
     "a current pod not Ready deleted": (lambda: _ds_deleted(lambda h: h, ready=False), None),
     "a current pod deleted for a disruption": (lambda: _ds_deleted(lambda h: h, disrupted=True), None),
+    # seen on the real control plane: the taint scenario's NoExecute taint evicted the OnDelete DaemonSet's pod,
+    # and the pod's deletion showed before the node's taint, its cause
+    "a pod evicted for a taint the node does not show yet": (lambda: _ds_evicted_by_taint(None), DS_KEY),
+    "a pod evicted for the node's NoExecute taint": (lambda: _ds_evicted_by_taint("dedicated"), None),
     "a deletion before the template's revision": (lambda: _ds_deleted(lambda _: "old", with_revision=False),
                                                   DS_KEY),
 }
