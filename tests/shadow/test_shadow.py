@@ -185,6 +185,18 @@ def _open_categories(divergence: dict[str, Any], tainted_node: str,
         if extra:
             categories.append(f"{controller} an upstream-only deletion on the NoExecute-tainted {tainted_node}")
             upstream_only = [a for a in upstream_only if a not in extra]
+    if controller.startswith("ReplicaSet/"):
+        # the same number of deletions on each side, different pods: a scale-down pick the shadow ranked apart
+        # from upstream's. LogarithmicScaleDown buckets each pod's Ready time relative to upstream's own clock at
+        # its decision, which the comparator's tie class (taken at the shadow's decision) does not model yet
+        # (docs/shadow.md, "What does not agree yet")
+        mine = [a for a in kubus_only if a["verb"] == "delete_pod"]
+        theirs = [a for a in upstream_only if a["verb"] == "delete_pod"]
+        if mine and len(mine) == len(theirs):
+            categories.append(f"{controller} a scale-down pick outside the tie class: kubus "
+                              f"{sorted(a['target'] for a in mine)}, upstream {sorted(a['target'] for a in theirs)}")
+            kubus_only = [a for a in kubus_only if a not in mine]
+            upstream_only = [a for a in upstream_only if a not in theirs]
     if controller.startswith("DaemonSet/"):
         early = [a for a in upstream_only if a["verb"] == "create_revision"]
         if early:
