@@ -218,8 +218,8 @@ def effect(w: Window) -> str:
 def _one(act: Act) -> str:
     where = f" {act.target}" if act.target else ""
     revision = f" (revision {act.hash})" if act.hash else ""
-    if act.verb == "update_status":
-        return f"update_status {json.dumps(act.fields, sort_keys=True)}"
+    if act.verb in ("update_status", "keep_status"):
+        return f"{act.verb} {json.dumps(act.fields, sort_keys=True)}"
     return f"{act.verb}{where}{revision}"
 
 

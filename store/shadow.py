@@ -47,6 +47,8 @@ def _values(row: ShadowActRow) -> dict[str, Any]:
     fields: dict[str, Any] = dict(act.fields)
     if act.ties:
         fields = {**fields, "ties": list(act.ties)}
+    if act.early:
+        fields = {**fields, "early": True}
     return {"side": act.side, "controller_kind": act.controller_key.split("/", 1)[0],
             "controller_key": act.controller_key, "owner_uid": act.owner_uid, "verb": act.verb,
             "target": act.target, "hash": act.hash, "fields": fields, "stream_seq": act.seq,
@@ -82,9 +84,11 @@ async def load(conn: AsyncConnection, since: datetime | None = None, until: date
     rows = []
     for r in (await conn.execute(query.order_by(t.c.stream_seq, t.c.id))).mappings():
         fields = dict(r["fields"] or {})
-        ties = tuple(fields.pop("ties", ()) if r["side"] == "kubus" and r["verb"] == "delete_pod" else ())
+        ties = tuple(fields.pop("ties", ()) if r["side"] == "kubus" and r["verb"] in ("delete_pod", "create_pod")
+                     else ())
+        ahead = bool(fields.pop("early", False)) if r["side"] == "upstream" and r["verb"] != "update_status" else False
         act = Act(r["side"], r["controller_key"], r["owner_uid"], r["verb"], r["target"], r["hash"],
-                  int(r["stream_seq"]), r["ref"], ties, fields)
+                  int(r["stream_seq"]), r["ref"], ties, fields, ahead)
         rows.append(ShadowActRow(act=act, at=r["at"], decision_id=r["decision_id"], id=int(r["id"])))
     return rows
 

@@ -247,7 +247,8 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         shadow=shadow,
         would_do=[would_do(decided, state.cache, now) for decided in outcome.decisions] if shadow else [],
         # what the acting controller did before the shadow caught up, it had no chance to decide
-        upstream=[act for change, seq, msg_id in changes for act in upstream_acts(change, seq, msg_id, state.cache)]
+        upstream=[act for change, seq, msg_id in changes
+                  for act in upstream_acts(change, seq, msg_id, state.cache, controllers.held_early)]
         if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
         objects={seq: change.old if change.new is None else change.new for change, seq, _ in changes},

@@ -14,14 +14,19 @@ comparison window, and folds them per owner (controller key and uid) and per win
 - **Equivalent**: a would-do deletion and an upstream deletion of the same owner and revision whose targets
   are in one tie class, recorded by the shadow as it decided (`Act.ties`: pods ranked equal in a scale-down
   but for their UID, or the old pods of one readiness in a DaemonSet rolling step, which upstream walks in
-  Go map order); and a status the shadow computed before upstream wrote its own, different one, after which
-  the shadow, having seen upstream's, wrote nothing (it agreed with what upstream wrote last).
+  Go map order); a DaemonSet's surge create and upstream's on another node of its class (the nodes of an old,
+  available pod and no new one, which upstream also walks in map order), paired by a maximum matching; and a
+  status the shadow computed before upstream wrote its own, different one, after which the shadow, having
+  seen upstream's, wrote nothing (it agreed with what upstream wrote last).
 - **kubus-only** and **upstream-only**: what is left. These are the divergences.
 
 Status writes are compared by their last value in the window (how many times each side writes a status
-depends on how events batch, not on the decision): upstream's last status against the shadow's last would-do
-status decided after it; none decided after it means the shadow saw upstream's status and had nothing to
-change, which is agreement.
+depends on how events batch, not on the decision): upstream's last status against the shadow's status as of
+its last decision after it, written or not. A decision that writes none is recorded as `keep_status` with the
+status it saw (reconciler.core.shadow, KEEP_STATUS): the shadow's would-do write never lands, so when the last
+pod events show after it, the shadow computes upstream's status, finds it already there, and writes nothing;
+that decision, not the write before it, is its last word. `keep_status` acts are no acts of their own: they
+join the window they fall in or close (a window after its last act), and neither open nor stretch one.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from typing import Final
 from reconciler.core.shadow import (
     ADOPT_POD,
     ADOPT_REVISION,
+    CREATE_POD,
     DELETE_POD,
+    KEEP_STATUS,
     KUBUS,
     OWNER_DELETED,
     RELEASE_POD,
@@ -48,6 +55,12 @@ from reconciler.core.shadow import (
 # until it sees upstream's; upstream's informer shows it its own. One per target and window is the decision.
 _STATE_CHANGES: Final = frozenset({ADOPT_POD, RELEASE_POD, ADOPT_REVISION})
 _OWNER_GONE_RULE: Final = "the owner was deleted in the window"
+_EARLY_RULE: Final = ("seen before its cause: the watch showed upstream's act before the change it followed "
+                      "(the owner's spec, its revision), so the shadow decided after it")
+# the verbs a would-do act may name a tie class for (Act.ties): a deletion of an equally ranked pod, and a
+# DaemonSet's surge create, whose node upstream picks in Go map order
+_TIED: Final = frozenset({DELETE_POD, CREATE_POD})
+_STATUSES: Final = frozenset({UPDATE_STATUS, KEEP_STATUS})
 
 AGREED: Final = "agreed"
 EQUIVALENT: Final = "equivalent"
@@ -90,27 +103,43 @@ def windows(acts: Iterable[Timed], window: timedelta) -> list[list[Timed]]:
     """The acts cut into windows, per owner: in each owner's event order, a new window where the gap to the
     previous act is more than `window`. Owners in key order, windows in time order."""
     by_owner: dict[tuple[str, str], list[Timed]] = defaultdict(list)
+    kept: dict[tuple[str, str], list[Timed]] = defaultdict(list)
     for timed in acts:
-        by_owner[(timed.act.controller_key, timed.act.owner_uid)].append(timed)
+        owner = (timed.act.controller_key, timed.act.owner_uid)
+        (kept if timed.act.verb == KEEP_STATUS else by_owner)[owner].append(timed)
     out: list[list[Timed]] = []
     for owner in sorted(by_owner):
-        ordered = sorted(by_owner[owner], key=lambda t: (t.at, t.act.seq, t.act.side, t.row))
+        ordered = sorted(by_owner[owner], key=_order)
+        cut: list[list[Timed]] = []
         current: list[Timed] = []
         for timed in ordered:
             if current and timed.at - current[-1].at > window:
-                out.append(current)
+                cut.append(current)
                 current = []
             current.append(timed)
         if current:
-            out.append(current)
+            cut.append(current)
+        for group in cut:  # a kept status joins the window it falls in or closes
+            start, end = group[0].at, group[-1].at + window
+            joined = [t for t in kept.get(owner, ()) if start <= t.at <= end]
+            out.append(sorted(group + joined, key=_order) if joined else group)
     return out
+
+
+def _order(timed: Timed) -> tuple[datetime, int, str, int]:
+    return (timed.at, timed.act.seq, timed.act.side, timed.row)
+
+
+def _last_act(group: Sequence[Timed]) -> datetime:
+    """When a window's last act was: a kept status is none."""
+    return max(t.at for t in group if t.act.verb != KEEP_STATUS)
 
 
 def compare(acts: Iterable[Timed], window: timedelta, now: datetime | None = None) -> list[Window]:
     """Every closed window (all of them without `now`), compared."""
     judged = []
     for group in windows(acts, window):
-        if now is not None and now - group[-1].at < window:
+        if now is not None and now - _last_act(group) < window:
             continue  # still open: an act of either side may yet come
         judged.append(compare_window(group))
     return judged
@@ -118,29 +147,21 @@ def compare(acts: Iterable[Timed], window: timedelta, now: datetime | None = Non
 
 def compare_window(group: Sequence[Timed]) -> Window:
     first = group[0].act
-    result = Window(first.controller_key, first.owner_uid, group[0].at, group[-1].at)
+    acted = [t for t in group if t.act.verb != KEEP_STATUS]
+    result = Window(first.controller_key, first.owner_uid, acted[0].at, acted[-1].at)
     owner_gone = any(t.act.verb == OWNER_DELETED for t in group)
     group = [t for t in group if t.act.verb != OWNER_DELETED]
-    kubus = _once(t for t in group if t.act.side == KUBUS and t.act.verb != UPDATE_STATUS)
-    upstream = [t for t in group if t.act.side == UPSTREAM and t.act.verb != UPDATE_STATUS]
-    # exact keys, as multisets, in event order within each key
-    waiting: dict[tuple[str, ...], list[Timed]] = defaultdict(list)
-    for timed in upstream:
-        waiting[timed.act.key].append(timed)
-    left_kubus: list[Timed] = []
-    for timed in kubus:
-        same = waiting.get(timed.act.key)
-        if same:
-            result.agreed.append((timed, same.pop(0)))
-        else:
-            left_kubus.append(timed)
-    left_upstream = [t for t in upstream if any(t is u for u in waiting[t.act.key])]
-    # tie classes: a deletion of an equal pod
-    for timed in left_kubus:
-        match = next((u for u in left_upstream if _tied(timed.act, u.act)), None)
-        if match is not None:
-            left_upstream.remove(match)
-            result.equivalent.append((timed, match, "tie class: an equally ranked pod"))
+    kubus = _once(t for t in group if t.act.side == KUBUS and t.act.verb not in _STATUSES)
+    upstream = [t for t in group if t.act.side == UPSTREAM and t.act.verb not in _STATUSES]
+    pairs = _matching(kubus, upstream)
+    paired = {id(u) for u in pairs.values()}
+    left_upstream = [t for t in upstream if id(t) not in paired]
+    for index, timed in enumerate(kubus):
+        match = pairs.get(index)
+        if match is not None and match.act.key == timed.act.key:
+            result.agreed.append((timed, match))
+        elif match is not None:
+            result.equivalent.append((timed, match, _tie_rule(timed.act)))
         elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # upstream's canAdopt reads the owner fresh and refuses: nothing shows of its attempt
             result.equivalent.append((timed, timed, f"{_OWNER_GONE_RULE}: upstream's fresh read refuses the "
@@ -148,7 +169,10 @@ def compare_window(group: Sequence[Timed]) -> Window:
         else:
             result.kubus_only.append(timed)
     for timed in left_upstream:
-        if owner_gone and timed.act.verb in _STATE_CHANGES:
+        if timed.act.early:
+            # the watch showed it before its cause: the shadow held the owner back and decided after it
+            result.equivalent.append((timed, timed, _EARLY_RULE))
+        elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # --cascade=orphan: the garbage collector releases the pods, not the controller
             result.equivalent.append((timed, timed, f"{_OWNER_GONE_RULE}: the garbage collector orphaned it"))
         else:
@@ -157,6 +181,77 @@ def compare_window(group: Sequence[Timed]) -> Window:
         return result  # a status write racing the owner's deletion is neither side's decision
     _compare_status(group, result)
     return result
+
+
+def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Timed]:
+    """As many pairs of a would-do act and an upstream act as the keys and the tie classes allow: a maximum
+    matching (kubus's index -> upstream's act), each would-do act paired with an upstream act of the same key
+    or of its tie class (`_tied`).
+
+    Greedy pairing is not enough where a class shrinks from step to step: in a rolling update kubus picks the
+    first node by name at every step (classes n0..n3, n0..n2, n0..n1, n0) and upstream in map order (n3, n2, n1,
+    n0); pairing the first step's n0 with upstream's n0 leaves the last step's class, n0 alone, with nothing.
+    An augmenting path (Kuhn's algorithm) moves the first step to n3. Exact keys are tried first, so a pick that
+    upstream made too is agreed where the matching allows it. Acts no tie class reaches are plain multisets."""
+    tied_kubus = [i for i, t in enumerate(kubus) if t.act.ties]
+    tie_verbs = {(kubus[i].act.verb, kubus[i].act.controller_key) for i in tied_kubus}
+    # upstream acts of the same key, in event order: candidates in that order keep pairs in the steps' order
+    # and an act the watch showed before its cause last: the shadow, deciding after it, pairs with the others
+    by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for j, timed in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early):
+        by_key[timed.act.key].append(j)
+    owner: dict[int, int] = {}  # upstream index -> kubus index
+    pairs: dict[int, int] = {}  # kubus index -> upstream index
+    # acts without a tie class and no tie class can reach: multisets, in event order
+    plain = [i for i, t in enumerate(kubus) if not t.act.ties and (t.act.verb, t.act.controller_key) not in tie_verbs]
+    for i in plain:
+        same = by_key.get(kubus[i].act.key, [])
+        while same and same[0] in owner:
+            same.pop(0)
+        if same:
+            j = same.pop(0)
+            owner[j], pairs[i] = i, j
+    rest = [i for i in range(len(kubus)) if i not in pairs and i not in set(plain)]
+
+    def candidates(i: int) -> list[int]:
+        act = kubus[i].act
+        exact = [j for j in by_key.get(act.key, []) if j not in owner or owner[j] in rest_set]
+        tied = [j for j, u in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early)
+                if u.act.key != act.key and _tied(act, u.act) and (j not in owner or owner[j] in rest_set)]
+        return exact + tied
+
+    rest_set = set(rest)
+    edges = {i: candidates(i) for i in rest}
+    for start in rest:
+        _augment(start, edges, owner, pairs)
+    return {i: upstream[j] for i, j in pairs.items()}
+
+
+def _augment(start: int, edges: dict[int, list[int]], owner: dict[int, int], pairs: dict[int, int]) -> bool:
+    """One augmenting path from the unpaired would-do act `start` (iterative: no recursion limit to meet)."""
+    seen: set[int] = set()
+    # each frame: a kubus index and the position in its candidates
+    stack: list[tuple[int, int]] = [(start, 0)]
+    path: list[tuple[int, int]] = []  # (kubus index, upstream index) tried along the path
+    while stack:
+        i, position = stack.pop()
+        options = edges[i]
+        while position < len(options) and options[position] in seen:
+            position += 1
+        if position == len(options):
+            if path:
+                path.pop()
+            continue
+        j = options[position]
+        seen.add(j)
+        stack.append((i, position + 1))
+        path.append((i, j))
+        if j not in owner:
+            for a, b in path:  # flip the path: each kubus act takes the upstream act it reached
+                owner[b], pairs[a] = a, b
+            return True
+        stack.append((owner[j], 0))
+    return False
 
 
 def _once(acts: Iterable[Timed]) -> list[Timed]:
@@ -172,22 +267,31 @@ def _once(acts: Iterable[Timed]) -> list[Timed]:
     return out
 
 
+def _tie_rule(act: Act) -> str:
+    if act.verb == CREATE_POD:
+        return "tie class: a surge pod on an equal node"
+    return "tie class: an equally ranked pod"
+
+
 def _tied(kubus: Act, upstream: Act) -> bool:
-    return (kubus.verb == upstream.verb == DELETE_POD and kubus.hash == upstream.hash
+    """A deletion of an equally ranked pod, or a DaemonSet's surge pod on another node of its class (_TIED)."""
+    return (kubus.verb == upstream.verb and kubus.verb in _TIED and kubus.hash == upstream.hash
             and upstream.target in kubus.ties)
 
 
 def _compare_status(group: Sequence[Timed], result: Window) -> None:
-    ours = [t for t in group if t.act.side == KUBUS and t.act.verb == UPDATE_STATUS]
+    decided = [t for t in group if t.act.side == KUBUS and t.act.verb in _STATUSES]  # every decision's status
+    ours = [t for t in decided if t.act.verb == UPDATE_STATUS]
     theirs = [t for t in group if t.act.side == UPSTREAM and t.act.verb == UPDATE_STATUS]
     if not theirs:
-        if ours:
-            result.kubus_only.append(ours[-1])  # it would have written a status upstream never wrote
+        if decided and decided[-1].act.verb == UPDATE_STATUS:
+            result.kubus_only.append(decided[-1])  # it would have written a status upstream never wrote
+        # its last decision kept the status as it was, as upstream did
         return
     last = theirs[-1]
-    after = [t for t in ours if t.act.seq >= last.act.seq]
+    after = [t for t in decided if t.act.seq >= last.act.seq]
     if after:
-        mine = after[-1]
+        mine = after[-1]  # its last decision, having seen upstream's last write: written or kept
         if mine.act.fields == last.act.fields:
             result.agreed.append((mine, last))
         else:  # it saw upstream's last status and would have written another

@@ -46,6 +46,7 @@ from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import DaemonSetController
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
+from reconciler.core.shadow_order import REVISION_KIND, early
 from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import QueueProbe, WorkQueue
@@ -219,7 +220,11 @@ class Controllers:
                 self.expectations[key] = value
         # the keys of the expectations that wait for pods by key (see _gone), for the dict they were taken of
         self._awaiting: set[ControllerKey] = set()
+        # shadow mode: the ReplicaSets' pods whose deletion was counted already ("ns/name"), until they are gone
+        self._shadow_counted: set[str] = set()
         self._awaiting_of: dict[ControllerKey, Expectations] | None = None
+        # shadow mode: owners held back for an act seen before its cause, and until when (see `_order`)
+        self._early: dict[ControllerKey, datetime] = {}
         self.queue: WorkQueue[ControllerKey] = WorkQueue()
         # A round is the creates or deletes of one sync; its first API error is known once its results are in.
         self.errors: dict[ControllerKey, ManageError] = {}  # key -> first error of its last completed round
@@ -264,8 +269,49 @@ class Controllers:
             for handle in handlers.get(change.kind, ()):
                 handle(change, cache, wakeups)
             self._wake(wakeups, msg_id, now)
+            if self.settings.shadow:
+                self._order(change, msg_id, now)
             if change.kind == "Pod" and change.new is None:
                 self._gone(f"{change.namespace}/{change.name}")
+                self._shadow_counted.discard(f"{change.namespace}/{change.name}")
+
+    def _order(self, change: Change, trigger: str, now: datetime) -> None:
+        """Shadow mode: an owner whose pod shows an act of the acting controller before its cause (the owner's
+        new spec, its revision: reconciler.core.shadow_order) is held back until an event of the owner, of a
+        revision or of a node shows, for at most a window. Deciding on a cluster where the act shows and its cause
+        does not, the shadow would decide what no controller decides (delete a ReplicaSet's fourth pod of three)."""
+        released: list[ControllerKey] = []
+        if (key := early(change, self.cache)) is not None:
+            if key in self.last_synced:  # an owner not synced yet (catching up) has decided nothing to protect
+                self._early.setdefault(key, now + self.settings.shadow_window)
+        elif change.kind in ("ReplicaSet", "DaemonSet"):
+            released = [ControllerKey(ControllerKind(change.kind), change.namespace, change.name)]
+        elif change.kind == REVISION_KIND:
+            released = [k for k in self._early
+                        if k.kind is ControllerKind.DAEMON_SET and k.namespace == change.namespace]
+        elif change.kind == "Node":
+            released = [k for k in self._early if k.kind is ControllerKind.DAEMON_SET]
+        for key in released:
+            if self._early.pop(key, None) is not None:
+                self.queue.add(key)
+                self.triggers[key] = trigger
+
+    @property
+    def held_early(self) -> frozenset[str]:
+        """The keys (as strings) a shadow holds back for an act seen before its cause: upstream's acts for them
+        are recorded as early (reconciler.core.shadow.upstream_acts)."""
+        return frozenset(str(k) for k in self._early)
+
+    def _held_early(self, key: ControllerKey, now: datetime) -> bool:
+        """Whether a shadow holds `key` back for an act seen before its cause (see `_order`)."""
+        until = self._early.get(key)
+        if until is None:
+            return False
+        if now >= until:
+            del self._early[key]
+            return False
+        self.held[key] = min(until, self.held.get(key, until))
+        return True
 
     def _gone(self, pod: str) -> None:
         """A pod that is gone satisfies every controller that deleted it and still waits for it, whatever
@@ -286,7 +332,13 @@ class Controllers:
             if (current := self.expectations.get(key)) is not None:
                 if self.settings.shadow:
                     # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
-                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do
+                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do. A
+                    # ReplicaSet's pod counts once, however many events its deletion shows as (upstream's UID
+                    # tracking); a DaemonSet's counts at each, as upstream's ControllerExpectations do
+                    if key.kind is ControllerKind.REPLICA_SET:
+                        if pod_key in self._shadow_counted:
+                            continue
+                        self._shadow_counted.add(pod_key)
                     self._set(key, current.deletion_counted(pod_key))
                 else:
                     self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))
@@ -380,7 +432,8 @@ class Controllers:
                 if key.kind not in self.settings.controllers:  # a result's requeue, an enqueue: not run (--controllers)
                     continue
                 controller = self._controllers[key.kind]
-                if self._waiting_for_a_round(key, now) or self._held_by(controller, key, now):
+                if (self._waiting_for_a_round(key, now) or self._held_by(controller, key, now)
+                        or self._held_early(key, now)):
                     continue
                 self.last_synced[key] = now
                 started = self._stopwatch()
@@ -446,7 +499,7 @@ class Controllers:
         """The key's object is gone: its expectations and everything kept for it go."""
         self._drop(key)
         for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
-                      self.held, self.retried):
+                      self.held, self.retried, self._early):
             table.pop(key, None)
         controller.forget(key)
         self.queue.forget(key)

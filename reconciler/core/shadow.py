@@ -14,13 +14,15 @@ Pure: acts are computed from the cache and the decisions, as the batch has them 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 import msgspec
 
-from kube.apps import DaemonSet, ReplicaSet
+from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
 from kube.codec import decode
 from kube.core import Pod
 from kube.nodeaffinity import get_target_node_name
@@ -38,6 +40,8 @@ from messages.actions import (
 )
 from reconciler.core.cache import Change
 from reconciler.core.controllers import Decided
+from reconciler.core.daemonset.history import fnv32a, revision_data_of
+from reconciler.core.daemonset.rollout import allows_surge
 from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_keys
 from reconciler.core.view import CacheView
 
@@ -53,6 +57,9 @@ PATCH_REVISION: Final = "patch_revision"
 DELETE_REVISION: Final = "delete_revision"
 ADOPT_REVISION: Final = "adopt_revision"
 UPDATE_STATUS: Final = "update_status"
+# not an act: a shadow's decision that wrote no status, with the status it saw (and so computed): the comparator
+# reads the shadow's status as of its last decision, written or not (reconciler.core.comparing)
+KEEP_STATUS: Final = "keep_status"
 BUMP_COLLISION_COUNT: Final = "bump_collision_count"
 # not an act of the controller: the owner was deleted (or began to be). The comparator reads it as context: an
 # adoption the shadow would have made for an owner being deleted is refused by upstream's fresh read (canAdopt),
@@ -60,6 +67,7 @@ BUMP_COLLISION_COUNT: Final = "bump_collision_count"
 OWNER_DELETED: Final = "owner_deleted"
 
 REVISION_KIND: Final = "ControllerRevision"
+DISRUPTION_TARGET: Final = "DisruptionTarget"  # a pod condition: why it is being deleted (not its controller)
 HASH_LABEL: Final = "controller-revision-hash"  # a DaemonSet pod's revision
 
 
@@ -80,6 +88,9 @@ class Act:
     ref: str = ""
     ties: tuple[str, ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
+    # upstream's act seen before the change that caused it (reconciler.core.shadow_order): the shadow holds the
+    # owner back until the cause shows, and could not have decided this act itself
+    early: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -127,17 +138,18 @@ def _deletion(pod: Pod, owner: DaemonSet | ReplicaSet) -> tuple[str, str]:
 
 
 # --- upstream: the watch --------------------------------------------------------------------------------------
-def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Act]:
+def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
+                  held: Container[str] = frozenset()) -> list[Act]:
     """What the acting controller did, if this change (applied to `view`) shows it: a pod created or deleted
     with a controller reference to a ReplicaSet or DaemonSet, an adoption or a release, a ControllerRevision
     written, or a status written. Deletions are attributed to the pod's controller (the watch does not say
     who deleted it: see docs/shadow.md). A replayed change (a restart's catch-up) shows nothing new."""
     if change.replayed:
         return []
-    if change.kind == "Pod":
-        return _pod_acts(change, seq, msg_id, view)
-    if change.kind == REVISION_KIND:
-        return _revision_acts(change, seq, msg_id, view)
+    if change.kind in ("Pod", REVISION_KIND):
+        # `held`: the owners the shadow holds back for an act seen before its cause (reconciler.core.shadow_order)
+        acts = (_pod_acts if change.kind == "Pod" else _revision_acts)(change, seq, msg_id, view)
+        return [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
     if change.kind in _OWNER_KINDS:
         return _status_acts(change, seq, msg_id)
     return []
@@ -164,7 +176,7 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
     if gone and old is not None and not was_deleting:
         pod = old
         owner = _owner(pod.metadata.namespace, get_controller_of(pod.metadata), view)
-        if owner is not None:
+        if owner is not None and not (isinstance(owner, ReplicaSet) and _disrupted(new or old)):
             acts.append(_act(owner, DELETE_POD, seq, msg_id, *_deletion(pod, owner)))
         return acts
     if old is not None and new is not None:
@@ -180,6 +192,13 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
     return acts
 
 
+def _disrupted(pod: Pod) -> bool:
+    """Marked DisruptionTarget before its deletion: deleted by the taint-eviction controller, an eviction or a
+    preemption, never by the ReplicaSet controller (a DaemonSet's pod on a NoExecute-tainted node is the
+    DaemonSet controller's to delete too, whichever gets there first: that one stays its act)."""
+    return any(c.type == DISRUPTION_TARGET and c.status == "True" for c in pod.status.conditions)
+
+
 def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Act]:
     old, new = change.old, change.new
     current = new if new is not None else old
@@ -192,7 +211,7 @@ def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> li
         return []
     name = current.metadata.name
     if old is None:
-        return [_act(owner, CREATE_REVISION, seq, msg_id, name)]
+        return [_act(owner, CREATE_REVISION, seq, msg_id, revision_target(owner.metadata.name, current))]
     if new is None:
         return [_act(owner, DELETE_REVISION, seq, msg_id, name)]
     if get_controller_of(old.metadata) is None:
@@ -200,6 +219,13 @@ def _revision_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> li
     if getattr(old, "revision", None) != getattr(new, "revision", None):
         return [_act(owner, PATCH_REVISION, seq, msg_id, name, fields={"revision": new.revision})]
     return []
+
+
+def revision_target(owner_name: str, revision: ControllerRevision) -> str:
+    """A created revision's key: its owner's name and a digest of its data, not its name. The data is what makes
+    a revision the current one (upstream's Match), and kube-controller-manager names a DaemonSet's revision with
+    a hash kubus does not reproduce (reconciler/core/daemonset/history.py): the same template is one act."""
+    return f"{owner_name} data:{fnv32a(revision_data_of(revision)):08x}"
 
 
 def _status_acts(change: Change, seq: int, msg_id: str) -> list[Act]:
@@ -235,7 +261,9 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
         if isinstance(action, CreatePods):
             for one in action.pods:
                 pod = decode(one.pod, Pod)
-                add(CREATE_POD, one.key, *_pod_target(pod, owner))
+                target, hash_ = _pod_target(pod, owner)
+                surge = _surge_ties(target, hash_, owner, view) if isinstance(owner, DaemonSet) else ()
+                add(CREATE_POD, one.key, target, hash_, ties=surge)
         elif isinstance(action, DeletePod):
             pod = view.named("Pod", action.namespace, action.name)
             if action.adopt_first is not None:
@@ -251,8 +279,7 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
             if action.owner_check is None and "/release/" in action.key:
                 add(RELEASE_POD, action.key, target)
         elif isinstance(action, CreateControllerRevision):
-            revision = msgspec.json.decode(action.revision)
-            add(CREATE_REVISION, action.key, str(revision.get("metadata", {}).get("name", "")))
+            add(CREATE_REVISION, action.key, revision_target(name, decode(action.revision, ControllerRevision)))
         elif isinstance(action, PatchControllerRevision):
             if action.owner_check is not None:
                 add(ADOPT_REVISION, action.key, action.name)
@@ -266,7 +293,41 @@ def would_do(decided: Decided, view: CacheView, now: datetime) -> list[Act]:
             add(UPDATE_STATUS, action.key, fields=msgspec.json.decode(action.status))
         elif isinstance(action, BumpCollisionCount):
             add(BUMP_COLLISION_COUNT, action.key, str(action.seen + 1))
+    if _kept_status(decided):
+        add(KEEP_STATUS, decided.correlation_id, fields=msgspec.to_builtins(owner.status))
     return acts
+
+
+def _kept_status(decided: Decided) -> bool:
+    """The sync computed the owner's status and wrote none: the status it computed is the one it saw. Not a
+    sync that stopped before its status (waiting for its revision, an error, the owner gone)."""
+    summary = decided.summary
+    return (decided.error is None and summary.get("status_written") is False
+            and not summary.get("waiting_for_history")
+            and not any(isinstance(action, UpdateStatus) for action in decided.actions))
+
+
+def _surge_ties(node: str, hash_: str, owner: DaemonSet, view: CacheView) -> tuple[str, ...]:
+    """A DaemonSet's create beside an old, available pod is a surge pick: upstream's rollingUpdate with maxSurge
+    walks its nodes in Go map order and starts new pods on the first nodes of an old, available pod and no new
+    one, as far as the budget goes (candidateNewNodes). Those nodes (sorted, `node` included) are the create's tie
+    class. A create beside an old pod that is not available is made whatever the order (allowedNewNodes), and one
+    on a node without a pod by the manage loop: neither names a class (())."""
+    if not allows_surge(owner):
+        return ()
+    by_node: dict[str, list[Pod]] = {}
+    for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid):
+        if isinstance(p, Pod) and p.metadata.deletion_timestamp is None:
+            by_node.setdefault(get_target_node_name(p) or "", []).append(p)
+
+    def eligible(pods: list[Pod]) -> bool:
+        new = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") == hash_]
+        old = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") != hash_]
+        return not new and len(old) == 1 and is_pod_ready(old[0])
+
+    if not eligible(by_node.get(node, [])):
+        return ()
+    return tuple(sorted(name for name, pods in by_node.items() if name and eligible(pods)))
 
 
 def _ties(pod: Pod, owner: DaemonSet | ReplicaSet, view: CacheView, now: datetime) -> tuple[str, ...]:
@@ -280,6 +341,9 @@ def _ties(pod: Pod, owner: DaemonSet | ReplicaSet, view: CacheView, now: datetim
     pods = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
             if isinstance(p, Pod) and p.metadata.deletion_timestamp is None]
     if isinstance(owner, DaemonSet):
+        if allows_surge(owner):
+            # with surge an old pod goes once the new pod beside it is available: which node is no pick
+            return (_deletion(pod, owner)[0],)
         same = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") == pod.metadata.labels.get(HASH_LABEL, "")
                 and is_pod_ready(p) == is_pod_ready(pod)]
         return tuple(sorted(_deletion(p, owner)[0] for p in same))

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from kube.core import PodCondition
 from kube.testing import daemonset, node
 from kube.times import format_micro_time
 from messages.actions import CreateControllerRevision, CreatePods, DeletePod, UpdateStatus
@@ -18,6 +19,7 @@ from reconciler.core.shadow import (
     CREATE_POD,
     CREATE_REVISION,
     DELETE_POD,
+    KEEP_STATUS,
     OWNER_DELETED,
     RELEASE_POD,
     UPDATE_STATUS,
@@ -27,7 +29,7 @@ from reconciler.core.shadow import (
 )
 from tests.reconciler.builders import NOW, Cluster, orphan_pod, owned_pod
 from tests.reconciler.test_controllers import KEY, web
-from tests.reconciler.test_daemonset_sync import revision_of
+from tests.reconciler.test_daemonset_sync import ds_pod, revision_of
 
 WINDOW = timedelta(seconds=30)
 SHADOW = Settings(shadow=True, shadow_window=WINDOW)
@@ -79,6 +81,29 @@ def test_upstream_deleting_an_equal_pod_satisfies_the_shadows_deletion() -> None
     assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
 
 
+def test_each_pod_upstream_deletes_is_counted_once() -> None:
+    """A graceful deletion shows as several events of one pod (deletionTimestamp set, more updates while it
+    terminates, then DELETED); upstream's UID-tracking expectations count it once. Counted at each, the
+    shadow's expectations were met early and it decided the last deletion again (seen on the real control
+    plane: ReplicaSet/shadowed/web, kubus-only delete_pod twice)."""
+    rs = web(2)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).build() for i in range(5)]
+    cluster, controllers = shadow(rs, *pods)
+    (deleting,) = [d.summary["deleting"] for d in decide(controllers)]
+    assert len(deleting) == 3
+    first, second = (next(p for p in pods if p.metadata.name == name) for name in deleting[:2])
+    terminating = [owned_pod(p.metadata.name, rs).ready(NOW).deleting(NOW).rv("2").build() for p in (first, second)]
+    controllers.observe([cluster.update(p) for p in terminating], NOW)
+    again = owned_pod(first.metadata.name, rs).deleting(NOW).rv("3").build()  # the kubelet's update
+    controllers.observe([cluster.update(again)], NOW)
+    controllers.observe([cluster.delete(again)], NOW)
+    assert not controllers.expectations[KEY].fulfilled()
+    assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
+    third = next(p for p in pods if p.metadata.name == deleting[2])
+    controllers.observe([cluster.delete(third)], NOW)
+    assert controllers.expectations[KEY].fulfilled()
+
+
 def test_what_upstream_never_did_is_given_up_after_the_window() -> None:
     """The shadow would create 3, upstream created 2: the shadow does not wait five minutes for the third
     (nor act on its imagined history) but syncs again one window later, from what upstream did."""
@@ -105,6 +130,36 @@ def test_a_shadow_waits_to_see_the_revision_it_would_have_written() -> None:
     controllers.observe([cluster.add(revision_of(ds))], NOW)
     later = decide(controllers, timedelta(milliseconds=20))
     assert later and not actions(later, CreateControllerRevision)
+
+
+def upstreams_revision(ds: Any, hash_: str = "77ddf77d5b") -> Any:
+    """The revision kube-controller-manager writes for ``ds``: the same data as kubus's, but named and labelled
+    with upstream's own hash (ComputeHash over a go-spew dump, which kubus does not reproduce: see
+    reconciler/core/daemonset/history.py)."""
+    revision = revision_of(ds)
+    revision.metadata.name = f"{ds.metadata.name}-{hash_}"
+    revision.metadata.uid = f"uid-{revision.metadata.name}"
+    revision.metadata.labels = {**revision.metadata.labels, "controller-revision-hash": hash_}
+    return revision
+
+
+def test_a_shadow_sees_upstreams_revision_of_the_same_data_at_once() -> None:
+    """Upstream's revision has the data the shadow would have written under another name: the shadow stops
+    waiting as soon as it shows, and goes on with upstream's hash (not after REVISION_WRITE_WAIT, deaf to every
+    event of the DaemonSet meanwhile, as it did against the real kube-controller-manager)."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), ds)
+    key = ds_controller_key("default", "foo")
+    controllers.queue.add(key)
+    assert actions(decide(controllers), CreateControllerRevision)
+    theirs = upstreams_revision(ds)
+    assert theirs.metadata.name != revision_of(ds).metadata.name
+    controllers.observe([cluster.add(theirs)], NOW)
+    controllers.queue.add(key)
+    later = decide(controllers, timedelta(milliseconds=20))
+    assert later and not actions(later, CreateControllerRevision)
+    (create,) = actions(later, CreatePods)
+    assert msgspec.json.decode(create.pods[0].pod)["metadata"]["labels"]["controller-revision-hash"] == "77ddf77d5b"
 
 
 def test_a_normal_reconciler_is_unchanged() -> None:
@@ -169,10 +224,173 @@ def test_a_would_do_deletion_names_its_tie_class() -> None:
     assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
 
 
-def test_a_revision_create_is_keyed_by_its_name() -> None:
+def _surging(ready_old: tuple[str, ...], unready_old: tuple[str, ...] = ()) -> tuple[Cluster, list[Decided]]:
+    """A DaemonSet rolling out with maxSurge 1 over node-0..node-2, each with an old pod (Ready or not); the
+    shadow's decision once the current revision shows."""
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    nodes = [node(f"node-{i}").ready().build() for i in range(3)]
+    old = [ds_pod(f"old-{n}", ds, n, "old").build() for n in ready_old]
+    old += [ds_pod(f"old-{n}", ds, n, "old").ready(NOW, status="False").build() for n in unready_old]
+    cluster, controllers = shadow(*nodes, ds, *old, revision_of(ds))
+    return cluster, decide(controllers)
+
+
+def test_a_surge_create_names_the_nodes_upstream_could_have_picked() -> None:
+    """maxSurge: upstream starts the surge pod beside an old, available pod, walking the nodes in Go map order;
+    every node of an old available pod and no new one is its tie class. kubus picks the first by name."""
+    cluster, decided = _surging(("node-0", "node-1", "node-2"))
+    (create,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD]
+    assert (create.target, create.ties) == ("node-0", ("node-0", "node-1", "node-2"))
+
+
+def test_a_surge_create_beside_an_unavailable_pod_is_no_tie() -> None:
+    """An old pod that is not available gets its new pod whatever the budget (allowedNewNodes): no pick there; the
+    surge budget's one pod goes beside one of the available old pods, in map order."""
+    cluster, decided = _surging(("node-0", "node-1"), unready_old=("node-2",))
+    creates = {a.target: a.ties for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD}
+    assert creates == {"node-2": (), "node-0": ("node-0", "node-1")}
+
+
+def test_a_surge_deletion_is_no_tie() -> None:
+    """With surge an old pod goes once the new pod beside it is available: that node, no other."""
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    revision = revision_of(ds)
+    new = revision.metadata.labels["controller-revision-hash"]
+    nodes = [node(f"node-{i}").ready().build() for i in range(3)]
+    pods = [ds_pod(f"old-{i}", ds, f"node-{i}", "old").build() for i in range(3)]
+    cluster, controllers = shadow(*nodes, ds, *pods, ds_pod("new-0", ds, "node-0", new).build(), revision)
+    deletions = [a for d in decide(controllers) for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert [(a.target, a.ties) for a in deletions] == [("node-0", ("node-0",))]
+
+
+def test_a_create_on_an_empty_node_is_no_tie() -> None:
+    ds = daemonset("foo").uid("ds-uid").rolling_update(max_unavailable=0, max_surge=1).build()
+    cluster, controllers = shadow(node("node-0").ready().build(), node("node-1").ready().build(), ds,
+                                  revision_of(ds))
+    decided = decide(controllers)
+    creates = {a.target: a.ties for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD}
+    assert creates == {"node-0": (), "node-1": ()}
+
+
+def test_a_revision_create_is_keyed_by_its_data() -> None:
+    """Not by its name: upstream names a DaemonSet's revision with a hash kubus does not reproduce, so the
+    shadow's would-do create and upstream's create of the same data are one act; another template is not."""
     ds = daemonset("foo").uid("ds-uid").build()
     cluster, controllers = shadow(node("node-0").ready().build(), ds)
     controllers.queue.add(ds_controller_key("default", "foo"))
     decided = decide(controllers)
     (act,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_REVISION]
-    assert act.target == revision_of(ds).metadata.name
+    (theirs,) = upstream_acts(*cluster.add(upstreams_revision(ds)), cluster.cache)
+    assert (theirs.verb, theirs.target) == (CREATE_REVISION, act.target)
+    assert act.target.startswith("foo ")
+    other = daemonset("foo").uid("ds-uid").image("other:2").build()
+    (different,) = upstream_acts(*cluster.add(upstreams_revision(other, "5c6b7d8f9")), cluster.cache)
+    assert different.target != act.target
+
+
+def test_a_replicaset_pod_evicted_for_a_taint_is_not_the_controllers_act() -> None:
+    """kube-controller-manager's taint-eviction controller deletes a ReplicaSet's pod from a NoExecute-tainted
+    node, after marking it DisruptionTarget (DeletionByTaintManager); the ReplicaSet controller never deletes
+    for a taint, so the deletion is not upstream's ReplicaSet act (the replacement it creates is)."""
+    rs = web(2)
+    cluster = Cluster(rs)
+    running = owned_pod("up-0", rs).build()
+    cluster.add(running)
+    marked = owned_pod("up-0", rs).rv("2").build()
+    marked.status.conditions = [PodCondition(type="DisruptionTarget", status="True",
+                                             reason="DeletionByTaintManager")]
+    cluster.update(marked)
+    evicted = owned_pod("up-0", rs).deleting(NOW).rv("3").build()
+    evicted.status.conditions = marked.status.conditions
+    assert upstream_acts(*cluster.update(evicted), cluster.cache) == []
+    deleted = owned_pod("up-1", rs).build()
+    cluster.add(deleted)
+    (act,) = upstream_acts(*cluster.update(owned_pod("up-1", rs).deleting(NOW).rv("5").build()), cluster.cache)
+    assert act.verb == DELETE_POD  # without the mark it is the controller's
+
+
+def test_a_daemon_pod_evicted_for_a_taint_is_still_the_daemonsets_act() -> None:
+    """The DaemonSet controller deletes its pod from a node whose NoExecute taint it does not tolerate itself;
+    which of it and the taint-eviction controller gets there first is a race, and either way it is the
+    DaemonSet's decision."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster = Cluster(ds)
+    pod_ = ds_pod("foo-a", ds, "node-0", "h").build()
+    cluster.add(pod_)
+    evicted = ds_pod("foo-a", ds, "node-0", "h").deleting(NOW).rv("3").build()
+    evicted.status.conditions = [*evicted.status.conditions,
+                                 PodCondition(type="DisruptionTarget", status="True", reason="DeletionByTaintManager")]
+    (act,) = upstream_acts(*cluster.update(evicted), cluster.cache)
+    assert (act.verb, act.target) == (DELETE_POD, "node-0")
+
+
+def test_a_scale_ups_pods_seen_before_the_scale_hold_the_shadow_back() -> None:
+    """The watch of Pods runs ahead of the ReplicaSets': upstream's pods for a scale from 3 to 5 may show before
+    the scale. The shadow does not decide on a cluster where a three-replica ReplicaSet has four pods (it would
+    delete one, which no controller does): it holds the ReplicaSet back until the ReplicaSet's own event, then
+    decides on what it sees, and upstream's pod is recorded as seen before its cause."""
+    rs = web(3)
+    pods = [owned_pod(f"p{i}", rs).ready(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    decide(controllers)
+    fourth = owned_pod("up-3", rs).build()
+    change = cluster.add(fourth)
+    controllers.observe([change], NOW)
+    assert decide(controllers, timedelta(milliseconds=10)) == []  # held: no deletion of a fourth pod
+    (act,) = upstream_acts(change[0], change[1], change[2], cluster.cache, controllers.held_early)
+    assert (act.verb, act.early) == (CREATE_POD, True)
+    scaled = web(5)
+    scaled.metadata.resource_version = "999"
+    controllers.observe([cluster.update(scaled)], NOW)
+    later = decide(controllers, timedelta(milliseconds=20))
+    assert sum(len(c.pods) for c in actions(later, CreatePods)) == 1
+    assert actions(later, DeletePod) == []
+
+
+def test_an_early_hold_ends_after_the_window() -> None:
+    """A cause that never shows holds the owner back one window at most; then it decides on what it sees."""
+    rs = web(3)
+    pods = [owned_pod(f"p{i}", rs).ready(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    decide(controllers)
+    controllers.observe([cluster.add(owned_pod("up-3", rs).build())], NOW)
+    assert decide(controllers, timedelta(milliseconds=10)) == []
+    assert controllers.next_ready_at() == NOW + WINDOW
+    assert len(actions(decide(controllers, WINDOW), DeletePod)) == 1
+
+
+def test_a_daemon_pod_seen_before_its_revision_is_early() -> None:
+    """A DaemonSet's first pods may show before the revision upstream wrote first in the same sync."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    cluster, controllers = shadow(node("node-0").ready().build(), node("node-1").ready().build(), ds)
+    decide(controllers)  # would create the revision: held until it shows
+    revision = upstreams_revision(ds)
+    change = cluster.add(ds_pod("up-0", ds, "node-0", "77ddf77d5b").build())
+    controllers.observe([change], NOW)
+    (act,) = upstream_acts(change[0], change[1], change[2], cluster.cache, controllers.held_early)
+    assert (act.verb, act.target, act.early) == (CREATE_POD, "node-0", True)
+    controllers.observe([cluster.add(revision)], NOW)
+    later = decide(controllers, timedelta(milliseconds=20))
+    acts = [a for d in later for a in would_do(d, cluster.cache, NOW) if a.verb == CREATE_POD]
+    assert [a.target for a in acts] == ["node-1"]
+
+
+def test_a_decision_without_a_status_write_keeps_the_status_it_saw() -> None:
+    """The shadow's status writes never land: once upstream's write shows the shadow computes the same status and
+    writes nothing. That decision is recorded too (KEEP_STATUS, the status it saw), so the comparator knows the
+    shadow's status as of its last decision, not only as of its last write."""
+    rs = web(3)
+    pods = [owned_pod(f"pod{i}", rs).ready(NOW).created(NOW).build() for i in range(3)]
+    cluster, controllers = shadow(rs, *pods)
+    first = decide(controllers)
+    (write,) = actions(first, UpdateStatus)
+    written = msgspec.json.decode(write.status)
+    assert [a.verb for d in first for a in would_do(d, cluster.cache, NOW)] == [UPDATE_STATUS]
+    upstream = msgspec.structs.replace(rs, status=msgspec.convert(written, type(rs.status)),
+                                       metadata=msgspec.structs.replace(rs.metadata, resource_version="9"))
+    controllers.observe([cluster.update(upstream)], NOW)
+    second = decide(controllers, timedelta(seconds=1))
+    assert actions(second, UpdateStatus) == []
+    (kept,) = [a for d in second for a in would_do(d, cluster.cache, NOW)]
+    assert (kept.verb, kept.fields, kept.seq) == (KEEP_STATUS, msgspec.to_builtins(upstream.status),
+                                                  second[0].stream_seq)

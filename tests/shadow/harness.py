@@ -1,9 +1,9 @@
 """Shadow mode end to end: an acting controller and a shadow kubus beside it, on one cluster.
 
-The acting controller is a parameter (:class:`Acting`): today a normal, acting `kubus up` on `kubus sim`
-(:class:`KubusActing`), under a --prefix and a data directory of its own; the real kube-controller-manager
-with its own DaemonSet and ReplicaSet controllers is to be another implementation (see docs/shadow.md,
-"Testing against kube-controller-manager"): something with `start(kubeconfig)`, `stop()`, `logs()`.
+The acting controller is a parameter (:class:`Acting`): a normal, acting `kubus up` on `kubus sim`
+(:class:`KubusActing`), under a --prefix and a data directory of its own, or the real kube-controller-manager
+with its own DaemonSet and ReplicaSet controllers (`UpstreamActing` in tests/shadow/test_shadow.py; see
+docs/shadow.md, "Testing against kube-controller-manager").
 
 The shadow (:class:`Shadow`) is `kubus up --shadow` against the same kubeconfig, with its own embedded NATS
 and SQLite in its data directory; a `mutation` (tests/shadow/mutations.py) changes one rule of its controllers

@@ -2,8 +2,11 @@
 agreement over the scenarios, and a shadow with one rule changed is caught, naming the object and the rule's
 effect.
 
-`acting` is the controller that acts: kubus on `kubus sim` today (tests/shadow/harness.py); the real
-kube-controller-manager is to be added as another parameter (docs/shadow.md says what it takes)."""
+`acting_cluster` is parametrised by the controller that acts: kubus on `kubus sim` (tests/shadow/harness.py), and the
+real kube-controller-manager with its own DaemonSet and ReplicaSet controllers (tests/controlplane/'s control
+plane with upstream_controllers=True, one per test: a shadow must not start beside the previous test's
+leftovers). On the real one the shadow runs as a ServiceAccount of its own, bound to a read-only ClusterRole, and
+the audit log (which logs that ServiceAccount's reads too) shows it made no other request."""
 
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
+from controlplane.building import BuildError, find_or_fail
+from controlplane.processes import ControlPlane, ControlPlaneConfig
 from tests.shadow import scenarios
 from tests.shadow.harness import Acting, KubusActing, Shadow
 from tests.simulation import Kubectl, SimProcess, wait_for
@@ -22,35 +29,126 @@ from tests.simulation import Kubectl, SimProcess, wait_for
 pytestmark = pytest.mark.slow
 
 NODES = 4
+SHADOW_NAMESPACE = "kubus-shadow"  # the real control plane's shadow ServiceAccount's
+SHADOW_USER = f"system:serviceaccount:{SHADOW_NAMESPACE}:shadow"
+READS = {"get", "list", "watch"}
 
 
 class Cluster:
-    def __init__(self, kubeconfig: Path, kubectl: Kubectl, acting: Acting):
+    def __init__(self, kubeconfig: Path, kubectl: Kubectl, acting: Acting, nodes: list[str],
+                 shadow_kubeconfig: Path | None = None, audit_log: Path | None = None):
         self.kubeconfig = kubeconfig
         self.kubectl = kubectl
         self.acting = acting
+        self.nodes = nodes
+        self.shadow_kubeconfig = shadow_kubeconfig or kubeconfig  # whom the shadow runs as
+        self.audit_log = audit_log  # the API server's, where there is one
 
 
-# not `cluster`: tests/conftest.py parametrises that name for the sim/real suites
-@pytest.fixture(params=["kubus-on-sim"])
-def acting_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    """A cluster with its acting controller running."""
+class UpstreamActing:
+    """kube-controller-manager with its own DaemonSet and ReplicaSet controllers: acting from the control plane's
+    start, so `start` and `stop` do nothing; `logs` is its log."""
+
+    name = "kube-controller-manager"
+
+    def __init__(self, plane: ControlPlane):
+        self.plane = plane
+
+    def start(self, kubeconfig: Path) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def logs(self) -> str:
+        return self.plane.logs["kube-controller-manager"].read_text(errors="replace")
+
+
+def _read_only_kubeconfig(plane: ControlPlane, kubectl: Kubectl, path: Path) -> Path:
+    """A kubeconfig for a ServiceAccount bound to a ClusterRole granting get, list and watch only (as
+    overlays/shadow leaves kubus), with a token from `kubectl create token`."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "shadow"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": sorted(READS)}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "shadow"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "shadow"},
+               "subjects": [{"kind": "ServiceAccount", "name": "shadow", "namespace": SHADOW_NAMESPACE}]}
+    kubectl("create", "namespace", SHADOW_NAMESPACE)
+    kubectl("create", "serviceaccount", "shadow", "-n", SHADOW_NAMESPACE)
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    token = kubectl("create", "token", "shadow", "-n", SHADOW_NAMESPACE, "--duration=2h").stdout.strip()
+    assert plane.pki is not None
+    document = yaml.safe_load(plane.kubeconfig.read_text())
+    document["users"] = [{"name": "shadow", "user": {"token": token}}]
+    for context in document["contexts"]:
+        context["context"]["user"] = "shadow"
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
+
+
+def _sim(tmp_path: Path) -> Iterator[Cluster]:
     sim = SimProcess(tmp_path, "--nodes", str(NODES), "--kubelet-delay", "0.05")
     acting = KubusActing(tmp_path)
     try:
         acting.start(sim.kubeconfig)
-        yield Cluster(sim.kubeconfig, Kubectl(sim.kubeconfig), acting)
+        yield Cluster(sim.kubeconfig, Kubectl(sim.kubeconfig), acting, [f"node-{i}" for i in range(NODES)])
     finally:
         acting.stop()
         sim.stop()
 
 
+def _upstream(tmp_path: Path) -> Iterator[Cluster]:
+    try:
+        build = find_or_fail()
+    except BuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    plane = ControlPlane(build, ControlPlaneConfig(nodes=NODES, data_dir=tmp_path / "controlplane",
+                                                   upstream_controllers=True,
+                                                   audit_reads_of=(f"system:serviceaccounts:{SHADOW_NAMESPACE}",)))
+    plane.start()
+    try:
+        kubectl = Kubectl(plane.kubeconfig, str(build.binary("kubectl")))
+        shadow_kubeconfig = _read_only_kubeconfig(plane, kubectl, tmp_path / "shadow.kubeconfig")
+        yield Cluster(plane.kubeconfig, kubectl, UpstreamActing(plane), list(plane.node_names),
+                      shadow_kubeconfig, plane.audit_log)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(params=["kubus-on-sim", pytest.param("kube-controller-manager",
+                                                     marks=pytest.mark.hang_limit(600, setup=240))])
+# not `cluster`: tests/conftest.py parametrises that name for the sim/real suites
+def acting_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster with its acting controller running: an acting kubus on `kubus sim`, or a real control plane
+    whose kube-controller-manager runs its own DaemonSet and ReplicaSet controllers."""
+    yield from (_sim if request.param == "kubus-on-sim" else _upstream)(tmp_path)
+
+
 @pytest.fixture
 def shadow(acting_cluster: Cluster, tmp_path: Path) -> Iterator[Shadow]:
     shadow = Shadow(tmp_path)
-    shadow.start(acting_cluster.kubeconfig)
+    shadow.start(acting_cluster.shadow_kubeconfig)
     yield shadow
     shadow.stop()
+
+
+def _shadow_requests(acting_cluster: Cluster) -> list[dict[str, object]]:
+    """The audit log's entries of the shadow's user, one per request (its last stage so far: a watch still open
+    has only ResponseStarted)."""
+    assert acting_cluster.audit_log is not None
+    entries = [json.loads(line) for line in acting_cluster.audit_log.read_text().splitlines() if line.strip()]
+    return list({e["auditID"]: e for e in entries if e["user"]["username"] == SHADOW_USER}.values())
+
+
+def _assert_read_only(acting_cluster: Cluster) -> None:
+    """On the real control plane: the shadow asked, and asked nothing but get, list and watch."""
+    if acting_cluster.audit_log is None:
+        return
+    requests = _shadow_requests(acting_cluster)
+    assert any(e["verb"] == "watch" for e in requests), f"no watch of the shadow's in the audit log: {requests[:5]}"
+    writes = [(e["verb"], e.get("requestURI")) for e in requests if e["verb"] not in READS]
+    assert not writes, f"the shadow ({SHADOW_USER}) made requests other than get, list and watch: {writes[:20]}"
 
 
 def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object]) -> str:
@@ -58,31 +156,87 @@ def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object])
             f"\n--- {acting_cluster.acting.name} log ---\n{acting_cluster.acting.logs()[-3000:]}")
 
 
+# What does not agree yet against kube-controller-manager (docs/shadow.md, "What does not agree yet"), each matched
+# on its controller, verb and target: a divergence of one of these makes the real variant an expected
+# failure, any other fails it.
+def _open_categories(divergence: dict[str, Any], tainted_node: str,
+                     by_hand: list[tuple[str, str, str]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The documented open categories a divergence of the real variant falls in, and its acts that fall in none
+    (the pod kubectl deleted, `by_hand`, is expected and falls in none)."""
+    controller = str(divergence["controller"])
+    kubus_only: list[dict[str, Any]] = list(divergence["kubus_only"])
+    upstream_only: list[dict[str, Any]] = list(divergence["upstream_only"])
+    categories: list[str] = []
+    expected = [(c, v, t) for c, v, t in by_hand if c == controller]
+    for act in list(upstream_only):
+        if (controller, act["verb"], act["target"]) in expected:
+            expected.remove((controller, act["verb"], act["target"]))
+            upstream_only.remove(act)
+    if controller == "DaemonSet/shadowed/surge":
+        deleted = {a["target"] for a in kubus_only if a["verb"] == "delete_pod"}
+        surge = [a for a in kubus_only if a["verb"] == "delete_pod"] + \
+            [a for a in upstream_only if a["verb"] == "create_pod" and a["target"] in deleted]
+        if surge:
+            categories.append(f"{controller} kubus-only surge deletions on {sorted(deleted)}")
+            kubus_only = [a for a in kubus_only if a not in surge]
+            upstream_only = [a for a in upstream_only if a not in surge]
+    if controller == "DaemonSet/shadowed/manual":
+        extra = [a for a in upstream_only if a["verb"] == "delete_pod" and a["target"] == tainted_node]
+        if extra:
+            categories.append(f"{controller} an upstream-only deletion on the NoExecute-tainted {tainted_node}")
+            upstream_only = [a for a in upstream_only if a not in extra]
+    if controller.startswith("ReplicaSet/"):
+        # the same number of deletions on each side, different pods: a scale-down pick the shadow ranked apart
+        # from upstream's. LogarithmicScaleDown buckets each pod's Ready time relative to upstream's own clock at
+        # its decision, which the comparator's tie class (taken at the shadow's decision) does not model yet
+        # (docs/shadow.md, "What does not agree yet")
+        mine = [a for a in kubus_only if a["verb"] == "delete_pod"]
+        theirs = [a for a in upstream_only if a["verb"] == "delete_pod"]
+        if mine and len(mine) == len(theirs):
+            categories.append(f"{controller} a scale-down pick outside the tie class: kubus "
+                              f"{sorted(a['target'] for a in mine)}, upstream {sorted(a['target'] for a in theirs)}")
+            kubus_only = [a for a in kubus_only if a not in mine]
+            upstream_only = [a for a in upstream_only if a not in theirs]
+    if controller.startswith("DaemonSet/"):
+        early = [a for a in upstream_only if a["verb"] == "create_revision"]
+        if early:
+            categories.append(f"{controller} an upstream-only create_revision (seen before its template)")
+            upstream_only = [a for a in upstream_only if a not in early]
+    return categories, kubus_only + upstream_only
+
+
 def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
-    did, or an equivalent member of its tie class."""
+    did, or an equivalent member of its tie class. Against kube-controller-manager, a divergence in one of the
+    documented open categories (_open_categories) makes it an expected failure, once every
+    other check has passed; any other divergence fails it."""
     kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
     scenarios.replicaset_adoption_and_release(kubectl, "shadowed")
-    scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", NODES)
-    scenarios.daemonset_surge(kubectl, "shadowed", NODES)
-    by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", NODES)
-    scenarios.daemonset_taint(kubectl, "shadowed", NODES, "node-1")
+    nodes = len(acting_cluster.nodes)
+    scenarios.daemonset_rollout_and_rollback(kubectl, "shadowed", nodes)
+    scenarios.daemonset_surge(kubectl, "shadowed", nodes)
+    by_hand = scenarios.daemonset_on_delete(kubectl, "shadowed", nodes)
+    tainted_node = acting_cluster.nodes[1]
+    scenarios.daemonset_taint(kubectl, "shadowed", nodes, tainted_node)
     report = shadow.settled()
-    # the one difference: the pod kubectl deleted, which the watch cannot tell from a controller's deletion
-    found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
-    assert found == by_hand, _explain(shadow, acting_cluster, report)
-    assert not any(d["kubus_only"] for d in report["divergences"]), _explain(shadow, acting_cluster, report)
+    _assert_read_only(acting_cluster)  # first: it holds whatever the report says
+    why = _explain(shadow, acting_cluster, report)
     objects = {o["controller"]: o for o in report["objects"]}
     for name in ("ReplicaSet/shadowed/web", "ReplicaSet/shadowed/api-v2", "DaemonSet/shadowed/agent",
                  "DaemonSet/shadowed/surge", "DaemonSet/shadowed/manual", "DaemonSet/shadowed/tainted"):
-        assert objects[name]["agreed"] > 0, _explain(shadow, acting_cluster, report)
-    # the shadow's comparator task counts each closed window once, every half window
-    wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind="upstream-only") == len(by_hand),
-             timeout=30, what="the divergence counter")
-    assert shadow.metric("kubus_shadow_divergences_total", kind="kubus-only") == 0
+        assert objects[name]["agreed"] > 0, why
+    # the pod kubectl deleted, which the watch cannot tell from a controller's deletion, is upstream-only; or, where
+    # it showed while the shadow held the DaemonSet back (its new revision before its new template), early
+    found = [(d["controller"], a["verb"], a["target"]) for d in report["divergences"] for a in d["upstream_only"]]
+    held = [(e["controller"], e["upstream"]["verb"], e["upstream"]["target"]) for e in report["equivalent"]
+            if e["rule"].startswith("seen before its cause") and e["kubus"] == e["upstream"]]
+    assert all(found.count(act) + held.count(act) >= by_hand.count(act) for act in by_hand), why
+    # the shadow's comparator task counts each closed window once, every half window, as the report does
+    for kind, side in (("upstream-only", "upstream_only"), ("kubus-only", "kubus_only")):
+        _wait_for_counter(shadow, kind, sum(len(d[side]) for d in report["divergences"]))
     # nothing reached the API from the shadow: it runs no executor, and its store queued no action
     assert "kubus.executor" not in shadow.logs()
     assert _outbox_rows(shadow) == 0
@@ -92,6 +246,25 @@ def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: 
     replay = subprocess.run([sys.executable, "-m", "kubus", "replay", "--diff", "--data-dir", str(shadow.data_dir),
                              "--prefix", "shadow"], capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
+    if acting_cluster.acting.name != "kube-controller-manager":
+        assert found == by_hand, why
+        assert not any(d["kubus_only"] for d in report["divergences"]), why
+        return
+    open_categories: list[str] = []
+    unexplained: list[tuple[str, dict[str, Any]]] = []
+    for divergence in report["divergences"]:
+        categories, left = _open_categories(divergence, tainted_node, by_hand)
+        open_categories += categories
+        unexplained += [(divergence["controller"], act) for act in left]
+    assert not unexplained, f"divergences in no open category: {unexplained}\n{why}"
+    if open_categories:
+        pytest.xfail("open against kube-controller-manager (docs/shadow.md, 'What does not agree yet'): "
+                     + "; ".join(open_categories))
+
+
+def _wait_for_counter(shadow: Shadow, kind: str, total: int) -> None:
+    wait_for(lambda: shadow.metric("kubus_shadow_divergences_total", kind=kind) == total, timeout=30,
+             what=f"the {kind} divergence counter at {total}")
 
 
 def _outbox_rows(shadow: Shadow) -> int:
@@ -107,12 +280,13 @@ def test_a_changed_rule_is_caught(acting_cluster: Cluster, tmp_path: Path, mutat
     caught: the report names the DaemonSet and says upstream deleted more old pods in a step than kubus
     would have, and the divergence counter rises."""
     shadow = Shadow(tmp_path, mutation=mutation)
-    shadow.start(acting_cluster.kubeconfig)
+    shadow.start(acting_cluster.shadow_kubeconfig)
     try:
         kubectl = acting_cluster.kubectl
         kubectl("create", "namespace", "mutated")
-        scenarios.daemonset_rollout_percent(kubectl, "mutated", NODES)
+        scenarios.daemonset_rollout_percent(kubectl, "mutated", len(acting_cluster.nodes))
         report = shadow.settled()
+        _assert_read_only(acting_cluster)
         assert not report["agreement"], _explain(shadow, acting_cluster, report)
         divergences = [d for d in report["divergences"] if d["controller"] == "DaemonSet/mutated/pct"]
         assert divergences, _explain(shadow, acting_cluster, report)

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Final
 
-import msgspec
-
+from kube.apps import ControllerRevision
+from kube.codec import decode
 from kube.features import FeatureGates
 from messages.actions import (
     FAILED,
@@ -40,6 +40,7 @@ from reconciler.core.controller import (
 from reconciler.core.daemonset import handlers
 from reconciler.core.daemonset.actions import plan_actions
 from reconciler.core.daemonset.backoff import BACKOFF_GC_INTERVAL, FailedPodBackoff, gc
+from reconciler.core.daemonset.history import revision_data_of
 from reconciler.core.daemonset.sync import sync_daemonset
 from reconciler.core.expectations import Expectations
 from reconciler.core.view import CacheView, Wakeups
@@ -61,6 +62,9 @@ class DaemonSetController:
         # DaemonSet -> {revision name: (the resourceVersion its write left, "" when deleted; when)}: revision
         # writes the executor reported done that the cache has not shown yet (see `holds`)
         self.revision_writes: dict[ControllerKey, dict[str, tuple[str, datetime]]] = {}
+        # shadow mode: DaemonSet -> {revision name: its data} of the revision creates a shadow would have made;
+        # any revision of the same data ends the wait (see `would_write`)
+        self.would_create: dict[ControllerKey, dict[str, bytes]] = {}
 
     # --- events ---------------------------------------------------------------------------------------------
     def watches(self) -> Mapping[str, Handler]:
@@ -79,6 +83,11 @@ class DaemonSetController:
         # a revision write a DaemonSet waits to see (upstream's addHistory does not enqueue an owned one)
         wakeups.enqueue.extend(key for key, writes in self.revision_writes.items()
                                if change.name in writes and key.namespace == change.namespace)
+        # in shadow mode, the acting controller's revision of the data the shadow would have written
+        if self.would_create and isinstance(change.new, ControllerRevision) and change.old is None:
+            data = revision_data_of(change.new)
+            wakeups.enqueue.extend(key for key, creates in self.would_create.items()
+                                   if key.namespace == change.namespace and data in creates.values())
 
     def keys(self, view: CacheView) -> list[ControllerKey]:
         return [handlers.daemonset_key(ds) for ds in handlers.all_daemonsets(view)]
@@ -98,15 +107,21 @@ class DaemonSetController:
         writes = self.revision_writes.get(key)
         if not writes:
             return None
+        creates = self.would_create.get(key, {})
         for name, (left, at) in list(writes.items()):
             revision = view.named(handlers.REVISION_KIND, key.namespace, name)
             seen = revision is None if not left else (
                 revision is not None and rv_number(revision.metadata.resource_version) >= rv_number(left))
+            if name in creates and not seen:
+                seen = any(isinstance(other, ControllerRevision) and revision_data_of(other) == creates[name]
+                           for other in view.in_namespace(handlers.REVISION_KIND, key.namespace))
             if seen or now - at >= REVISION_WRITE_WAIT:
                 del writes[name]
+                creates.pop(name, None)
         if writes:
             return now + REVISION_WRITE_WAIT
         del self.revision_writes[key]
+        self.would_create.pop(key, None)
         return None
 
     def sync(self, syncing: Syncing) -> Synced:
@@ -159,11 +174,20 @@ class DaemonSetController:
     def would_write(self, key: ControllerKey, actions: list[Action], view: CacheView, now: datetime) -> None:
         """Shadow mode: the revision writes a sync would have made are waited for as if the executor had
         reported them done, so that the next event's sync does not decide them again before the acting
-        controller's own writes show (docs/shadow.md). Given up after REVISION_WRITE_WAIT, as any other."""
+        controller's own writes show (docs/shadow.md). Given up after REVISION_WRITE_WAIT, as any other.
+
+        A revision create is seen once any revision of the same data shows, whatever its name: the acting
+        controller's revision is the one the shadow would have written when their data match (upstream's Match),
+        and kube-controller-manager names a DaemonSet's revision with a hash kubus does not reproduce
+        (reconciler/core/daemonset/history.py). Waiting for kubus's own name would hold the DaemonSet, deaf to
+        its events, for all of REVISION_WRITE_WAIT."""
         for action in actions:
             if isinstance(action, CreateControllerRevision):
-                name = str(msgspec.json.decode(action.revision).get("metadata", {}).get("name", ""))
+                created = decode(action.revision, ControllerRevision)
+                name = created.metadata.name
                 left = "0"  # any version of it
+                if name:
+                    self.would_create.setdefault(key, {})[name] = revision_data_of(created)
             elif isinstance(action, PatchControllerRevision | DeleteControllerRevision):
                 name = action.name
                 cached = view.named(handlers.REVISION_KIND, key.namespace, name)
@@ -176,6 +200,7 @@ class DaemonSetController:
 
     def forget(self, key: ControllerKey) -> None:
         self.revision_writes.pop(key, None)
+        self.would_create.pop(key, None)
 
     # --- the failed-pod backoff -----------------------------------------------------------------------------
     def collect_backoff(self, now: datetime) -> bool:
