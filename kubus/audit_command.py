@@ -183,19 +183,13 @@ class Unknown(Exception):
 
 
 async def _answer(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
-    from store.engine import DatabaseUnavailable, open_store
-
     question = args.audit_command
     if question == "timeline":
         return await _timeline(args, now)
     subject = split_name(args.pod if question == "pod" else args.controller) if question in ("pod", "controller") \
         else None
     window = parse_window(args, now) if question != "pod" else TimeRange()
-    _check_database_exists(args.db_url, args.data_dir)
-    try:
-        store = await open_store(args.db_url, args.data_dir, statement_timeout=flags.statement_timeout(args))
-    except DatabaseUnavailable as exc:
-        raise BadQuestion(str(exc)) from None
+    store = await _open(args)
     try:
         return await _ask(store, args, question, subject, window)
     except sa.exc.DBAPIError as exc:
@@ -236,19 +230,25 @@ async def _ask(trail: AuditPort, args: argparse.Namespace, question: str, subjec
 DATA = ("json", "yaml")
 
 
+async def _open(args: argparse.Namespace) -> AuditPort:
+    """The store the audit commands read; one that is missing or does not answer is bad input (exit 2)."""
+    from store.engine import DatabaseUnavailable, open_store
+
+    _check_database_exists(args.db_url, args.data_dir)
+    try:
+        return await open_store(args.db_url, args.data_dir, statement_timeout=flags.statement_timeout(args))
+    except DatabaseUnavailable as exc:
+        raise BadQuestion(str(exc)) from None
+
+
 async def _timeline(args: argparse.Namespace, now: datetime) -> tuple[int, str]:
     """`kubus audit timeline`: an unknown controller is bad input (2): it names what to draw, as a file would."""
     from kubus import timeline_view
     from store import timeline
-    from store.engine import DatabaseUnavailable, open_store
 
     kind, name = split_kind(args.controller)
     window = parse_window(args, now)
-    _check_database_exists(args.db_url, args.data_dir)
-    try:
-        store = await open_store(args.db_url, args.data_dir, statement_timeout=flags.statement_timeout(args))
-    except DatabaseUnavailable as exc:
-        raise BadQuestion(str(exc)) from None
+    store = await _open(args)
     try:
         rows = await store.timeline_rows(kind, args.namespace, name, window.until)
     except sa.exc.DBAPIError as exc:
