@@ -18,25 +18,27 @@ applied, and measured:
 - NATS: the bytes held by the kubus streams (KUBUS_EVENTS, KUBUS_STATE, KUBUS_ACTIONS, KUBUS_RESULTS,
   KUBUS_DEAD) once converged, from JetStream's stream info;
 - pure sync: one full syncDaemonSet of the converged state at that size (every node Ready with its
-  current, available pod; nothing to do), timed in this process on daemonset_bench's cache (median);
+  current, available pod; nothing to do), on daemonset_bench's cache in this process: the median of its
+  CPU time (the thread's, which the other processes on a shared machine do not inflate);
 - the baseline: the bare client (aiohttp, 16 requests in flight, pre-encoded bodies) creating the same N
   pods in a fresh sim of N nodes, as the other benchmarks' ratio: bare seconds / kubus seconds.
 
 It prints a table with each figure per size, its growth exponent between successive sizes (the slope of
 log cost against log nodes: 1 is linear, 2 quadratic) and over the whole range, and writes a log-log plot
 of every cost relative to its value at the smallest size as an SVG (--svg; no plotting library).
-BENCH_KEEP=1 keeps each size's work directory (logs, SQLite store).
+BENCH_KEEP=1 keeps each size's work directory (logs, SQLite store); BENCH_PROFILE=1 writes a cProfile of each
+service at the largest size to /tmp/scale-<service>.prof.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import itertools
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,7 +60,6 @@ from bench.daemonset_bench import (
     bare_bodies,
     cache_with,
     settled,
-    timed,
 )
 from bench.loadgen import machine, post_all, start_sim
 from messages import subjects
@@ -95,7 +96,7 @@ class Figures:
         rows.update({f"peak RSS MiB, {name}": self.peak_rss_mib.get(name, float("nan")) for name in PROCESSES})
         rows["reconciler store MiB (SQLite + WAL)"] = self.store_mib
         rows["NATS stream MiB"] = self.stream_mib
-        rows["pure full sync (ms)"] = self.sync_ms
+        rows["pure full sync (CPU ms)"] = self.sync_ms
         rows["bare client creates (s)"] = self.bare_s
         return rows
 
@@ -131,17 +132,22 @@ async def stream_bytes(nats_url: str) -> int:
 
 
 def pure_sync_ms(nodes: int, runs: int) -> float:
-    """Median ms of one full syncDaemonSet with every node Ready and its current, available pod (nothing to do)."""
+    """Median CPU ms (this thread's, so that the machine's load does not inflate it) of one full syncDaemonSet with
+    every node Ready and its current, available pod (nothing to do)."""
     cache = settled(cache_with(nodes, rolling=False))
     check = sync_daemonset(KEY, cache, None, {}, NOW, "k")
     assert (check.creates, check.deletes, check.status) == ([], [], None), check.explain
-    median, _ = timed(functools.partial(sync_daemonset, KEY, cache, None, {}, NOW, "k"), runs)
+    samples = []
+    for _ in range(runs):
+        start = time.thread_time()
+        sync_daemonset(KEY, cache, None, {}, NOW, "k")
+        samples.append((time.thread_time() - start) * 1000)
     del cache, check
     gc.collect()
-    return median
+    return statistics.median(samples)
 
 
-async def measure_pipeline(figures: Figures, timeout: float) -> None:
+async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = False) -> None:
     """The apply on a fresh sim of figures.nodes nodes: time, CPU, peak RSS, store and stream bytes."""
     nodes = figures.nodes
     sim = start_sim("--nodes", str(nodes), "--kubelet-delay", "0", "--watch-history", str(max(20_000, 20 * nodes)))
@@ -153,8 +159,10 @@ async def measure_pipeline(figures: Figures, timeout: float) -> None:
         nats_url = await server.start()
         for service in SERVICES:
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
+            # BENCH_PROFILE=1: a cProfile of each service at the largest size, to /tmp/scale-<service>.prof
+            profile = ["-m", "cProfile", "-o", f"/tmp/scale-{service}.prof"] if profiling else []
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", PREFIX,
+                [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", PREFIX,
                  "--data-dir", str(workdir / "data"), "--metrics-port", "0",
                  *([] if service == "reconcile" else ["--kubeconfig", str(sim.kubeconfig)]),
                  *(["--qps", "0"] if service == "execute" else [])], stdout=log, stderr=subprocess.STDOUT))
@@ -255,7 +263,7 @@ def table(results: list[Figures]) -> str:
 
 PLOTTED = ("apply -> all available (s)", "CPU s, reconcile", "CPU s, execute", "CPU s, ingest", "CPU s, sim",
            "CPU s, nats-server", "peak RSS MiB, reconcile", "reconciler store MiB (SQLite + WAL)",
-           "NATS stream MiB", "pure full sync (ms)")
+           "NATS stream MiB", "pure full sync (CPU ms)")
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf", "#bcbd22",
            "#000000")
 
@@ -331,7 +339,8 @@ async def run(sizes: list[int], *, bare: bool, sync_runs: int, timeout_per_node:
     for n in sizes:
         figures = Figures(n)
         started = time.perf_counter()
-        await measure_pipeline(figures, timeout=max(120.0, timeout_per_node * n))
+        await measure_pipeline(figures, timeout=max(120.0, timeout_per_node * n),
+                               profiling=bool(os.environ.get("BENCH_PROFILE")) and n == sizes[-1])
         if bare:
             await measure_bare(figures)
         figures.sync_ms = pure_sync_ms(n, sync_runs)
