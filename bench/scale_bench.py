@@ -270,7 +270,7 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#f
 
 def svg(results: list[Figures], title: str) -> str:
     """A log-log plot of each cost relative to its value at the smallest size, with slope-1 and slope-2 guides."""
-    width, height, left, right, top, bottom = 900, 560, 70, 300, 40, 60
+    width, height, left, right, top, bottom = 1000, 560, 70, 380, 40, 60
     sizes = [f.nodes for f in results]
     series = {name: [f.rows()[name] for f in results] for name in PLOTTED}
     rel = {name: [v / vs[0] if vs[0] > 0 and v > 0 else float("nan") for v in vs] for name, vs in series.items()}
