@@ -412,9 +412,10 @@ def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, h
     The summary is recorded for every sync, so its size must not grow with the node count, or an apply (a
     sync per round of burstReplicas creates) records nodes x rounds: quadratic. The usual nodes (should run,
     one pod) and the nodes needing a pod are counted, not named (the nodes this sync creates on are in its
-    actions); the per-node answers name the nodes whose pods this sync deletes, then other unusual nodes up
-    to EXPLAINED_NODES in all, and count the rest (nodes_not_listed). `kubus replay --explain` recomputes
-    every node's answer from the cache.
+    actions); the per-node answers name the unusual nodes whose pods this sync deletes (a rolling update's
+    deletes are on usual nodes, and named in its rollout entry), then other unusual nodes up to
+    EXPLAINED_NODES in all, and count the rest (nodes_not_listed). `kubus replay --explain` recomputes every
+    node's answer from the cache.
     """
     per_node: dict[str, Any] = {}
     usual = 0
