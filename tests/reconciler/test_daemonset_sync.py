@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import pytest
@@ -319,3 +320,42 @@ def test_both_values_zero_fall_back_to_max_unavailable_1_with_a_warning() -> Non
     assert [(w.reason, w.field) for w in plan.warnings] == [("InvalidRollingUpdate", MAX_UNAVAILABLE_FIELD)]
     assert "cannot be 0 when maxSurge is 0" in plan.warnings[0].message
     assert (len(plan.deletes), plan.rolled, plan.failed) == (1, True, None)
+
+
+# --- the decision summary at scale ---------------------------------------------------------------------------
+def _many_nodes(count: int, *objects: object) -> Cluster:
+    return Cluster(*[node(f"node-{i:05d}").ready().build() for i in range(count)], *objects)
+
+
+def test_the_summary_of_an_apply_onto_many_nodes_counts_the_nodes_needing_a_pod_instead_of_naming_them() -> None:
+    """Every sync of an apply is recorded; one naming each node still without its pod (three times: the per-node
+    answers, nodes_needing_pods, deferred_nodes) made the audit trail grow with nodes x rounds, quadratically:
+    1.6 MB for the first of 60 rounds at 15,000 nodes, 50 MB over the apply. What the sync acts on is named
+    (its creates are in the actions), the rest is counted, so the summary's size does not grow with the nodes."""
+    sizes = {}
+    for count in (300, 3_000):
+        ds = new_ds().build()
+        plan = sync(_many_nodes(count, ds, revision_of(ds)))
+        assert len(plan.creates) == 250  # burstReplicas
+        assert (plan.explain["nodes_needing_pods"], plan.explain["deferred_nodes"]) == (count, count - 250)
+        assert plan.explain["nodes"] == {} and plan.explain["node_count"] == count
+        sizes[count] = len(json.dumps(plan.explain))
+    assert sizes[3_000] <= sizes[300] + 10, sizes
+
+
+def test_the_summary_names_at_most_a_bounded_number_of_unusual_nodes_and_counts_the_rest() -> None:
+    """A node selector that no longer matches: every node's pod is to go, 250 a sync. The summary names the
+    nodes whose pods this sync deletes and counts the others."""
+    count = 1_200
+    ds = new_ds().build()
+    revision = revision_of(ds)
+    pods = [ds_pod(f"foo-{i:05d}", ds, f"node-{i:05d}", hash_of(revision)).build() for i in range(count)]
+    moved = new_ds().node_selector({"pool": "gpu"}).build()
+    plan = sync(_many_nodes(count, moved, revision_of(moved), revision, *pods))
+    assert len(plan.deletes) == 250
+    assert plan.explain["deferred_deletes"] == count - 250
+    listed = plan.explain["nodes"]
+    assert len(listed) == 500 and plan.explain["nodes_not_listed"] == count - 500
+    assert all(entry["should_continue_running"] is False and len(entry["pods"]) == 1 for entry in listed.values())
+    deleted_on = {p.spec.node_name for p in plan.deletes}
+    assert deleted_on <= set(listed), sorted(deleted_on - set(listed))[:3]

@@ -401,33 +401,56 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
 
 
 _NAME: Final = attrgetter("metadata.name")
+EXPLAINED_NODES: Final = 500  # the most nodes a sync's summary names (see _explain)
 _FACTS_NAME: Final = attrgetter("pod.metadata.name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
              claimed: Sequence[Pod], nodes: Sequence[Node], by_node: Mapping[str, Sequence[Pod]]) -> dict[str, Any]:
-    """``by_node``: nodes_to_daemon_pods(claimed)."""
-    # Only the nodes worth a look: the usual one (should run, one pod) is counted, not listed, or the
-    # audit trail would hold a line per node for every sync (half a megabyte at 5,000 nodes).
+    """``by_node``: nodes_to_daemon_pods(claimed).
+
+    The summary is recorded for every sync, so its size must not grow with the node count, or an apply (a
+    sync per round of burstReplicas creates) records nodes x rounds: quadratic. The usual nodes (should run,
+    one pod) and the nodes needing a pod are counted, not named (the nodes this sync creates on are in its
+    actions); the per-node answers name the unusual nodes whose pods this sync deletes (a rolling update's
+    deletes are on usual nodes, and named in its rollout entry), then other unusual nodes up to
+    EXPLAINED_NODES in all, and count the rest (nodes_not_listed). `kubus replay --explain` recomputes every
+    node's answer from the cache.
+    """
     per_node: dict[str, Any] = {}
     usual = 0
+    needing = set(result.nodes_needing_pods)
+    deleting_on = {name for p in plan.deletes if (name := p.spec.node_name or get_target_node_name(p))}
+    unusual: list[str] = []
     for name, (should_run, should_continue_running) in result.placements.items():
         pods = by_node.get(name)
         if should_run and should_continue_running and pods is not None and len(pods) == 1:
             usual += 1
-            continue
+        elif not pods and name in needing:
+            continue  # counted in nodes_needing_pods
+        elif name in deleting_on:
+            per_node[name] = None  # listed first, whatever the cap
+        else:
+            unusual.append(name)
+    room = max(EXPLAINED_NODES - len(per_node), 0)
+    for name in unusual[:room]:
+        per_node[name] = None
+    for name in per_node:
+        should_run, should_continue_running = result.placements[name]
+        pods = by_node.get(name)
         per_node[name] = {"should_run": should_run, "should_continue_running": should_continue_running,
                           "pods": list(map(_NAME, pods)) if pods else []}
     return {
         "reason": "synced",
         "hash": hash_,
-        "nodes": per_node,
+        "nodes": dict(sorted(per_node.items())),
+        "nodes_not_listed": len(unusual) - min(len(unusual), room),
         "nodes_running_one_pod": usual,
         "node_count": len(nodes),
         "pods": len(claimed),
-        "nodes_needing_pods": list(result.nodes_needing_pods),
-        "deferred_nodes": list(synced.deferred_nodes),
-        "deferred_deletes": [p.metadata.name for p in synced.deferred_deletes],
+        "nodes_needing_pods": len(result.nodes_needing_pods),
+        "deferred_nodes": len(synced.deferred_nodes),
+        "deferred_deletes": len(synced.deferred_deletes),
         "creates": len(plan.creates),
         "deletes": len(plan.deletes),
         "create_error": synced.create_error,
