@@ -16,9 +16,26 @@ controller would create, as the reconciler builds it (reconciler/core/podtemplat
 A DeletePod or PatchPod (DeleteControllerRevision, PatchControllerRevision) is applied only to an object its
 controller controls now (its controller reference names the controller, with the uid it has now), or to an
 orphan whose labels match the controller's selector when the action adopts it first (`adopt_first`, or the
-adoption patch itself, `owner_check`). That costs one GET of the object per action. An object controlled by
-another is left to the adoption, which the API refuses (one controller only) and which then applies nothing,
-as upstream's claim: a reconciler whose cache is behind meets that race, and it is no forgery.
+adoption patch itself, `owner_check`). An object controlled by another is left to the adoption, which the API
+refuses (one controller only) and which then applies nothing, as upstream's claim: a reconciler whose cache is
+behind meets that race, and it is no forgery.
+
+How the object is known to be its controller's (issue 25). The action's own uid and resourceVersion prove
+nothing: its publisher, the reconciler, sees every object's on the bus. So either:
+
+- the executor's ownership index (executor/ownedindex.py, fed from KUBUS_STATE, which only ingest may feed)
+  holds the object at a version whose controller reference names the controller with the uid it has now: a
+  plain delete (no adoption first) then costs no GET, and the DELETE carries `preconditions: {uid,
+  resourceVersion}` of exactly that version, so the API deletes that version or nothing. That is the common
+  case, and one request per delete, as upstream's delete from its informer's cache;
+- or the object is read (one GET) and checked as above, and a delete carries the uid and resourceVersion it
+  read (an adoption first: the version the adoption's answer has), closing the window between the read and
+  the write. This is the path for everything the index does not vouch for (not in it, another's or an
+  orphan there, a patch, an adoption first), and after a delete answered 409 on the version (the object
+  changed since it was checked: StaleVersion), at most five checks in all (executor/consuming.py).
+
+The index never refuses, and never makes a delete happen that the read would refuse: its "yes" is enforced by
+the API server's precondition, and anything else is decided by the read.
 
 The controller is read once per action, and not again while its uid stays the same: apps/v1 selectors are
 immutable, so an owner's uid fixes its selector (`Owners` caches it). Anything else is refused with reason
