@@ -171,15 +171,15 @@ async def delete_with_preconditions(api: KubeApi, kind: Kind, namespace: str, na
     status = api_status(reply)
     if reply.status == 404:
         return Effect(SUCCEEDED, 404, "NotFound", status.message, uid)
-    if reply.status == 409 and _precondition_failed(status.message) == "UID":
+    if reply.status == 409 and failed_precondition(status.message) == "UID":
         return Effect(SUCCEEDED, 409, "Gone", status.message, uid)
-    if resource_version and reply.status == 409 and _precondition_failed(status.message) == "ResourceVersion" \
+    if resource_version and reply.status == 409 and failed_precondition(status.message) == "ResourceVersion" \
             and not last_proof:
         raise StaleVersion(status)
     return failed(status)
 
 
-def _precondition_failed(message: str) -> str:
+def failed_precondition(message: str) -> str:
     """Which precondition a Conflict's message says failed: "UID", "ResourceVersion", or "" (none). kube-apiserver
     words it two ways, both naming the field: rest.BeforeDelete's "the UID in the precondition (..) does not
     match ..." (the check before the write), storage's "Precondition failed: UID in precondition: .." (in the
