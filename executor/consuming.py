@@ -50,11 +50,11 @@ log = logging.getLogger("kubus.executor")
 EXTRA_DELIVERIES = 5
 MAX_REDELIVERY_DELAY = 30.0
 MAX_ACK_PENDING = 20_000
-BUSY_FETCH_WAIT = 0.05
+BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions are in flight
 # checks of a delete whose checked version went stale (the object changed before the DELETE): the first may
 # take the ownership index's word, the others read the object; the last stale one is reported failed (409),
 # as client-go's RetryOnConflict gives up after its steps (DefaultRetry: 5)
-PROOFS = 5  # how long a batch fetch lingers for more while actions are in flight
+PROOFS = 5
 
 
 def redelivery_delay(delivery: int, initial: float) -> float:
