@@ -25,6 +25,11 @@ It decodes only the metadata it keeps (msgspec Structs of just those fields), an
 not controlled by a ReplicaSet or DaemonSet. An event it cannot decode (or of a newer schema) drops the uid's
 entry: the fallback reads the object.
 
+Known limit: when KUBUS_STATE is renewed (ingest found KUBUS_EVENTS reset), the ordered consumers resume by
+sequence in the new stream, so the index may miss objects until their next event, and keep entries of objects
+deleted meanwhile. Both only cost speed: a missing entry is read, and a stale one fails its precondition (409,
+then read) or finds the object gone (404, a success as before).
+
 Two alternatives were weighed. A precondition from the action alone (the reconciler's cache's resourceVersion)
 saves the GET too, but the action's publisher is exactly who the check distrusts. Reading KUBUS_EVENTS instead
 of KUBUS_STATE would see a change a few milliseconds earlier, but holds only `history_max_age` of history:
@@ -105,7 +110,6 @@ class OwnershipIndex:
 
     def __init__(self) -> None:
         self._by_kind: dict[str, dict[str, Controlled]] = {kind: {} for kind in INDEXED_KINDS}
-        self.applied = 0  # events applied (a test waits on it)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_kind.values())
@@ -120,7 +124,6 @@ class OwnershipIndex:
         if len(parts) != 3 or parts[1] not in self._by_kind:
             return
         entries, uid = self._by_kind[parts[1]], parts[2]
-        self.applied += 1
         try:
             event = _decode_event(codec.inflated(data))
         except (msgspec.DecodeError, codec.BadMessage):
