@@ -25,10 +25,11 @@ It decodes only the metadata it keeps (msgspec Structs of just those fields), an
 not controlled by a ReplicaSet or DaemonSet. An event it cannot decode (or of a newer schema) drops the uid's
 entry: the fallback reads the object.
 
-Known limit: when KUBUS_STATE is renewed (ingest found KUBUS_EVENTS reset), the ordered consumers resume by
-sequence in the new stream, so the index may miss objects until their next event, and keep entries of objects
-deleted meanwhile. Both only cost speed: a missing entry is read, and a stale one fails its precondition (409,
-then read) or finds the object gone (404, a success as before).
+Known limit, left to do: when KUBUS_STATE is renewed (ingest found KUBUS_EVENTS reset) the index is not rebuilt;
+its ordered consumers resume by sequence (nats-py's reset), so it may miss objects and keep entries of objects
+changed or deleted meanwhile. That costs speed, not safety: a missing entry is read (GET, then DELETE, as before
+the index), a stale one fails its precondition first (409: one request more than before the index) or finds the
+object gone (404, a success as before).
 
 Two alternatives were weighed. A precondition from the action alone (the reconciler's cache's resourceVersion)
 saves the GET too, but the action's publisher is exactly who the check distrusts. Reading KUBUS_EVENTS instead
