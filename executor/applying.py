@@ -30,6 +30,7 @@ from executor.delivery import Delivery
 from executor.effects import (
     Effect,
     RetryLater,
+    StaleVersion,
     failed,
     gave_up,
     head_of,
@@ -109,50 +110,88 @@ def subject_of(action: Action) -> str:
 async def _delete_pod(d: Delivery, a: DeletePod) -> Effect:
     if (not_claimed := await claim_failed(d.api, a.namespace, a.after_claim, a.uid)) is not None:
         return not_claimed
-    if (not_adopted := await adopted_first(d.api, POD, a)) is not None:
+    not_adopted, version = await adopted_first(d.api, POD, a, proven_version(d, a.uid))
+    if not_adopted is not None:
         return not_adopted
-    return await delete_with_uid(d.api, POD, a.namespace, a.name, a.uid)
+    return await delete_with_preconditions(d.api, POD, a.namespace, a.name, a.uid, version, d.last_proof)
 
 
 async def _delete_revision(d: Delivery, a: DeleteControllerRevision) -> Effect:
-    if (not_adopted := await adopted_first(d.api, CONTROLLER_REVISION, a)) is not None:
+    not_adopted, version = await adopted_first(d.api, CONTROLLER_REVISION, a, proven_version(d, a.uid))
+    if not_adopted is not None:
         return not_adopted
-    return await delete_with_uid(d.api, CONTROLLER_REVISION, a.namespace, a.name, a.uid)
+    return await delete_with_preconditions(d.api, CONTROLLER_REVISION, a.namespace, a.name, a.uid, version,
+                                           d.last_proof)
+
+
+def proven_version(d: Delivery, uid: str) -> str:
+    """The resourceVersion the ownership check proved the object its controller's at ("" when unchecked, or
+    the object was gone or another when read: the uid precondition alone then)."""
+    return d.proven.resource_version if d.proven is not None and d.proven.uid == uid else ""
 
 
 async def adopted_first(api: KubeApi, kind: Kind,
-                        a: DeletePod | PatchPod | PatchControllerRevision | DeleteControllerRevision) -> Effect | None:
+                        a: DeletePod | PatchPod | PatchControllerRevision | DeleteControllerRevision,
+                        version: str = "") -> tuple[Effect | None, str]:
     """The adoption the action waits on (`adopt_first`), as upstream's claim adopts before the sync touches
-    what it claimed: None when there is none or it succeeded (a redelivery adopts again, which changes
-    nothing); otherwise the action is not applied, and its result says why: skipped, NOT_ADOPTED, with the
-    adoption's answer (the owner gone or being deleted, the object gone (404) or another controller's (422))."""
+    what it claimed: (None, the object's resourceVersion) when there is none (`version`, as given) or it
+    succeeded (the adoption's answer's: the version that is the controller's now; a redelivery adopts again,
+    which changes nothing); otherwise the action is not applied, and its result says why: skipped,
+    NOT_ADOPTED, with the adoption's answer (the owner gone or being deleted, the object gone (404) or another
+    controller's (422))."""
     adoption = a.adopt_first
     if adoption is None:
-        return None
+        return None, version
     refused = await recheck_owner(api, a.namespace, adoption.owner_check)
     if refused is None:
         done = await patch(api, kind, a.namespace, a.name, adoption.patch_type, bytes(adoption.patch))
         if done.outcome == SUCCEEDED:
-            return None
+            return None, done.resource_version if done.object_uid == a.uid else ""
         refused = done
     return Effect(SKIPPED, refused.code, NOT_ADOPTED,
                   f"not adopted, so not applied: {refused.reason + ': ' if refused.reason else ''}{refused.message}",
-                  a.uid, api_message=refused.error)
+                  a.uid, api_message=refused.error), ""
 
 
-async def delete_with_uid(api: KubeApi, kind: Kind, namespace: str, name: str, uid: str) -> Effect:
-    """DELETE with a uid precondition: a same-named object created since is never touched. Not found,
-    and a failed precondition (the object we meant is gone), are both successes, as upstream."""
-    body = _json.encode({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}})
+async def delete_with_preconditions(api: KubeApi, kind: Kind, namespace: str, name: str, uid: str,
+                                    resource_version: str = "", last_proof: bool = True) -> Effect:
+    """DELETE with a uid precondition, so a same-named object created since is never touched, and with the
+    resourceVersion the ownership check proved its controller's (executor/ownership.py), so the object deleted
+    is the very version checked. Not found, and a failed uid precondition (the object we meant is gone), are
+    both successes, as upstream. A failed resourceVersion precondition (the object changed since it was
+    checked) raises StaleVersion, for a fresh check, unless this was the `last_proof`: then it is a failure
+    (the API's Conflict), which the reconciler meets as any failed delete."""
+    preconditions = {"uid": uid}
+    if resource_version:
+        preconditions["resourceVersion"] = resource_version
+    body = _json.encode({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions})
     reply = await api.call("DELETE", kind.path(namespace, name), body=body)
     if reply.ok:
         return Effect(SUCCEEDED, reply.status, object_uid=uid)
     status = api_status(reply)
     if reply.status == 404:
         return Effect(SUCCEEDED, 404, "NotFound", status.message, uid)
-    if reply.status == 409 and "precondition" in status.message.lower():
+    if reply.status == 409 and failed_precondition(status.message) == "UID":
         return Effect(SUCCEEDED, 409, "Gone", status.message, uid)
+    if resource_version and reply.status == 409 and failed_precondition(status.message) == "ResourceVersion" \
+            and not last_proof:
+        raise StaleVersion(status)
     return failed(status)
+
+
+def failed_precondition(message: str) -> str:
+    """Which precondition a Conflict's message says failed: "UID", "ResourceVersion", or "" (none). kube-apiserver
+    words it two ways, both naming the field: rest.BeforeDelete's "the UID in the precondition (..) does not
+    match ..." (the check before the write), storage's "Precondition failed: UID in precondition: .." (in the
+    write's own transaction). The uid is checked first in both."""
+    lowered = message.lower()
+    if "precondition" not in lowered:
+        return ""
+    if "uid in" in lowered:
+        return "UID"
+    if "resourceversion in" in lowered:
+        return "ResourceVersion"
+    return "UID"  # a precondition failure naming neither: a uid was the only one sent before issue 25
 
 
 async def _patch_pod(d: Delivery, a: PatchPod) -> Effect:
@@ -165,7 +204,8 @@ async def _patch_owned(api: KubeApi, kind: Kind, a: PatchPod | PatchControllerRe
         refused = await recheck_owner(api, a.namespace, a.owner_check)
         if refused is not None:
             return refused
-    if (not_adopted := await adopted_first(api, kind, a)) is not None:
+    not_adopted, _ = await adopted_first(api, kind, a)
+    if not_adopted is not None:
         return not_adopted
     return await patch(api, kind, a.namespace, a.name, a.patch_type, bytes(a.patch))
 

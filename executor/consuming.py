@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 from typing import Any
 
 import nats.errors
@@ -29,10 +30,11 @@ from executor import ownership
 from executor.applying import apply, subject_of
 from executor.config import ExecutorConfig
 from executor.delivery import Delivery
-from executor.effects import Effect, RetryLater, head_of, object_subject
+from executor.effects import Effect, RetryLater, StaleVersion, head_of, object_subject
 from executor.errors import Interrupted, TransientError
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
+from executor.ownedindex import OwnershipIndex
 from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
@@ -49,6 +51,10 @@ EXTRA_DELIVERIES = 5
 MAX_REDELIVERY_DELAY = 30.0
 MAX_ACK_PENDING = 20_000
 BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions are in flight
+# checks of a delete whose checked version went stale (the object changed before the DELETE): the first may
+# take the ownership index's word, the others read the object; the last stale one is reported failed (409),
+# as client-go's RetryOnConflict gives up after its steps (DefaultRetry: 5)
+PROOFS = 5
 
 
 def redelivery_delay(delivery: int, initial: float) -> float:
@@ -78,7 +84,8 @@ class Results:
 
 class Executor:
     def __init__(self, bus: Bus, api: KubeApi, config: ExecutorConfig, metrics: m.ExecutorMetrics,
-                 stopping: asyncio.Event, now: Clock = utcnow, halts: Halts | None = None):
+                 stopping: asyncio.Event, now: Clock = utcnow, halts: Halts | None = None,
+                 index: OwnershipIndex | None = None):
         self._bus = bus
         self.halts = halts or Halts()  # the service's: /readyz is false once this executor met a newer action
         self._api = api
@@ -87,7 +94,8 @@ class Executor:
         self._stopping = stopping  # set when run() winds down: API calls then raise Interrupted
         self._now = now
         self._events = EventRecorder(metrics, clock=now)  # one EventCorrelator for every delivery of this process
-        self._owners = ownership.Owners(api)  # the controllers actions create for, by uid (executor/ownership.py)
+        # the controllers actions create for, by uid, and who controls each pod (executor/ownership.py)
+        self._owners = ownership.Owners(api, index, metrics)
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
@@ -225,10 +233,7 @@ class Executor:
                             report=results.publish, now=self._now, events=self._events)
         refused: str | None = None
         try:
-            if self._config.check_ownership:
-                refused = await _refusal(delivery, self._owners)
-            if refused is None:
-                await apply(delivery)
+            refused = await checked_apply(delivery, self._owners if self._config.check_ownership else None)
         except RetryLater as exc:
             await results.stored()
             delay = redelivery_delay(number, self._config.redelivery_delay)
@@ -280,12 +285,34 @@ class Executor:
         await msg.term()
 
 
-async def _refusal(delivery: Delivery, owners: ownership.Owners) -> str | None:
-    """Why the action must not be applied, its effects reported failed (executor/ownership.py); None to apply it."""
+async def checked_apply(delivery: Delivery, owners: ownership.Owners | None) -> str | None:
+    """Checks the action (executor/ownership.py; not when `owners` is None) and applies it: why it was refused
+    (its effects reported failed), or None when it was applied. A delete whose checked version went stale before
+    it (StaleVersion: nothing applied) is checked again by reading the object, at most PROOFS times in all."""
+    for attempt in range(1, PROOFS + 1):
+        proven = None
+        if owners is not None:
+            # the first check may take the ownership index's word; after a stale version, read the object
+            refused, proven = await _refusal(delivery, owners, use_index=attempt == 1)
+            if refused is not None:
+                return refused
+        try:
+            await apply(replace(delivery, proven=proven, last_proof=attempt == PROOFS))
+            return None
+        except StaleVersion as exc:  # changed since it was checked: nothing applied, check it again
+            if owners is not None:
+                owners.checked(ownership.STALE)
+            log.debug("action %s: %s; checking it again", delivery.action.key, exc)
+    raise AssertionError("the last proof reports a stale version as a failure")  # pragma: no cover
+
+
+async def _refusal(delivery: Delivery, owners: ownership.Owners,
+                   use_index: bool) -> tuple[str | None, ownership.Proven | None]:
+    """Why the action must not be applied, its effects reported failed (executor/ownership.py), or None to apply
+    it, with the version of the object it touches found its controller's (a delete's preconditions)."""
     action = delivery.action
     try:
-        await ownership.check(owners, action)
-        return None
+        return None, await ownership.check(owners, action, use_index=use_index)
     except TransientError as exc:  # the controller could not be read: as any API call of the action
         if not delivery.final:
             raise RetryLater(exc) from exc
@@ -300,7 +327,7 @@ async def _refusal(delivery: Delivery, owners: ownership.Owners) -> str | None:
             await delivery.emit(pod.key, effect, object_subject(action.namespace, head_of(bytes(pod.pod)).name))
     else:
         await delivery.emit(action.key, effect, subject_of(action))
-    return why
+    return why, None
 
 
 def _describe(msg: Msg) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from executor.effects import Effect
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
+from executor.ownership import Proven
 from kube.times import Clock, format_micro_time
 from messages.actions import Action, ActionResult
 
@@ -31,6 +32,12 @@ class Delivery:
     report: Report
     now: Clock
     events: EventRecorder  # the process's one recorder: its spam filter is shared by every delivery
+    # the version of the object a delete touches that the ownership check proved its controller's: the
+    # delete's preconditions (None: unchecked, or gone when read: the uid alone)
+    proven: Proven | None = None
+    # a delete whose proven version is stale (409) raises StaleVersion for a fresh check, but on the last
+    # proof it is reported failed (a Conflict), for the reconciler to decide again
+    last_proof: bool = True
 
     @property
     def tag(self) -> str:

@@ -47,6 +47,16 @@ class RetryLater(Exception):
         self.cause = cause
 
 
+class StaleVersion(Exception):
+    """A delete's resourceVersion precondition failed: the object changed since the ownership check proved
+    that version its controller's (executor/ownership.py). Nothing was applied and nothing reported: the
+    executor checks the object afresh (a GET) and applies the action again."""
+
+    def __init__(self, status: Status):
+        super().__init__(status.message)
+        self.status = status
+
+
 def failed(status: Status) -> Effect:
     """A permanent failure, carrying the API's Status as client-go's errors do."""
     return Effect(FAILED, status.code, status.reason, status.message, api_message=status.message)

@@ -9,6 +9,9 @@ benchmarks) an executor counts on a registry of its own. The metrics:
   every consumer's are, `kubus_dead_lettered_total{origin="actions",reason}`;
 - `kubus_executor_events_total{outcome}`: Events recorded, counted onto an existing Event, duplicate, dropped
   by the spam filter, failed;
+- `kubus_executor_ownership_checks_total{by}`: deletes and patches checked (executor/ownership.py) by the
+  ownership index with no GET (`index`), by reading the object (`read`), and index versions found stale by the
+  delete's precondition (`stale`, each followed by a `read`);
 - `rest_client_requests_total{code,method,host}`, `rest_client_request_duration_seconds{verb,host}` (client-go's);
 - `kubus_executor_in_flight` (actions being applied) and `kubus_executor_events_pending` (recordings started in
   the background and not yet written: an action is acked before its events are, as client-go's broadcaster
@@ -45,6 +48,10 @@ class ExecutorMetrics:
         self.events = CounterMap(Counter("kubus_executor_events_total", "Events the executor recorded, by outcome "
                                          "(recorded, counted, duplicate, dropped, failed)", ["outcome"],
                                          registry=registry))
+        self.checks = CounterMap(Counter("kubus_executor_ownership_checks_total", "Objects a delete or patch "
+                                         "touches, checked by the ownership index (index), by a GET (read), or "
+                                         "found stale by the delete's precondition (stale)", ["by"],
+                                         registry=registry))
         self.rest = RestClientMetrics.of(registry)
         self.in_flight = 0
         self.events_pending = 0  # background recordings of events not yet finished (executor/events.py)
@@ -62,6 +69,9 @@ class ExecutorMetrics:
     def api_request(self, method: str, host: str, code: int, seconds: float) -> None:
         self.rest.observe(method, host, code, seconds)
 
+    def ownership_check(self, by: str) -> None:
+        self.checks.inc(by)
+
     def event(self, outcome: str) -> None:
         self.events.inc(outcome)
 
@@ -72,5 +82,6 @@ class ExecutorMetrics:
             results.setdefault(action, {})[outcome] = int(count)
         return {"results": results, "deliveries": {k: int(v) for k, v in sorted(self.deliveries.items())},
                 "api_requests": self.rest.by_method(),
-                "events": {k: int(v) for k, v in sorted(self.events.items())}, "in_flight": self.in_flight,
+                "events": {k: int(v) for k, v in sorted(self.events.items())},
+                "ownership_checks": {k: int(v) for k, v in sorted(self.checks.items())}, "in_flight": self.in_flight,
                 "events_pending": self.events_pending}

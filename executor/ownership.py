@@ -16,9 +16,26 @@ controller would create, as the reconciler builds it (reconciler/core/podtemplat
 A DeletePod or PatchPod (DeleteControllerRevision, PatchControllerRevision) is applied only to an object its
 controller controls now (its controller reference names the controller, with the uid it has now), or to an
 orphan whose labels match the controller's selector when the action adopts it first (`adopt_first`, or the
-adoption patch itself, `owner_check`). That costs one GET of the object per action. An object controlled by
-another is left to the adoption, which the API refuses (one controller only) and which then applies nothing,
-as upstream's claim: a reconciler whose cache is behind meets that race, and it is no forgery.
+adoption patch itself, `owner_check`). An object controlled by another is left to the adoption, which the API
+refuses (one controller only) and which then applies nothing, as upstream's claim: a reconciler whose cache is
+behind meets that race, and it is no forgery.
+
+How the object is known to be its controller's (issue 25). The action's own uid and resourceVersion prove
+nothing: its publisher, the reconciler, sees every object's on the bus. So either:
+
+- the executor's ownership index (executor/ownedindex.py, fed from KUBUS_STATE, which only ingest may feed)
+  holds the object at a version whose controller reference names the controller with the uid it has now: a
+  plain delete (no adoption first) then costs no GET, and the DELETE carries `preconditions: {uid,
+  resourceVersion}` of exactly that version, so the API deletes that version or nothing. That is the common
+  case, and one request per delete, as upstream's delete from its informer's cache;
+- or the object is read (one GET) and checked as above, and a delete carries the uid and resourceVersion it
+  read (an adoption first: the version the adoption's answer has), closing the window between the read and
+  the write. This is the path for everything the index does not vouch for (not in it, another's or an
+  orphan there, a patch, an adoption first), and after a delete answered 409 on the version (the object
+  changed since it was checked: StaleVersion), at most five checks in all (executor/consuming.py).
+
+The index never refuses, and never makes a delete happen that the read would refuse: its "yes" is enforced by
+the API server's precondition, and anything else is decided by the read.
 
 The controller is read once per action, and not again while its uid stays the same: apps/v1 selectors are
 immutable, so an owner's uid fixes its selector (`Owners` caches it). Anything else is refused with reason
@@ -36,6 +53,8 @@ import msgspec
 from executor.effects import metadata_of
 from executor.errors import api_status
 from executor.kubeapi import KubeApi
+from executor.metrics import ExecutorMetrics
+from executor.ownedindex import OwnershipIndex
 from executor.resources import KINDS
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.meta import LabelSelector, LabelSelectorRequirement
@@ -51,6 +70,9 @@ from messages.actions import (
     PatchPod,
 )
 
+BY_INDEX: Final = "index"  # kubus_executor_ownership_checks_total{by}: proven by the ownership index, no GET
+BY_READ: Final = "read"  # the object read (a GET)
+STALE: Final = "stale"  # the index's version was not the live one (409): read again
 NOT_OWNED: Final = "NotOwned"  # the reason of the results (and the dead letter) of a refused action
 CONTROLLERS: Final = ("ReplicaSet", "DaemonSet")
 OWNERS_CACHED: Final = 1024
@@ -69,14 +91,32 @@ class Owner:
     selector: Selector
 
 
+@dataclass(frozen=True, slots=True)
+class Proven:
+    """The version of the object a delete or patch touches that the check found its controller's (or, adopted
+    first, an orphan it may adopt): a delete's preconditions. `by_index` when the executor's ownership index
+    (executor/ownedindex.py) vouched for it and no GET was made."""
+
+    uid: str
+    resource_version: str
+    by_index: bool = False
+
+
 class Owners:
     """The controllers actions named, by uid: one GET per controller, not per action or per object (a
     selector never changes under one uid). A controller deleted and created again has another uid, and is
-    read again."""
+    read again. `index`, when given, saves the GET of a deleted object (executor/ownedindex.py)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, index: OwnershipIndex | None = None,
+                 metrics: ExecutorMetrics | None = None) -> None:
         self.api = api
+        self.index = index
+        self.metrics = metrics
         self._by_key: dict[tuple[str, str, str], Owner] = {}
+
+    def checked(self, by: str) -> None:
+        if self.metrics is not None:
+            self.metrics.ownership_check(by)
 
     async def get(self, kind: str, namespace: str, name: str, uid: str) -> Owner:
         """The controller `kind` `namespace`/`name`, re-read unless the cached one has `uid`; NotOwned when it
@@ -125,18 +165,20 @@ def controller_of(action: Action) -> tuple[str, str, str]:
 Touching = DeletePod | PatchPod | DeleteControllerRevision | PatchControllerRevision
 
 
-async def check(owners: Owners, action: Action) -> None:
+async def check(owners: Owners, action: Action, *, use_index: bool = True) -> Proven | None:
     """Raises NotOwned when an object `action` creates, deletes or patches does not belong to its controller
     (module docstring); TransientError when the API did not answer (from KubeApi.call). Status writes and
-    events are not checked here (they name their controller's own object, or describe it)."""
+    events are not checked here (they name their controller's own object, or describe it). For a delete or
+    patch, the version of the object found controlled by the action's controller (None when the object is
+    gone or has another uid, or the action adopts it and the API decides), consulting the ownership index
+    first when `use_index`."""
     if isinstance(action, CreatePods | DeletePod) and action.after_claim is not None:
         kind, _, name = controller_of(action)
         claim = action.after_claim
         if (claim.kind, claim.name) != (kind, name):
             raise NotOwned(f"after_claim re-reads {claim.kind} {claim.name!r}, not the action's {action.controller}")
     if isinstance(action, Touching):
-        await _check_touched(owners, action)
-        return
+        return await _check_touched(owners, action, use_index)
     if isinstance(action, CreatePods):
         bodies = [(p.key, bytes(p.pod)) for p in action.pods]
         want_kind, want_version = "Pod", "v1"
@@ -144,7 +186,7 @@ async def check(owners: Owners, action: Action) -> None:
         bodies = [(action.key, bytes(action.revision))]
         want_kind, want_version = "ControllerRevision", "apps/v1"
     else:
-        return
+        return None
     kind, namespace, name = controller_of(action)
     if action.namespace != namespace:
         raise NotOwned(f"namespace {action.namespace!r} is not its controller {action.controller}'s")
@@ -180,7 +222,7 @@ async def check(owners: Owners, action: Action) -> None:
         uid = str(ref.get("uid") or "")
         decoded.append((what, meta))
     if not decoded:
-        return
+        return None
     owner = await owners.get(kind, namespace, name, uid)
     if owner.uid != uid:
         raise NotOwned(f"{decoded[0][0]}: its controller reference's uid {uid!r} is not {action.controller}'s "
@@ -190,6 +232,7 @@ async def check(owners: Owners, action: Action) -> None:
         assert isinstance(labels, dict)
         if not owner.selector.matches({str(k): str(v) for k, v in labels.items()}):
             raise NotOwned(f"{what}: metadata.labels {labels} do not match {action.controller}'s selector")
+    return None
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -199,12 +242,13 @@ def _name(obj: dict[str, Any]) -> str:
     return str(meta.get("name") or meta.get("generateName") or "")
 
 
-async def _check_touched(owners: Owners, action: Touching) -> None:
+async def _check_touched(owners: Owners, action: Touching, use_index: bool) -> Proven | None:
     """A delete or patch touches an object of its controller: one whose controller reference names it (kind,
     name and the uid it has now), or, when the action adopts it first (`adopt_first`, or a patch with an
-    `owner_check`, which is the adoption), an orphan whose labels match its selector. The object is read
-    once (a GET): one that is gone, or has another uid than the action's, is left to the action, whose uid
-    precondition touches nothing then."""
+    `owner_check`, which is the adoption), an orphan whose labels match its selector. A plain delete of an
+    object the ownership index holds at a version its controller controls is proven by the index (no GET);
+    anything else reads the object once (a GET): one that is gone, or has another uid than the action's, is
+    left to the action, whose uid precondition touches nothing then."""
     kind, namespace, name = controller_of(action)
     if action.namespace != namespace:
         raise NotOwned(f"namespace {action.namespace!r} is not its controller {action.controller}'s")
@@ -212,15 +256,22 @@ async def _check_touched(owners: Owners, action: Touching) -> None:
     if adopter is not None and (adopter.kind, adopter.name) != (kind, name):
         raise NotOwned(f"it adopts for {adopter.kind} {adopter.name!r}, not for the action's {action.controller}")
     target = "Pod" if isinstance(action, DeletePod | PatchPod) else "ControllerRevision"
+    if use_index and adopter is None and isinstance(action, DeletePod | DeleteControllerRevision):
+        proven = await _by_index(owners, action, target, kind, name)
+        if proven is not None:
+            owners.checked(BY_INDEX)
+            return proven
+    owners.checked(BY_READ)
     what = f"{target} {action.namespace}/{action.name}"
     reply = await owners.api.call("GET", KINDS[target].path(action.namespace, action.name))
     if reply.status == 404:
-        return
+        return None
     if not reply.ok:  # fail closed, as for the controller's read
         raise NotOwned(f"reading {what} to check ownership answered {reply.status}: {api_status(reply).message}")
     meta = metadata_of(reply.data)
     if meta.uid != action.uid:
-        return
+        return None
+    proven = Proven(meta.uid, meta.resource_version)
     refs = [r for r in meta.owner_references if r.controller]
     if not refs:
         if adopter is None:
@@ -229,16 +280,39 @@ async def _check_touched(owners: Owners, action: Touching) -> None:
         if not owner.selector.matches(dict(meta.labels)):
             raise NotOwned(f"{what}: metadata.labels {dict(meta.labels)} do not match {action.controller}'s "
                            "selector: it may not be adopted")
-        return
+        return proven
     ref = refs[0]
     if adopter is not None and (ref.kind, ref.name, ref.uid) != (kind, name, adopter.uid):
-        return  # another's: the adoption is refused by the API (422, one controller only), and nothing applied
+        return None  # another's: the adoption is refused by the API (422, one controller only), and nothing applied
     if (ref.kind, ref.name) != (kind, name):
         raise NotOwned(f"{what} is controlled by {ref.kind} {ref.name!r}, not by the action's {action.controller}")
     owner = await owners.get(kind, namespace, name, ref.uid)
     if owner.uid != ref.uid:
         raise NotOwned(f"{what}: its controller reference's uid {ref.uid!r} is not {action.controller}'s "
                        f"({owner.uid!r})")
+    return proven
+
+
+async def _by_index(owners: Owners, action: DeletePod | DeleteControllerRevision, target: str, kind: str,
+                    name: str) -> Proven | None:
+    """The version the ownership index holds of the object, when at that version it is controlled by the
+    action's controller (kind, name and the uid the controller has now); None (read the object) otherwise,
+    never a refusal: only the read refuses. The delete carries that version as its precondition, so an index
+    behind the cluster deletes nothing (409) and the object is read then."""
+    if owners.index is None:
+        return None
+    entry = owners.index.lookup(target, action.uid)
+    if entry is None or (entry.namespace, entry.name) != (action.namespace, action.name):
+        return None
+    if (entry.controller_kind, entry.controller_name) != (kind, name):
+        return None
+    try:
+        owner = await owners.get(kind, action.namespace, name, entry.controller_uid)
+    except NotOwned:
+        return None
+    if owner.uid != entry.controller_uid:
+        return None
+    return Proven(entry.uid, entry.resource_version, by_index=True)
 
 
 def _adopter(action: Touching) -> OwnerCheck | None:

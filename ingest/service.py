@@ -177,9 +177,11 @@ class Ingest:
             await asyncio.sleep(self.config.stream_check_interval if recorded is not None and all(
                 w.wanted == recorded for w in self._watchers) else min(self.config.stream_check_interval, 0.5))
             try:
+                # what this ingest had stored when it asked, not when the answer is read: an ack of a later
+                # message handled while the request was in flight would look like events the stream lost
+                stored = max((w.publisher.max_seq for w in self._watchers), default=0)
                 info = await events_info(bus)
                 current, last = stream_identity(info), info.state.last_seq
-                stored = max((w.publisher.max_seq for w in self._watchers), default=0)
                 wanted = {w.wanted for w in self._watchers}
                 if wanted != {current} or last < stored:
                     why = (f"created anew: it was the one created {', '.join(sorted(map(str, wanted)))}, it is now "

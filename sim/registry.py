@@ -339,10 +339,10 @@ class Registry:
         meta = current.obj["metadata"]
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise _precondition_failed(resource, namespace, name, "UID", pre["uid"], meta.get("uid", ""))
+            raise _delete_precondition_failed(resource, namespace, name, "UID", pre["uid"], meta.get("uid", ""))
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise _precondition_failed(resource, namespace, name, "ResourceVersion", pre["resourceVersion"],
-                                       meta.get("resourceVersion", ""))
+            raise _delete_precondition_failed(resource, namespace, name, "ResourceVersion", pre["resourceVersion"],
+                                              meta.get("resourceVersion", ""))
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"
@@ -392,6 +392,23 @@ class Registry:
         if resource is R.NAMESPACES:
             obj.setdefault("status", {})["phase"] = "Terminating"
         return self.store.put(resource, _ordered(obj), MODIFIED, current.obj)
+
+
+def _delete_precondition_failed(resource: ApiResource, namespace: str, name: str, field: str, want: str,
+                                got: str) -> errors.ApiError:
+    """A DELETE's failed uid or resourceVersion precondition, as kube-apiserver's generic store answers it: its
+    rest.BeforeDelete checks them on the object it just read, before the write, naming the resource by its kind
+    (`Pod`, `ReplicaSet.apps`). Verified against the real kube-apiserver v1.36 by tests/controlplane/
+    test_kubus_on_controlplane.py. The storage's own check (_precondition_failed) answers only a change racing
+    the delete; the namespace registry words its own."""
+    if resource is R.NAMESPACES:
+        return _precondition_failed(resource, namespace, name, field, want, got)
+    why = ("deleted and then recreated" if field == "UID" else "modified")
+    return errors.ApiError(
+        409, "Conflict",
+        f'Operation cannot be fulfilled on {resource.qualified_kind} "{name}": the {field} in the precondition '
+        f"({want}) does not match the {field} in record ({got}). The object might have been {why}",
+        {"name": name, "kind": resource.kind, **({"group": resource.group} if resource.group else {})})
 
 
 def _precondition_failed(resource: ApiResource, namespace: str, name: str, field: str, want: str,

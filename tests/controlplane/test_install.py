@@ -504,7 +504,7 @@ def test_the_services_converge_as_their_serviceaccounts_and_are_never_refused(
 ALLOWED_4XX: dict[int, set[tuple[str, str]]] = {
     404: {("delete", "pods"), ("get", "pods"), ("patch", "pods"), ("get", "controllerrevisions"),
           ("delete", "controllerrevisions")},
-    409: {("create", "pods"), ("create", "controllerrevisions"), ("delete", "pods"),
+    409: {("create", "pods"), ("create", "controllerrevisions"), ("delete", "pods"), ("delete", "controllerrevisions"),
           ("update", "replicasets/status"), ("update", "daemonsets/status")},
 }
 

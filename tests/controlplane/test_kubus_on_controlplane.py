@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from controlplane.api import Api
+from controlplane.api import Api, ApiError
 from controlplane.processes import ControlPlane
+from executor.applying import failed_precondition
 from runtime.natsserver import free_port
 from tests.controlplane.conftest import NODES, audited, pods, running_and_ready
 from tests.simulation import Kubectl, wait_for
@@ -43,6 +45,13 @@ class Kubus:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:]
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of `name` with `labels` on kubus up's /metrics (0: none yet)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                   if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -110,8 +119,15 @@ def test_a_replicaset_scales_0_3_1(kubus: Kubus, controlplane: ControlPlane, api
             owner = pod["metadata"]["ownerReferences"]
             assert owner == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": uid,
                               "controller": True, "blockOwnerDeletion": True}], owner
+        checks = "kubus_executor_ownership_checks_total"
+        by_index, by_read = kubus.metric(checks, by="index"), kubus.metric(checks, by="read")
+        deletes_sent = kubus.metric("rest_client_requests_total", method="DELETE")
         scale(api, namespace, "replicasets", "web", 1)
         wait_for(lambda: converged(1), timeout=90, interval=0.2, what="1 ready replica")
+        # issue 25: each pod deleted with one request, the DELETE at the version the ownership index checked
+        assert kubus.metric(checks, by="index") - by_index == 2
+        assert kubus.metric(checks, by="read") - by_read == 0
+        assert kubus.metric("rest_client_requests_total", method="DELETE") - deletes_sent == 2
         wait_for(lambda: len(pods(api, namespace, "app=web")) == 1, timeout=60, interval=0.2,
                  what="the 2 deleted pods to be gone")
         events = events_of(api, namespace, "web")
@@ -205,3 +221,29 @@ def test_a_replicaset_adopts_a_matching_orphan(kubus: Kubus, controlplane: Contr
         assert len(audited(controlplane, namespace, "pods", "create")) == 2  # the orphan (by the test), one more
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- kubus up:\n{kubus.log()}") from None
+
+
+@pytest.mark.parametrize("field", ["uid", "resourceVersion"])
+def test_kube_apiserver_answers_a_failed_delete_precondition_as_the_executor_reads_it(
+        api: Api, namespace: str, field: str) -> None:
+    """executor/applying.py tells a failed uid precondition (the pod is gone: a success) from a failed
+    resourceVersion one (it changed since it was checked: check again) by the Conflict's message."""
+    api.post(f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                                      "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+    live = api.get(f"/api/v1/namespaces/{namespace}/pods/p")["metadata"]
+    wrong = {"uid": "00000000-0000-4000-8000-000000000000", "resourceVersion": "1"}
+    preconditions = {"uid": live["uid"], field: wrong[field]}
+    try:
+        api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/p", {"preconditions": preconditions})
+    except ApiError as exc:
+        assert exc.status == 409, exc
+        message = str(exc).split(": 409 ", 1)[1]  # the Status's message
+        name = "UID" if field == "uid" else "ResourceVersion"
+        assert failed_precondition(message) == name, message
+        why = "deleted and then recreated" if field == "uid" else "modified"
+        assert message == (f'Operation cannot be fulfilled on Pod "p": the {name} in the precondition '
+                           f"({wrong[field]}) does not match the {name} in record ({live[field]}). "
+                           f"The object might have been {why}"), message
+    else:
+        raise AssertionError("the delete with a wrong precondition was applied")
+    assert api.get(f"/api/v1/namespaces/{namespace}/pods/p")["metadata"].get("deletionTimestamp") is None

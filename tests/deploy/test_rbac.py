@@ -24,8 +24,8 @@ VERB_OF = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "D
 # Every `api.call(METHOD, PATH)` of executor/: (file, enclosing function, method, path expression) -> the resources
 # it reaches, read from its callers where the kind is a parameter.
 CALLS: dict[tuple[str, str, str, str], set[tuple[str, str]]] = {
-    # delete_with_uid: DeletePod (POD), DeleteControllerRevision (CONTROLLER_REVISION)
-    ("applying.py", "delete_with_uid", "DELETE", "kind.path(namespace, name)"):
+    # delete_with_preconditions: DeletePod (POD), DeleteControllerRevision (CONTROLLER_REVISION)
+    ("applying.py", "delete_with_preconditions", "DELETE", "kind.path(namespace, name)"):
         {("", "pods"), ("apps", "controllerrevisions")},
     # recheck_owner: the owner (ADOPTERS) re-read before an adoption, and before a claiming sync's other actions
     ("claims.py", "recheck_owner", "GET", "KINDS[check.kind].path(namespace, check.name)"):

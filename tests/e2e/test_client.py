@@ -417,10 +417,13 @@ def test_delete_precondition_mismatch_conflicts(core: client.CoreV1Api, namespac
     assert status["reason"] == "Conflict"
     live = core.read_namespaced_pod("p", namespace)
     actual = live.metadata.uid if field == "UID" else live.metadata.resource_version
+    # as kube-apiserver's rest.BeforeDelete answers it (the real one: tests/controlplane/test_kubus_on_controlplane.py)
+    why = "deleted and then recreated" if field == "UID" else "modified"
     assert status["message"] == (
-        f'Operation cannot be fulfilled on pods "p": StorageError: invalid object, Code: 4, Key: '
-        f"/registry/pods/{namespace}/p, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
-        f"{field} in precondition: {next(iter(preconditions.values()))}, {field} in object meta: {actual}")
+        f'Operation cannot be fulfilled on Pod "p": the {field} in the precondition '
+        f"({next(iter(preconditions.values()))}) does not match the {field} in record ({actual}). "
+        f"The object might have been {why}")
+    assert status["details"] == {"name": "p", "kind": "Pod"}
     assert live.metadata.deletion_timestamp is None
     core.delete_namespaced_pod("p", namespace, body={"preconditions": {"uid": live.metadata.uid}},
                                grace_period_seconds=0)

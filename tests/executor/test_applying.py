@@ -72,7 +72,7 @@ async def test_delete_spares_a_recreated_pod_of_the_same_name(bus: Bus, sim: Sim
                                      uid=old["metadata"]["uid"]))
         [result] = await results_for(bus, 1, (running,))
     assert (result.outcome, result.code, result.reason) == (SUCCEEDED, 409, "Gone")
-    assert "Precondition failed" in result.message
+    assert "the UID in the precondition" in result.message  # kube-apiserver's rest.BeforeDelete
     still = await _call(sim, "GET", f"/api/v1/namespaces/{namespace}/pods/web-0")
     assert still["metadata"]["uid"] == new["metadata"]["uid"] and "deletionTimestamp" not in still["metadata"]
 
