@@ -26,6 +26,7 @@ one process.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import mmap
 import multiprocessing
 import os
@@ -53,6 +54,7 @@ class Cut:
 
     offset: int  # in bytes
     tick: int  # the start tick's id
+    lines: int = 0  # the lines before it (counted by this process before it forks: the other one has more to do)
 
 
 @dataclass
@@ -87,7 +89,8 @@ def cut(path: str, min_bytes: int = MIN_BYTES) -> Cut | None:
         # one before the middle only if it may be nearer (the search reads the file backwards from the middle)
         floor = max(data.find(b"\n"), 0 if after is None else middle - abs(after.offset - middle))
         found = [c for c in (after, _start_before(data, middle, floor)) if c is not None]
-    return min(found, key=lambda c: abs(c.offset - middle), default=None)
+    best = min(found, key=lambda c: abs(c.offset - middle), default=None)
+    return None if best is None else dataclasses.replace(best, lines=_lines_before(path, best.offset))
 
 
 def _start_after(data: mmap.mmap, pos: int, size: int) -> Cut | None:
@@ -133,14 +136,16 @@ def _candidate(data: mmap.mmap, hit: int, size: int) -> tuple[Cut | None, int]:
 
 def _lines_before(path: str, offset: int) -> int:
     count = 0
-    with open(path, "rb") as handle:
+    chunk = bytearray(READ_BUFFER * 8)
+    with open(path, "rb", buffering=0) as handle:
         left = offset
         while left > 0:
-            chunk = handle.read(min(left, READ_BUFFER * 8))
-            if not chunk:
+            view = memoryview(chunk)[:min(left, len(chunk))]
+            got = handle.readinto(view)
+            if not got:
                 break
-            count += chunk.count(b"\n")
-            left -= len(chunk)
+            count += chunk.count(b"\n", 0, got)
+            left -= got
     return count
 
 
@@ -152,7 +157,7 @@ def replay_second_half(path: str, at: Cut) -> _Half:
             reader = Reader(handle)
             reader.read_header()
             handle.seek(at.offset)
-            reader.lines = _lines_before(path, at.offset)
+            reader.lines = at.lines
             reader.partial = True
             with tuned_gc():
                 for bundle in reader:

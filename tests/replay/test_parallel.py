@@ -42,8 +42,10 @@ def _restart_tick(bundles: list[Bundle]) -> int:
 def test_the_history_is_cut_at_its_restart_and_replays_the_same(history_file: Path, bundles: list[Bundle]) -> None:
     at = parallel.cut(str(history_file), min_bytes=0)
     assert at is not None and at.tick == _restart_tick(bundles)
-    lines = history_file.read_bytes()[at.offset:].split(b"\n", 1)
+    data = history_file.read_bytes()
+    lines = data[at.offset:].split(b"\n", 1)
     assert lines[0].startswith(b'{"line":"state"') or lines[0].startswith(b'{"line":"tick"')
+    assert at.lines == data[:at.offset].count(b"\n")
 
     outcome = parallel.replay_diff(str(history_file), min_bytes=0)
     alone = _alone(history_file)
