@@ -241,6 +241,7 @@ class Reader:
         # the lines read are the end of a file from a bundle's first line on (replay.parallel's second segment):
         # the end line's counts are not checked (the reader of the whole file checks them)
         self.partial = False
+        self.end_counts: dict[str, int] = {}  # what the end line says
 
     def read_header(self) -> Header:
         first = next(self._lines, None)
@@ -389,6 +390,7 @@ class Reader:
                 if current is not None:
                     yield _finished(current, n)
                     current = None
+                self.end_counts = line.counts
                 if not self.partial:
                     self._check_end(line, n)
                 ended = True

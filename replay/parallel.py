@@ -9,36 +9,37 @@ loaded (`Engine.check_start`); once that holds, replaying on from that start wit
 the store is the recorded one (what `kubus replay --since-seq` does when it starts at a restart) decides
 exactly what the sequential replay decides from there. So the two halves can be replayed at the same time:
 
-- this process reads and checks the whole file (every line, as the sequential replay: the order, the counts
-  of the end line), replays the ticks before the cut, and at the cut's start tick only compares the store;
-- a forked process reads from the cut (its first state line) to the end, replays from that start on, and
-  sends back its statistics and its first divergence or error.
+- this process reads and checks the file up to the cut's start tick, replays the ticks before it, and at that
+  start tick only compares the store;
+- a forked process reads and checks the file from the cut (its first state line) to the end, replays from that
+  start on, and sends back its statistics, its first divergence or refused line, the reconciler instances it
+  saw and its count of lines by kind.
 
-The answer is the sequential replay's: the first divergence or refused line in file order, the statistics
-summed. The cut is the restart nearest the middle of the file (by bytes) whose start tick recorded what it
-loaded, decided for every partition and is preceded only by its own state lines. A file without such a
-restart, a small one, a stdin, a what-if, a window or an instance of a split deployment replays in one process
-(`cut` says None). Should the second process refuse a line the first does not (it reads from the cut with no
-memory of what came before, so its checks are a subset of the first's), the whole file is replayed again in
-one process.
+The second half's checks of a line that depend on earlier lines depend on the earlier lines of the same
+reconciler instance (the order of its events, its decision ids: each start names a new instance) or on the end
+line's counts, which this process checks against both halves' counts. The answer is the sequential replay's:
+the first divergence or refused line in file order, the statistics summed. The cut is the restart nearest the
+middle of the file (by bytes) whose start tick recorded what it loaded, decided for every partition and is
+preceded only by its own state lines. A file without such a restart, a small one, a stdin, a what-if, a
+window or an instance of a split deployment replays in one process (`cut` says None); so does the whole file
+again should the second half fail to start at the cut or hold an instance the first half holds too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import mmap
 import multiprocessing
 import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 import msgspec
 
 from replay.diff import Divergence
 from replay.engine import Engine, ReplayError, Stats, tuned_gc
-from replay.fileformat import READ_BUFFER, FormatError, Reader, TickLine, read_file
+from replay.fileformat import KINDS, READ_BUFFER, FormatError, Reader, TickLine, read_file
 from store.ticks import START
 
 MIN_BYTES: Final = 16 << 20  # a smaller file is replayed in one process (a fork costs more than it saves)
@@ -76,6 +77,10 @@ class _Half:
     message: str = ""
     line: int = 0  # of a refused line, or the line of the tick that diverged
     reason: str = ""
+    instances: set[str] = field(default_factory=set)  # of its ticks
+    counts: dict[str, int] = field(default_factory=dict)  # its lines after the cut's start tick, by kind
+    end_counts: dict[str, int] = field(default_factory=dict)  # what the end line says
+    end_line: int = 0
 
 
 def cut(path: str, min_bytes: int = MIN_BYTES) -> Cut | None:
@@ -152,6 +157,7 @@ def _lines_before(path: str, offset: int) -> int:
 def replay_second_half(path: str, at: Cut) -> _Half:
     """The replay from `at` to the end of the file, with a fresh engine (see the module's docstring)."""
     engine = Engine(compare=True)
+    half = _Half(engine.stats)
     try:
         with open(path, "rb", buffering=READ_BUFFER) as handle:
             reader = Reader(handle)
@@ -159,18 +165,28 @@ def replay_second_half(path: str, at: Cut) -> _Half:
             handle.seek(at.offset)
             reader.lines = at.lines
             reader.partial = True
+            at_cut: dict[str, int] = {}
             with tuned_gc():
                 for bundle in reader:
-                    if engine.stats.ticks == 0 and (bundle.tick.kind != START or bundle.tick.id != at.tick):
-                        return _Half(engine.stats, error="cut", message=f"{bundle.where} is not start tick {at.tick}")
+                    if not at_cut:
+                        if bundle.tick.kind != START or bundle.tick.id != at.tick:
+                            half.error, half.message = "cut", f"{bundle.where} is not start tick {at.tick}"
+                            return half
+                        at_cut = dict(reader.counts)  # the lines the first half reads too
+                    half.instances.add(bundle.tick.instance)
                     engine.feed(bundle)
                     if engine.divergence is not None:
-                        return _Half(engine.stats, engine.divergence, line=engine.divergence.line)
+                        half.divergence, half.line = engine.divergence, engine.divergence.line
+                        return half
+            half.counts = {kind: reader.counts[kind] - at_cut.get(kind, 0) for kind in reader.counts}
+            half.end_counts, half.end_line = reader.end_counts, reader.lines
     except FormatError as exc:
-        return _Half(engine.stats, error="format", message=str(exc), line=exc.line, reason=exc.reason)
+        half.error, half.message, half.line, half.reason = "format", str(exc), exc.line, exc.reason
+        if not half.instances:
+            half.error = "cut"  # before the cut's start tick: the first half reads those lines (and refuses them)
     except ReplayError as exc:
-        return _Half(engine.stats, error="replay", message=str(exc))
-    return _Half(engine.stats)
+        half.error, half.message = "replay", str(exc)
+    return half
 
 
 def _child(path: str, at: Cut, conn: Any) -> None:
@@ -198,65 +214,73 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
     sending.close()
     half: _Half | None = None
     try:
-        first, error = _first_half(path, at)
-        if error is not None and error.line < at_line(first):
-            raise error
+        first = _first_half(path, at)  # raises the refused lines up to the cut's start tick
+        if first.divergence is None and not first.reached:
+            return _alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
         half = receiving.recv()
     finally:
         receiving.close()
-        if half is None:  # this half failed: the other's answer does not matter
+        if half is None:  # this half ended the replay: the other's answer does not matter
             child.terminate()
         child.join()
-    stats = first.stats
     cpus = (time.process_time() - cpu, half.cpu)
     if first.divergence is not None:  # in the first half, or at the cut itself
-        return Outcome(stats, first.divergence, 2, cpus)
-    if half.error in ("cut", "crash") or (half.error == "format" and error is None):
-        return _alone(path)  # the second half refused what the whole file's reading did not: replay it alone
-    if error is not None and not (half.divergence is not None and half.line < error.line):
-        raise error
+        return Outcome(first.stats, first.divergence, 2, cpus)
+    if half.error in ("cut", "crash") or half.instances & first.instances:
+        # the second half could not be replayed alone, or its checks would miss the first half's lines of an
+        # instance it also holds (each start names a new instance; a file may not): replay the file in one
+        return _alone(path)
+    if half.error == "format":
+        raise FormatError(half.line, half.reason)
     if half.error == "replay":
         raise ReplayError(half.message)
-    total = _sum(stats, half.stats)
+    if half.divergence is None:
+        _check_end(first.counts, half)
+    total = _sum(first.stats, half.stats)
     total.seconds = time.perf_counter() - started
     return Outcome(total, half.divergence, 2, cpus)
+
+
+def _check_end(first: dict[str, int], half: _Half) -> None:
+    """The end line's counts against the lines of both halves (Reader._check_end, over the whole file)."""
+    for kind in KINDS:
+        holds = first.get(kind, 0) + half.counts.get(kind, 0)
+        if half.end_counts.get(kind, 0) != holds:
+            raise FormatError(half.end_line, f"the end line counts {half.end_counts.get(kind, 0)} {kind} lines, the "
+                                             f"file holds {holds}")
 
 
 @dataclass
 class _First:
     stats: Stats
     divergence: Divergence | None
-    cut_line: int  # the line number of the cut's start tick (0: not reached)
+    reached: bool = False  # the cut's start tick
+    counts: dict[str, int] = field(default_factory=dict)  # the lines read up to the cut's start tick, by kind
+    instances: set[str] = field(default_factory=set)  # of the ticks before it
 
 
-def at_line(first: _First) -> int:
-    return first.cut_line or 1 << 62
-
-
-def _first_half(path: str, at: Cut) -> tuple[_First, FormatError | None]:
-    """Reads and checks the whole file, replays it up to the cut and checks the store there."""
+def _first_half(path: str, at: Cut) -> _First:
+    """Reads and checks the file up to the cut's start tick, replays it up to there and checks the store there.
+    The lines after it are the second half's to check: every check there that depends on an earlier line
+    depends on the lines of the same reconciler instance (which the second half holds alone, else the file is
+    replayed in one process) or on the end line's counts (`_check_end`)."""
     engine = Engine(compare=True)
-    cut_line = 0
-    _, bundles = read_file(path)
-    try:
+    first = _First(engine.stats, None)
+    with open(path, "rb", buffering=READ_BUFFER) as handle:
+        reader = Reader(handle)
+        reader.read_header()
         with tuned_gc():
-            for bundle in bundles:
+            for bundle in reader:
                 if bundle.tick.id == at.tick and bundle.tick.kind == START:
-                    cut_line = bundle.line
+                    first.reached, first.counts = True, dict(reader.counts)
                     engine.check_start(bundle)
                     break
+                first.instances.add(bundle.tick.instance)
                 engine.feed(bundle)
                 if engine.divergence is not None:
-                    return _First(engine.stats, engine.divergence, cut_line), None
-            if engine.divergence is None:
-                for _ in bundles:  # the rest is only read: every line checked, as the sequential replay checks it
-                    pass
-    except FormatError as exc:
-        return _First(engine.stats, engine.divergence, cut_line), exc
-    finally:
-        with contextlib.suppress(Exception):
-            bundles.close()  # type: ignore[attr-defined]
-    return _First(engine.stats, engine.divergence, cut_line), None
+                    break
+    first.divergence = engine.divergence
+    return first
 
 
 def _alone(path: str) -> Outcome:

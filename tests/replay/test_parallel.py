@@ -153,3 +153,33 @@ def test_kubus_replay_diff_runs_on_two_cores(history_file: Path, monkeypatch: py
     # printing decisions replays in one process, as before
     assert main(["replay", "--from-file", str(history_file), "--diff", "--decisions"]) == 0
     assert used == [2]
+
+
+def test_end_line_counts_are_checked_over_both_halves(history_file: Path) -> None:
+    data = history_file.read_bytes().rstrip(b"\n")
+    head, end = data.rsplit(b"\n", 1)
+    counts = msgspec.json.decode(end)["counts"]
+    counts["event"] += 1
+    history_file.write_bytes(head + b"\n" + msgspec.json.encode({"line": "end", "counts": counts}) + b"\n")
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    with pytest.raises(FormatError) as two:
+        parallel.replay_diff(str(history_file), min_bytes=0)
+    assert "the end line counts" in str(two.value) and str(two.value) == str(alone.value)
+
+
+def test_an_instance_on_both_sides_of_the_cut_replays_in_one_process(history_file: Path,
+                                                                     bundles: list[Bundle]) -> None:
+    """The second half's checks would miss the first half's lines of that instance (its event order, its decision
+    ids): the file is replayed in one process, with the same answer."""
+    first, second = [b.tick.instance for b in bundles if b.tick.kind == "start"][:2]
+    data = history_file.read_bytes()
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None and first != second
+    history_file.write_bytes(data[:at.offset] + data[at.offset:].replace(
+        b'"instance":' + msgspec.json.encode(second), b'"instance":' + msgspec.json.encode(first)))
+    alone = _alone(history_file)
+    assert alone.divergence is None
+    outcome = parallel.replay_diff(str(history_file), min_bytes=0)
+    assert outcome.processes == 1 and outcome.divergence is None
+    assert _counts(outcome.stats) == _counts(alone.stats)
