@@ -16,13 +16,16 @@ exactly what the sequential replay decides from there. So the two halves can be 
   saw and its count of lines by kind.
 
 The second half's checks of a line that depend on earlier lines depend on the earlier lines of the same
-reconciler instance (the order of its events, its decision ids: each start names a new instance) or on the end
-line's counts, which this process checks against both halves' counts. The answer is the sequential replay's:
+reconciler instance (the order of its events, its decision ids) or on the end line's counts, which this
+process checks against both halves' counts. An instance's name is its host's and pid's unless one is given
+(`--instance`, KUBUS_INSTANCE), so a restart may reuse an earlier name: the file is not cut at a start whose
+name a line before it quotes, and should the second half hold an instance the first holds too (a later start
+reusing a name), the file is replayed again in one process. The answer is the sequential replay's:
 the first divergence or refused line in file order, the statistics summed. The cut is the restart nearest the
-middle of the file (by bytes) whose start tick recorded what it loaded, decided for every partition and is
-preceded only by its own state lines. A file without such a restart, a small one, a stdin, a what-if, a
-window or an instance of a split deployment replays in one process (`cut` says None); so does the whole file
-again should the second half fail to start at the cut or hold an instance the first half holds too.
+middle of the file (by bytes) whose start tick recorded what it loaded, decided for every partition, is
+preceded only by its own state lines and names a new instance. A file without such a restart, a small one, a
+stdin, a what-if, a window or an instance of a split deployment replays in one process (`cut` says None); so
+does the whole file again should the second half fail to start at the cut.
 """
 
 from __future__ import annotations
@@ -136,7 +139,14 @@ def _candidate(data: mmap.mmap, hit: int, size: int) -> tuple[Cut | None, int]:
         first = previous
     if data.rfind(b"\n", 0, first - 1) < 0 or data[first - 2:first - 1] != b"}":
         return None, end  # the first bundle (nothing before it to replay), or the line before is not a whole one
+    if _named_before(data, tick.instance, first):
+        return None, end  # its instance has ticks before it too (a name given, not drawn): see replay_diff
     return Cut(first, tick.id), end
+
+
+def _named_before(data: mmap.mmap, instance: str, end: int) -> bool:
+    """Whether a line before `end` names the instance (a tick of it, or anything quoting its name)."""
+    return data.rfind(b'"instance":' + msgspec.json.encode(instance), 0, end) >= 0
 
 
 def _lines_before(path: str, offset: int) -> int:
@@ -203,7 +213,7 @@ def _child(path: str, at: Cut, conn: Any) -> None:
 def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) -> Outcome:
     """`--diff` over the file at `path`, in two processes when it can be cut (else in one). Raises FormatError
     and ReplayError as the sequential replay does, for the first refused line or tick in file order."""
-    at = cut(path, min_bytes) if processes > 1 else None
+    at = cut(path, min_bytes) if processes > 1 and "fork" in multiprocessing.get_all_start_methods() else None
     if at is None:
         return _alone(path)
     started, cpu = time.perf_counter(), time.process_time()
@@ -228,7 +238,9 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
         return Outcome(first.stats, first.divergence, 2, cpus)
     if half.error in ("cut", "crash") or half.instances & first.instances:
         # the second half could not be replayed alone, or its checks would miss the first half's lines of an
-        # instance it also holds (each start names a new instance; a file may not): replay the file in one
+        # instance it also holds (a reconciler's name is its host's and pid's unless --instance or KUBUS_INSTANCE
+        # gives one: cut() does not cut at a start whose name came before, a later start may reuse one): replay
+        # the file in one process
         return _alone(path)
     if half.error == "format":
         raise FormatError(half.line, half.reason)

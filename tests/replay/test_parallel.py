@@ -168,8 +168,8 @@ def test_end_line_counts_are_checked_over_both_halves(history_file: Path) -> Non
     assert "the end line counts" in str(two.value) and str(two.value) == str(alone.value)
 
 
-def test_an_instance_on_both_sides_of_the_cut_replays_in_one_process(history_file: Path,
-                                                                     bundles: list[Bundle]) -> None:
+def test_an_instance_on_both_sides_of_the_cut_replays_in_one_process(history_file: Path, bundles: list[Bundle],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The second half's checks would miss the first half's lines of that instance (its event order, its decision
     ids): the file is replayed in one process, with the same answer."""
     first, second = [b.tick.instance for b in bundles if b.tick.kind == "start"][:2]
@@ -180,6 +180,15 @@ def test_an_instance_on_both_sides_of_the_cut_replays_in_one_process(history_fil
         b'"instance":' + msgspec.json.encode(second), b'"instance":' + msgspec.json.encode(first)))
     alone = _alone(history_file)
     assert alone.divergence is None
+    assert parallel.cut(str(history_file), min_bytes=0) is None  # the name came before: no cut there
     outcome = parallel.replay_diff(str(history_file), min_bytes=0)
     assert outcome.processes == 1 and outcome.divergence is None
     assert _counts(outcome.stats) == _counts(alone.stats)
+    # had it cut there (as at a later start reusing an earlier name), the second half says which instances it
+    # holds, and the file is replayed in one process
+    monkeypatch.setattr(parallel, "_named_before", lambda *args: False)
+    assert parallel.cut(str(history_file), min_bytes=0) is not None
+    outcome = parallel.replay_diff(str(history_file), min_bytes=0)
+    assert outcome.processes == 1 and outcome.divergence is None
+    assert _counts(outcome.stats) == _counts(alone.stats)
+
