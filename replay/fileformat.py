@@ -238,8 +238,8 @@ class Reader:
         self.header: Header | None = None
         self.counts = dict.fromkeys(KINDS, 0)
         self.lines = 0
-        # the lines read are the end of a file from a bundle's first line on (replay.parallel's second segment):
-        # the end line's counts are not checked (the reader of the whole file checks them)
+        # the lines read are the end of a file from a bundle's first line on (replay.parallel's second half): the end
+        # line's counts are not checked here (replay.parallel checks them against both halves' lines)
         self.partial = False
         self.end_counts: dict[str, int] = {}  # what the end line says
 
