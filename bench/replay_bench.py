@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.replay_bench [--events 100000] [--runs 3] [--keep FILE]
     .venv/bin/python -m bench.replay_bench --from FILE [--runs 3]    # replay a kept history again
+    ... [--processes 2|1|0]    # 2 (default): as kubus replay --diff runs; 1: in one process; 0: the engine alone
 
 Records a history of at least `--events` events with the in-process world of `replay.synthetic` (see
 `record`: a busy cluster of 100 nodes, ReplicaSets scaled by thousands of pods, a DaemonSet rolled over
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -27,8 +29,8 @@ from typing import Any
 
 from bench.loadgen import machine
 from reconciler.core import stepping
-from replay import fileformat
-from replay.engine import Engine
+from replay import fileformat, parallel
+from replay.engine import Engine, Stats
 from replay.synthetic import FAIL_AFTER, World, daemonset, replicaset
 
 NODES = 100
@@ -78,6 +80,25 @@ class Timed:
             self.seconds += time.perf_counter() - started
 
 
+def replay_parallel(path: str, processes: int) -> tuple[float, float, Stats, float]:
+    """`replay.parallel.replay_diff` (what `kubus replay --from-file FILE --diff` runs): (wall seconds, 0, the
+    statistics, CPU seconds of this process and of the one it forked)."""
+    started, cpu = time.perf_counter(), _cpu()
+    outcome = parallel.replay_diff(path, processes=processes)
+    seconds = time.perf_counter() - started
+    assert outcome.divergence is None, outcome.divergence.describe()
+    if outcome.processes != processes:
+        print(f"  (replayed in {outcome.processes} process(es), not {processes})")
+    print(f"  CPU seconds per process: {', '.join(f'{c:.2f}' for c in outcome.cpu)}")
+    return seconds, 0.0, outcome.stats, _cpu() - cpu
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def replay(path: str) -> tuple[float, float, Engine, float]:
     """(wall seconds, seconds in the controllers, the engine, CPU seconds of the process)."""
     timed = Timed()
@@ -98,11 +119,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", help="write the history here (and keep it)")
     parser.add_argument("--from", dest="source", help="replay this kept history (--keep) instead of recording one")
+    parser.add_argument("--processes", type=int, choices=(0, 1, 2), default=2,
+                        help="2: as `kubus replay --from-file --diff` runs (cut in two at a restart, "
+                             "replay.parallel); 1: the same in one process; 0: the engine alone, with the "
+                             "controllers' share timed")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.source:
         print(f"history: {args.source}, {os.path.getsize(args.source) / 2**20:.1f} MiB")
-        runs(args.source, args.runs, None)
+        runs(args.source, args.runs, None, args.processes)
         return
     started = time.perf_counter()
     world = record(args.events)
@@ -117,31 +142,38 @@ def main() -> None:
         print(f"history: {len(world.stream):,} events, {counts['tick']:,} ticks, {counts['decision']:,} decisions, "
               f"{counts['result']:,} results, {counts['state']:,} bootstrap lines ({world._restarts} starts); "
               f"recorded in {recorded:.1f} s, exported in {exported:.1f} s, {size / 2**20:.1f} MiB")
-        runs(path, args.runs, counts["decision"])
+        runs(path, args.runs, counts["decision"], args.processes)
 
 
-def runs(path: str, count: int, decisions: int | None) -> None:
+def runs(path: str, count: int, decisions: int | None, processes: int) -> None:
     """Replays `path` `count` times and prints each run and the medians."""
     rates = []
     rest = []
     cpu_rates = []
     for run in range(count):
-        seconds, controllers, engine, cpu = replay(path)
-        stats = engine.stats
-        assert engine.divergence is None, engine.divergence.describe()
+        if processes:
+            seconds, controllers, stats, cpu = replay_parallel(path, processes)
+        else:
+            seconds, controllers, engine, cpu = replay(path)
+            stats = engine.stats
+            assert engine.divergence is None, engine.divergence.describe()
         assert stats.compared == (stats.decisions if decisions is None else decisions), stats.compared
         rate = stats.events / seconds
         rates.append(rate)
         cpu_rates.append(stats.events / cpu)
+        line = (f"run {run + 1}: {stats.events:,} events in {seconds:.2f} s = {rate:,.0f} events/s "
+                f"({stats.decisions:,} decisions, all identical; {cpu:.2f} CPU s = {cpu_rates[-1]:,.0f} events per "
+                f"CPU second")
+        if processes:
+            print(f"{line}; {processes} process(es))")
+            continue
         rest.append(stats.events / (seconds - controllers))
-        print(f"run {run + 1}: {stats.events:,} events in {seconds:.2f} s = {rate:,.0f} events/s "
-              f"({stats.decisions:,} decisions, all identical; {cpu:.2f} CPU s = {cpu_rates[-1]:,.0f} events per "
-              f"CPU second); the controllers {controllers:.2f} s ({controllers / seconds:.0%}), the rest (reading "
+        print(f"{line}); the controllers {controllers:.2f} s ({controllers / seconds:.0%}), the rest (reading "
               f"and checking the file, folding, bootstraps, comparing) {seconds - controllers:.2f} s = "
               f"{rest[-1]:,.0f} events/s")
     print(f"events replayed per second: median {statistics.median(rates):,.0f}, best {max(rates):,.0f} "
-          f"(target >= 60,000); per CPU second: median {statistics.median(cpu_rates):,.0f}; without the "
-          f"controllers' own time: median {statistics.median(rest):,.0f}")
+          f"(target >= 60,000); per CPU second: median {statistics.median(cpu_rates):,.0f}"
+          + (f"; without the controllers' own time: median {statistics.median(rest):,.0f}" if rest else ""))
 
 
 if __name__ == "__main__":

@@ -174,6 +174,16 @@ def _replay_file(replay: Any, path: str, instance: str | None, progress: Progres
     from replay.fileformat import Reader, read_file
     from replay.source import of_instance
 
+    if path != "-" and instance is None and replay.plain_diff:
+        from replay import parallel
+
+        with open(path, "rb") as handle:
+            header = Reader(handle).read_header()
+        if header.decisions:  # (without them there is nothing to compare: the summary says so)
+            outcome = parallel.replay_diff(path)
+            replay.engine.stats, replay.engine.divergence = outcome.stats, outcome.divergence
+            progress.update(outcome.stats.ticks)
+            return
     if path == "-":
         reader = Reader(sys.stdin.buffer)
         reader.read_header()

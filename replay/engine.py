@@ -177,8 +177,7 @@ class Engine:
             for event in what_if.extra_objects(tick.at):
                 cache.apply(event, 1)
         if owned is None:
-            if self.state is not None and self.compare and state is not None and self.divergence is None:
-                self.divergence = compare_state(bundle, self.store.load_now(), _loaded(state))
+            self.check_start(bundle)
         else:  # a split reconciler loaded only its partitions' state
             if not isinstance(recorded_count, int):
                 raise ReplayError(f"{bundle.where}: a start of a split reconciler without its partition_count")
@@ -198,6 +197,14 @@ class Engine:
         self.now = tick.at
         self.stats.starts += 1
         self.stats.state += len(bundle.messages)
+
+    def check_start(self, bundle: Bundle) -> None:
+        """What a restart (of a reconciler deciding for every partition) is checked for under `compare`: that what
+        it recorded it loaded is what the replay's copy of the store holds (a divergence otherwise). `_start`
+        calls it; replay.parallel calls it alone at the start where another process takes the history over."""
+        state = bundle.tick.state
+        if self.state is not None and self.compare and state is not None and self.divergence is None:
+            self.divergence = compare_state(bundle, self.store.load_now(), _loaded(state))
 
     # --- one committed batch --------------------------------------------------------------------------------
     def _batch(self, bundle: Bundle) -> list[Decided]:

@@ -57,6 +57,13 @@ class Replay:
         o = self.options
         return self.keys is not None or o.explain or o.decisions or bool(o.what_if)
 
+    @property
+    def plain_diff(self) -> bool:
+        """`--diff` of the whole history with nothing printed per decision: what replay.parallel replays on two
+        cores (the first divergence and the summary are the same)."""
+        o = self.options
+        return o.diff and not self.printing and not o.window
+
     def feed(self, bundle: Bundle) -> bool:
         """Replays one bundle; False once the replay is over (past the window, or diverged under --diff)."""
         tick = bundle.tick

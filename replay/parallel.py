@@ -1,0 +1,308 @@
+"""`kubus replay --from-file FILE --diff` on two cores: the history cut in two at a reconciler's restart.
+
+A replay is sequential: every batch depends on the cache and the controllers' memory the batches before it
+left. A restart is the one place where nothing is carried over but what the store holds: the new process
+bootstraps a fresh cache from KUBUS_STATE (the state lines before its start tick) and fresh controllers from
+the positions, expectations and failed-pod backoff it loaded, which its start tick records. Under `--diff`
+the replay checks at every restart that its copy of the store holds exactly what the process recorded it
+loaded (`Engine.check_start`); once that holds, replaying on from that start with a fresh engine whose copy of
+the store is the recorded one (what `kubus replay --since-seq` does when it starts at a restart) decides
+exactly what the sequential replay decides from there. So the two halves can be replayed at the same time:
+
+- this process reads and checks the file up to the cut's start tick, replays the ticks before it, and at that
+  start tick only compares the store;
+- a forked process reads and checks the file from the cut (its first state line) to the end, replays from that
+  start on, and sends back its statistics, its first divergence or refused line, the reconciler instances it
+  saw and its count of lines by kind.
+
+The second half's checks of a line that depend on earlier lines depend on the earlier lines of the same
+reconciler instance (the order of its events, its decision ids) or on the end line's counts, which this
+process checks against both halves' counts. An instance's name is its host's and pid's unless one is given
+(`--instance`, KUBUS_INSTANCE), so a restart may reuse an earlier name: the file is not cut at a start whose
+name a line before it quotes, and should the second half hold an instance the first holds too (a later start
+reusing a name), the file is replayed again in one process. The answer is the sequential replay's:
+the first divergence or refused line in file order, the statistics summed. The cut is the restart nearest the
+middle of the file (by bytes) whose start tick recorded what it loaded, decided for every partition, is
+preceded only by its own state lines and names a new instance. A file without such a restart, a small one, a
+stdin, a what-if, a window or an instance of a split deployment replays in one process (`cut` says None); so
+does the whole file again should the second half fail to start at the cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
+
+import msgspec
+
+from replay.diff import Divergence
+from replay.engine import Engine, ReplayError, Stats, tuned_gc
+from replay.fileformat import KINDS, READ_BUFFER, FormatError, Reader, TickLine, read_file
+from store.ticks import START
+
+MIN_BYTES: Final = 16 << 20  # a smaller file is replayed in one process (a fork costs more than it saves)
+_TICK_HEAD: Final = b'{"line":"tick"'
+_STATE_HEAD: Final = b'{"line":"state"'
+_START_KIND: Final = b'"kind":"start"'
+_tick_line = msgspec.json.Decoder(TickLine)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where the second process takes over: the first line of a start bundle (its first state line)."""
+
+    offset: int  # in bytes
+    tick: int  # the start tick's id
+    lines: int = 0  # the lines before it (counted by this process before it forks: the other one has more to do)
+
+
+@dataclass
+class Outcome:
+    stats: Stats
+    divergence: Divergence | None
+    processes: int  # 2: replayed in two halves; 1: in one process (no cut, or the second half refused a line)
+    cpu: tuple[float, ...] = ()  # CPU seconds of each process (this one's first): the longest is the critical path
+
+
+@dataclass
+class _Half:
+    """What the second process sends back."""
+
+    stats: Stats
+    divergence: Divergence | None = None
+    cpu: float = 0.0
+    error: str | None = None  # "format" (a refused line), "replay" (ReplayError), "cut" (not at a start), "crash"
+    message: str = ""
+    line: int = 0  # of a refused line, or the line of the tick that diverged
+    reason: str = ""
+    instances: set[str] = field(default_factory=set)  # of its ticks
+    counts: dict[str, int] = field(default_factory=dict)  # its lines after the cut's start tick, by kind
+    end_counts: dict[str, int] = field(default_factory=dict)  # what the end line says
+    end_line: int = 0
+
+
+def cut(path: str, min_bytes: int = MIN_BYTES) -> Cut | None:
+    """The restart nearest the middle of the file to cut the replay at, or None (see the module's docstring)."""
+    size = os.path.getsize(path)
+    if size < max(min_bytes, 1):
+        return None
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        middle = size // 2
+        after = _start_after(data, middle, size)
+        # one before the middle only if it may be nearer (the search reads the file backwards from the middle)
+        floor = max(data.find(b"\n"), 0 if after is None else middle - abs(after.offset - middle))
+        found = [c for c in (after, _start_before(data, middle, floor)) if c is not None]
+    best = min(found, key=lambda c: abs(c.offset - middle), default=None)
+    return None if best is None else dataclasses.replace(best, lines=_lines_before(path, best.offset))
+
+
+def _start_after(data: mmap.mmap, pos: int, size: int) -> Cut | None:
+    while (hit := data.find(_START_KIND, pos)) >= 0:
+        candidate, pos = _candidate(data, hit, size)
+        if candidate is not None:
+            return candidate
+    return None
+
+
+def _start_before(data: mmap.mmap, pos: int, floor: int) -> Cut | None:
+    while (hit := data.rfind(_START_KIND, floor, pos)) >= 0:
+        candidate, _ = _candidate(data, hit, len(data))
+        if candidate is not None:
+            return candidate
+        pos = hit
+    return None
+
+
+def _candidate(data: mmap.mmap, hit: int, size: int) -> tuple[Cut | None, int]:
+    """The cut at the tick line holding `hit`, if it is a start one can be cut at; and where its line ends."""
+    begin = data.rfind(b"\n", 0, hit) + 1
+    end = data.find(b"\n", hit)
+    end = size if end < 0 else end
+    if begin == 0 or data[begin:begin + len(_TICK_HEAD)] != _TICK_HEAD:
+        return None, end
+    try:
+        tick = _tick_line.decode(data[begin:end])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, end
+    if tick.kind != START or tick.state is None or tick.partitions is not None:
+        return None, end
+    first = begin  # back over its own state lines
+    while first > 0:
+        previous = data.rfind(b"\n", 0, first - 1) + 1
+        if previous == 0 or data[previous:previous + len(_STATE_HEAD)] != _STATE_HEAD:
+            break
+        first = previous
+    if data.rfind(b"\n", 0, first - 1) < 0 or data[first - 2:first - 1] != b"}":
+        return None, end  # the first bundle (nothing before it to replay), or the line before is not a whole one
+    if _named_before(data, tick.instance, first):
+        return None, end  # its instance has ticks before it too (a name given, not drawn): see replay_diff
+    return Cut(first, tick.id), end
+
+
+def _named_before(data: mmap.mmap, instance: str, end: int) -> bool:
+    """Whether a line before `end` names the instance (a tick of it, or anything quoting its name)."""
+    return data.rfind(b'"instance":' + msgspec.json.encode(instance), 0, end) >= 0
+
+
+def _lines_before(path: str, offset: int) -> int:
+    count = 0
+    chunk = bytearray(READ_BUFFER * 8)
+    with open(path, "rb", buffering=0) as handle:
+        left = offset
+        while left > 0:
+            view = memoryview(chunk)[:min(left, len(chunk))]
+            got = handle.readinto(view)
+            if not got:
+                break
+            count += chunk.count(b"\n", 0, got)
+            left -= got
+    return count
+
+
+def replay_second_half(path: str, at: Cut) -> _Half:
+    """The replay from `at` to the end of the file, with a fresh engine (see the module's docstring)."""
+    engine = Engine(compare=True)
+    half = _Half(engine.stats)
+    try:
+        with open(path, "rb", buffering=READ_BUFFER) as handle:
+            reader = Reader(handle)
+            reader.read_header()
+            handle.seek(at.offset)
+            reader.lines = at.lines
+            reader.partial = True
+            at_cut: dict[str, int] = {}
+            with tuned_gc():
+                for bundle in reader:
+                    if not at_cut:
+                        if bundle.tick.kind != START or bundle.tick.id != at.tick:
+                            half.error, half.message = "cut", f"{bundle.where} is not start tick {at.tick}"
+                            return half
+                        at_cut = dict(reader.counts)  # the lines the first half reads too
+                    half.instances.add(bundle.tick.instance)
+                    engine.feed(bundle)
+                    if engine.divergence is not None:
+                        half.divergence, half.line = engine.divergence, engine.divergence.line
+                        return half
+            half.counts = {kind: reader.counts[kind] - at_cut.get(kind, 0) for kind in reader.counts}
+            half.end_counts, half.end_line = reader.end_counts, reader.lines
+    except FormatError as exc:
+        half.error, half.message, half.line, half.reason = "format", str(exc), exc.line, exc.reason
+        if not half.instances:
+            half.error = "cut"  # before the cut's start tick: the first half reads those lines (and refuses them)
+    except ReplayError as exc:
+        half.error, half.message = "replay", str(exc)
+    return half
+
+
+def _child(path: str, at: Cut, conn: Any) -> None:
+    cpu = time.process_time()
+    try:
+        half = replay_second_half(path, at)
+        half.cpu = time.process_time() - cpu
+    except BaseException as exc:  # reported to the parent, which replays alone
+        half = _Half(Stats(), error="crash", message=f"{type(exc).__name__}: {exc}")
+    conn.send(half)
+    conn.close()
+
+
+def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) -> Outcome:
+    """`--diff` over the file at `path`, in two processes when it can be cut (else in one). Raises FormatError
+    and ReplayError as the sequential replay does, for the first refused line or tick in file order."""
+    at = cut(path, min_bytes) if processes > 1 and "fork" in multiprocessing.get_all_start_methods() else None
+    if at is None:
+        return _alone(path)
+    started, cpu = time.perf_counter(), time.process_time()
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(path, at, sending), name="kubus-replay-half", daemon=True)
+    child.start()
+    sending.close()
+    half: _Half | None = None
+    try:
+        first = _first_half(path, at)  # raises the refused lines up to the cut's start tick
+        if first.divergence is None and not first.reached:
+            return _alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
+        half = receiving.recv()
+    finally:
+        receiving.close()
+        if half is None:  # this half ended the replay: the other's answer does not matter
+            child.terminate()
+        child.join()
+    cpus = (time.process_time() - cpu, half.cpu)
+    if first.divergence is not None:  # in the first half, or at the cut itself
+        return Outcome(first.stats, first.divergence, 2, cpus)
+    if half.error in ("cut", "crash") or half.instances & first.instances:
+        # the second half could not be replayed alone, or its checks would miss the first half's lines of an
+        # instance it also holds (a reconciler's name is its host's and pid's unless --instance or KUBUS_INSTANCE
+        # gives one: cut() does not cut at a start whose name came before, a later start may reuse one): replay
+        # the file in one process
+        return _alone(path)
+    if half.error == "format":
+        raise FormatError(half.line, half.reason)
+    if half.error == "replay":
+        raise ReplayError(half.message)
+    if half.divergence is None:
+        _check_end(first.counts, half)
+    total = _sum(first.stats, half.stats)
+    total.seconds = time.perf_counter() - started
+    return Outcome(total, half.divergence, 2, cpus)
+
+
+def _check_end(first: dict[str, int], half: _Half) -> None:
+    """The end line's counts against the lines of both halves (Reader._check_end, over the whole file)."""
+    for kind in KINDS:
+        holds = first.get(kind, 0) + half.counts.get(kind, 0)
+        if half.end_counts.get(kind, 0) != holds:
+            raise FormatError(half.end_line, f"the end line counts {half.end_counts.get(kind, 0)} {kind} lines, the "
+                                             f"file holds {holds}")
+
+
+@dataclass
+class _First:
+    stats: Stats
+    divergence: Divergence | None
+    reached: bool = False  # the cut's start tick
+    counts: dict[str, int] = field(default_factory=dict)  # the lines read up to the cut's start tick, by kind
+    instances: set[str] = field(default_factory=set)  # of the ticks before it
+
+
+def _first_half(path: str, at: Cut) -> _First:
+    """Reads and checks the file up to the cut's start tick, replays it up to there and checks the store there.
+    The lines after it are the second half's to check: every check there that depends on an earlier line
+    depends on the lines of the same reconciler instance (which the second half holds alone, else the file is
+    replayed in one process) or on the end line's counts (`_check_end`)."""
+    engine = Engine(compare=True)
+    first = _First(engine.stats, None)
+    with open(path, "rb", buffering=READ_BUFFER) as handle:
+        reader = Reader(handle)
+        reader.read_header()
+        with tuned_gc():
+            for bundle in reader:
+                if bundle.tick.id == at.tick and bundle.tick.kind == START:
+                    first.reached, first.counts = True, dict(reader.counts)
+                    engine.check_start(bundle)
+                    break
+                first.instances.add(bundle.tick.instance)
+                engine.feed(bundle)
+                if engine.divergence is not None:
+                    break
+    first.divergence = engine.divergence
+    return first
+
+
+def _alone(path: str) -> Outcome:
+    started, cpu = time.perf_counter(), time.process_time()
+    _, bundles = read_file(path)
+    engine = Engine(compare=True)
+    engine.run(bundles)
+    engine.stats.seconds = time.perf_counter() - started
+    return Outcome(engine.stats, engine.divergence, 1, (time.process_time() - cpu,))
+
+
+def _sum(a: Stats, b: Stats) -> Stats:
+    return Stats(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(Stats)})
