@@ -9,7 +9,8 @@ from typing import Any
 import msgspec
 
 from kube.core import PodCondition
-from kube.testing import daemonset, node
+from kube.meta import OwnerReference
+from kube.testing import daemonset, node, replicaset
 from kube.times import format_micro_time
 from messages.actions import CreateControllerRevision, CreatePods, DeletePod, UpdateStatus
 from reconciler.core.controllers import SHADOW_REBASE_TRIGGER, Controllers, Decided, Settings
@@ -222,6 +223,53 @@ def test_a_would_do_deletion_names_its_tie_class() -> None:
     decided = decide(controllers)
     (deletion,) = [a for d in decided for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
     assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
+
+
+def test_an_unowned_replicasets_tie_class_ranks_as_its_sync_does() -> None:
+    """The tie class is the sync's own order with the UID taken out. An unowned ReplicaSet has no related pods
+    (getIndirectlyRelatedPods: no controller, none), so every rank is 0 whatever node a pod is on. Ranked
+    against its own pods instead, two pods on node-a outranked the one on node-b and the class split by node:
+    upstream's pick of the node-b pod compared as a divergence (ReplicaSet/shadowed/web on the real control
+    plane, in four of six runs)."""
+    rs = web(2)
+    placed = {"pod0": "node-a", "pod1": "node-a", "pod2": "node-b"}
+    pods = [owned_pod(name, rs).ready(NOW).created(NOW).on_node(node_name).build()
+            for name, node_name in placed.items()]
+    cluster, controllers = shadow(rs, *pods)
+    (deletion,) = [a for d in decide(controllers) for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert deletion.ties == ("default/pod0", "default/pod1", "default/pod2")
+
+
+def test_a_scale_down_pick_at_a_buckets_edge_names_the_pods_upstreams_clock_could_tie() -> None:
+    """Ready 4 s and 5 s before the shadow decides: LogarithmicScaleDown's buckets differ (31 and 32) at its
+    moment and are one 0.3 s later. Upstream decided the same scale-down on its own clock, within
+    CLOCK_SLACK of the shadow's: either pod is its pick."""
+    rs = web(1)
+    pods = [owned_pod(f"pod{age}", rs).ready(NOW - timedelta(seconds=age)).created(NOW - timedelta(seconds=60))
+            .build() for age in (4, 5)]
+    cluster, controllers = shadow(rs, *pods)
+    (deletion,) = [a for d in decide(controllers) for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert (deletion.target, deletion.ties) == ("default/pod4", ("default/pod4", "default/pod5"))
+
+
+def test_an_owned_replicasets_tie_class_ranks_by_its_related_pods() -> None:
+    """A ReplicaSet with a controller (a Deployment's) ranks by the active pods of every ReplicaSet of that
+    controller on the same node: a pod doubled up with a sibling's goes first, and is no tie of the others."""
+    deployment = OwnerReference(api_version="apps/v1", kind="Deployment", name="web", uid="deploy-uid",
+                                controller=True)
+    rs = web(2)
+    rs.metadata.owner_references.append(deployment)
+    sibling = replicaset("web-old").uid("web-old-uid").selector({"app": "old"}).replicas(1).rv("1").build()
+    sibling.metadata.owner_references.append(deployment)
+    placed = {"pod0": "node-a", "pod1": "node-b", "pod2": "node-c"}
+    pods = [owned_pod(name, rs).ready(NOW).created(NOW).on_node(node_name).build()
+            for name, node_name in placed.items()]
+    neighbour = owned_pod("old-0", sibling).labels(app="old").ready(NOW).created(NOW).on_node("node-b").build()
+    cluster, controllers = shadow(rs, sibling, *pods, neighbour)
+    decided = decide(controllers)
+    (deletion,) = [a for d in decided if d.controller_key == str(KEY)
+                   for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
+    assert (deletion.target, deletion.ties) == ("default/pod1", ("default/pod1",))
 
 
 def _surging(ready_old: tuple[str, ...], unready_old: tuple[str, ...] = ()) -> tuple[Cluster, list[Decided]]:
