@@ -24,6 +24,10 @@ if the shadow never decided it, as equivalent ("seen before its cause"): see doc
 - a DaemonSet's pod evicted by the taint-eviction controller (DisruptionTarget, reason DeletionByTaintManager)
   while its node, as the cache has it, has no NoExecute taint the pod does not tolerate: the node's taint, which
   caused it (and makes the DaemonSet controller delete the pod too), has not shown yet;
+- an OnDelete DaemonSet's pod deleted, not for a disruption and not failed, while its node, as the cache has it,
+  should go on running it (NodeShouldRunDaemonPod): OnDelete never deletes a pod for an update, so upstream saw
+  the node change (a NoExecute taint, a label) that the shadow has not; a pod deleted by hand is held back too,
+  until the DaemonSet's status write for it shows;
 - a DaemonSet's ControllerRevision created, or its number raised, that is not of the DaemonSet's template as the
   cache has it (a rollback's revision bump before the rollback's template).
 
@@ -37,14 +41,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from kube.apps import ControllerRevision, DaemonSet, ReplicaSet
-from kube.core import Node, Pod
+from kube.apps import ON_DELETE, ControllerRevision, DaemonSet, ReplicaSet
+from kube.core import POD_FAILED, Node, Pod
 from kube.ownership import get_controller_of
 from kube.pods import is_pod_active, is_pod_ready
 from kube.taints import NO_EXECUTE, find_matching_untolerated_taint
 from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.cache import Change
 from reconciler.core.daemonset.history import match, revision_data
+from reconciler.core.daemonset.placement import node_should_run_daemon_pod
 from reconciler.core.view import CacheView
 
 HASH_LABEL: Final = "controller-revision-hash"
@@ -136,7 +141,17 @@ def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheVie
     current_hash = current.metadata.labels.get(HASH_LABEL, "")
     if hash_ and hash_ == current_hash and is_pod_ready(pod) and not disrupted:
         return key
+    if (ds.spec.update_strategy.type == ON_DELETE and not disrupted and last.status.phase != POD_FAILED
+            and _node_keeps(pod, ds, view)):
+        return key
     return None
+
+
+def _node_keeps(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:
+    """The pod's node, as the cache has it, should go on running `ds`'s pod (NodeShouldRunDaemonPod's
+    shouldContinueRunning: no untolerated NoExecute taint, the selector and affinity still match)."""
+    node = view.named("Node", "", pod.spec.node_name) if pod.spec.node_name else None
+    return isinstance(node, Node) and node_should_run_daemon_pod(node, ds).should_continue_running
 
 
 def _evicted_by_taint(pod: Pod) -> bool:

@@ -17,9 +17,9 @@ from kube.testing import pod
 from kube.times import format_time
 from reconciler.core.ranking import (
     POD_DELETION_COST,
+    _buckets_meet,
     _facts_order,
     _less,
-    _buckets_meet,
     _Ranked,
     _sort_keys,
     logarithmic_rank_diff,

@@ -130,6 +130,25 @@ def _ds_evicted_by_taint(node_taint: str | None) -> tuple[Cluster, Any]:
     return cluster, cluster.delete(pod)[0]
 
 
+def _on_delete_deleted(node_taint: str | None = None, *, on_node: bool = True, failed: bool = False,
+                       rolling: bool = False) -> tuple[Cluster, Any]:
+    """An old Ready pod of an OnDelete (or, `rolling`, a RollingUpdate) DaemonSet deleted without a mark of why,
+    its node in the cache with `node_taint` (NoExecute) or none (`on_node` False: the node not in the cache)."""
+    builder = daemonset("foo").uid("ds-uid")
+    ds = (builder if rolling else builder.on_delete()).build()
+    nodes = []
+    if on_node:
+        node_builder = node("node-1").ready()
+        if node_taint is not None:
+            node_builder = node_builder.taint(node_taint, "db", effect="NoExecute")
+        nodes.append(node_builder.build())
+    cluster = Cluster(ds, revision_of(ds), *nodes)
+    pod_builder = ds_pod("p", ds, "node-1", "old")
+    pod = (pod_builder.phase("Failed") if failed else pod_builder).build()
+    cluster.add(pod)
+    return cluster, cluster.delete(pod)[0]
+
+
 CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]] = {
     "a ReplicaSet's create within its replicas": (rs_create_within_replicas, None),
     "a ReplicaSet's create beyond its replicas": (rs_create_beyond_replicas, RS_KEY),
@@ -149,6 +168,14 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     # and the pod's deletion showed before the node's taint, its cause
     "a pod evicted for a taint the node does not show yet": (lambda: _ds_evicted_by_taint(None), DS_KEY),
     "a pod evicted for the node's NoExecute taint": (lambda: _ds_evicted_by_taint("dedicated"), None),
+    # seen on the real control plane: the DaemonSet controller deleted the OnDelete DaemonSet's pod from the node
+    # the taint scenario tainted NoExecute before the taint-eviction controller marked it, and the deletion showed
+    # before the taint. OnDelete never deletes a pod for an update: a node that still runs it is a cause not seen
+    "an OnDelete pod deleted from a node that still runs it": (lambda: _on_delete_deleted(), DS_KEY),
+    "an OnDelete pod deleted from a node tainted NoExecute": (lambda: _on_delete_deleted("dedicated"), None),
+    "an OnDelete pod deleted from a node gone": (lambda: _on_delete_deleted(on_node=False), None),
+    "an OnDelete pod that failed, deleted": (lambda: _on_delete_deleted(failed=True), None),
+    "a RollingUpdate old pod deleted (a rolling step)": (lambda: _on_delete_deleted(rolling=True), None),
     "a deletion before the template's revision": (lambda: _ds_deleted(lambda _: "old", with_revision=False),
                                                   DS_KEY),
 }
