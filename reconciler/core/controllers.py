@@ -220,7 +220,7 @@ class Controllers:
                 self.expectations[key] = value
         # the keys of the expectations that wait for pods by key (see _gone), for the dict they were taken of
         self._awaiting: set[ControllerKey] = set()
-        # shadow mode: the ReplicaSets' pods whose deletion was counted already ("ns/name"), until they are gone
+        # shadow mode: the pods whose deletion was counted already ("ns/name"), until they are gone
         self._shadow_counted: set[str] = set()
         self._awaiting_of: dict[ControllerKey, Expectations] | None = None
         # shadow mode: owners held back for an act seen before its cause, and until when (see `_order`)
@@ -332,13 +332,13 @@ class Controllers:
             if (current := self.expectations.get(key)) is not None:
                 if self.settings.shadow:
                     # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
-                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do. A
-                    # ReplicaSet's pod counts once, however many events its deletion shows as (upstream's UID
-                    # tracking); a DaemonSet's counts at each, as upstream's ControllerExpectations do
-                    if key.kind is ControllerKind.REPLICA_SET:
-                        if pod_key in self._shadow_counted:
-                            continue
-                        self._shadow_counted.add(pod_key)
+                    # is its own; the shadow counts the deletion, one act of upstream's however many events it
+                    # shows as (deletionTimestamp set, DELETED). Counted at each, as upstream's DaemonSet
+                    # expectations count its own, the second event of a pod whose deletion met one expectation
+                    # met the next early, and the shadow decided a deletion again before upstream's showed
+                    if pod_key in self._shadow_counted:
+                        continue
+                    self._shadow_counted.add(pod_key)
                     self._set(key, current.deletion_counted(pod_key))
                 else:
                     self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))

@@ -19,15 +19,16 @@ if the shadow never decided it, as equivalent ("seen before its cause"): see doc
 - a DaemonSet's pod created or deleted while no ControllerRevision of the DaemonSet's template is in the cache (its
   revision, which upstream writes first in the same sync, has not shown yet);
 - a DaemonSet's pod created with a revision hash no revision of the DaemonSet's has;
-- a DaemonSet's Ready pod of the current revision deleted, not for a disruption (no DisruptionTarget condition):
-  upstream's rolling update deletes old pods only, so it saw a newer template the shadow has not;
+- a DaemonSet's Ready pod of the current revision deleted, not for a disruption (no DisruptionTarget condition),
+  alone on its node: upstream's rolling update deletes old pods only, so it saw a newer template the shadow has
+  not (of two pods on a node, upstream deletes the newer whatever its revision);
 - a DaemonSet's pod evicted by the taint-eviction controller (DisruptionTarget, reason DeletionByTaintManager)
   while its node, as the cache has it, has no NoExecute taint the pod does not tolerate: the node's taint, which
   caused it (and makes the DaemonSet controller delete the pod too), has not shown yet;
-- an OnDelete DaemonSet's pod deleted, not for a disruption and not failed, while its node, as the cache has it,
-  should go on running it (NodeShouldRunDaemonPod): OnDelete never deletes a pod for an update, so upstream saw
-  the node change (a NoExecute taint, a label) that the shadow has not; a pod deleted by hand is held back too,
-  until the DaemonSet's status write for it shows;
+- an OnDelete DaemonSet's pod deleted, not for a disruption, not failed and alone on its node, while its node,
+  as the cache has it, should go on running it (NodeShouldRunDaemonPod): OnDelete never deletes a pod for an
+  update, so upstream saw the node change (a NoExecute taint, a label) that the shadow has not; a pod deleted
+  by hand is held back too, until the DaemonSet's status write for it shows;
 - a DaemonSet's ControllerRevision created, or its number raised, that is not of the DaemonSet's template as the
   cache has it (a rollback's revision bump before the rollback's template).
 
@@ -138,13 +139,21 @@ def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheVie
     disrupted = _disrupted(last)
     if _evicted_by_taint(last) and not _node_evicts(pod, view):
         return key
+    if disrupted or _has_company(pod, ds, view):
+        return None  # an eviction's; or one of two daemon pods on a node, the newer of which upstream deletes
     current_hash = current.metadata.labels.get(HASH_LABEL, "")
-    if hash_ and hash_ == current_hash and is_pod_ready(pod) and not disrupted:
+    if hash_ and hash_ == current_hash and is_pod_ready(pod):
         return key
-    if (ds.spec.update_strategy.type == ON_DELETE and not disrupted and last.status.phase != POD_FAILED
-            and _node_keeps(pod, ds, view)):
+    if ds.spec.update_strategy.type == ON_DELETE and last.status.phase != POD_FAILED and _node_keeps(pod, ds, view):
         return key
     return None
+
+
+def _has_company(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:
+    """Another pod of `ds`, not being deleted, is on `pod`'s node (podsShouldBeOnNode keeps the oldest of them)."""
+    return any(isinstance(p, Pod) and p.metadata.uid != pod.metadata.uid and p.metadata.deletion_timestamp is None
+               and p.spec.node_name == pod.spec.node_name
+               for p in view.controlled_by("Pod", ds.metadata.namespace, ds.metadata.uid))
 
 
 def _node_keeps(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from kube.core import PodCondition
+from kube.core import Pod, PodCondition
 from kube.meta import OwnerReference
 from kube.testing import daemonset, node, replicaset
 from kube.times import format_micro_time
@@ -103,6 +103,34 @@ def test_each_pod_upstream_deletes_is_counted_once() -> None:
     third = next(p for p in pods if p.metadata.name == deleting[2])
     controllers.observe([cluster.delete(third)], NOW)
     assert controllers.expectations[KEY].fulfilled()
+
+
+def test_a_daemon_pod_upstream_deletes_is_counted_once() -> None:
+    """A DaemonSet's pod deleted gracefully shows twice (deletionTimestamp set, then DELETED). Counted at each,
+    the second event of a pod whose deletion had already met one expectation met the next one early, and the
+    shadow decided that deletion again before upstream's showed (seen on the real control plane:
+    DaemonSet/shadowed/surge, kubus-only delete_pod of node-3's old pod twice, where the audit log shows
+    upstream sent one DELETE)."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    revision = revision_of(ds)
+    current = revision.metadata.labels["controller-revision-hash"]
+    nodes = [node(f"node-{i}").ready().build() for i in range(2)]
+
+    def daemon_pod(name: str, node_name: str, age: int) -> Pod:
+        return ds_pod(name, ds, node_name, current).created(NOW - timedelta(minutes=age)).build()
+
+    kept, extra = daemon_pod("a-old", "node-0", 10), daemon_pod("a-extra", "node-0", 5)
+    cluster, controllers = shadow(*nodes, ds, revision, kept, extra, daemon_pod("b-old", "node-1", 10))
+    assert [a.name for a in actions(decide(controllers), DeletePod)] == ["a-extra"]
+    key = ds_controller_key("default", "foo")
+    controllers.observe([cluster.update(ds_pod("a-extra", ds, "node-0", current).created(NOW - timedelta(minutes=5))
+                                       .deleting(NOW).rv("2").build())], NOW)  # upstream deletes it
+    assert controllers.expectations[key].fulfilled()
+    controllers.observe([cluster.add(daemon_pod("b-extra", "node-1", 5))], NOW)  # another extra, on node-1
+    assert [a.name for a in actions(decide(controllers, timedelta(seconds=1)), DeletePod)] == ["b-extra"]
+    controllers.observe([cluster.delete(extra)], NOW)  # a-extra's last event: its deletion, counted already
+    assert not controllers.expectations[key].fulfilled()
+    assert actions(decide(controllers, timedelta(seconds=2)), DeletePod) == []
 
 
 def test_what_upstream_never_did_is_given_up_after_the_window() -> None:

@@ -149,6 +149,18 @@ def _on_delete_deleted(node_taint: str | None = None, *, on_node: bool = True, f
     return cluster, cluster.delete(pod)[0]
 
 
+def _extra_deleted(on_delete: bool) -> tuple[Cluster, Any]:
+    """The newer of two Ready pods of the current revision on one node deleted (podsShouldBeOnNode's excess)."""
+    builder = daemonset("foo").uid("ds-uid")
+    ds = (builder.on_delete() if on_delete else builder).build()
+    revision = revision_of(ds)
+    cluster = Cluster(ds, revision, node("node-0").ready().build())
+    cluster.add(ds_pod("kept", ds, "node-0", hash_of(revision)).build())
+    extra = ds_pod("extra", ds, "node-0", hash_of(revision)).build()
+    cluster.add(extra)
+    return cluster, cluster.delete(extra)[0]
+
+
 CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]] = {
     "a ReplicaSet's create within its replicas": (rs_create_within_replicas, None),
     "a ReplicaSet's create beyond its replicas": (rs_create_beyond_replicas, RS_KEY),
@@ -176,6 +188,8 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     "an OnDelete pod deleted from a node gone": (lambda: _on_delete_deleted(on_node=False), None),
     "an OnDelete pod that failed, deleted": (lambda: _on_delete_deleted(failed=True), None),
     "a RollingUpdate old pod deleted (a rolling step)": (lambda: _on_delete_deleted(rolling=True), None),
+    "a current Ready pod deleted beside another on its node": (lambda: _extra_deleted(on_delete=False), None),
+    "an OnDelete pod deleted beside another on its node": (lambda: _extra_deleted(on_delete=True), None),
     "a deletion before the template's revision": (lambda: _ds_deleted(lambda _: "old", with_revision=False),
                                                   DS_KEY),
 }
