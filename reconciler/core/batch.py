@@ -32,7 +32,7 @@ from messages.keys import ControllerKey
 from messages.observed import ObservedEvent
 from reconciler.core import stepping
 from reconciler.core.audit_targets import Target, targets_of
-from reconciler.core.cache import Cache
+from reconciler.core.cache import Cache, Change
 from reconciler.core.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
@@ -247,9 +247,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         shadow=shadow,
         would_do=[would_do(decided, state.cache, now) for decided in outcome.decisions] if shadow else [],
         # what the acting controller did before the shadow caught up, it had no chance to decide
-        upstream=[act for change, seq, msg_id in changes
-                  for act in upstream_acts(change, seq, msg_id, state.cache, controllers.held_early)]
-        if shadow and caught_up else [],
+        upstream=_upstream(changes, state, controllers) if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
         objects={seq: change.old if change.new is None else change.new for change, seq, _ in changes},
         expectations={k: v if v.set_at is not None else Expectations(v.adds, v.dels, v.deletion_keys, now)
@@ -268,6 +266,13 @@ def catch_up(state: State) -> None:
     if not state.caught_up:
         state.caught_up = True
         state.controllers.resync_all()
+
+
+def _upstream(changes: list[tuple[Change, int, str]], state: State, controllers: Controllers) -> list[Act]:
+    """The acting controller's acts the batch's changes show (shadow mode), as of the batch's end."""
+    held, awaiting = controllers.held_early, controllers.awaiting
+    return [act for change, seq, msg_id in changes
+            for act in upstream_acts(change, seq, msg_id, state.cache, held, awaiting)]
 
 
 def _sync(state: State, decided: Decided) -> Sync:

@@ -302,6 +302,12 @@ class Controllers:
         are recorded as early (reconciler.core.shadow.upstream_acts)."""
         return frozenset(str(k) for k in self._early)
 
+    @property
+    def awaiting(self) -> frozenset[str]:
+        """The keys (as strings) whose expectations are not met: a shadow awaiting upstream's acts for its own
+        round (reconciler.core.shadow.upstream_acts records a surge deletion upstream made meanwhile as awaited)."""
+        return frozenset(str(k) for k, v in self.expectations.items() if not v.fulfilled())
+
     def _held_early(self, key: ControllerKey, now: datetime) -> bool:
         """Whether a shadow holds `key` back for an act seen before its cause (see `_order`)."""
         until = self._early.get(key)

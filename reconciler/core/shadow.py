@@ -40,7 +40,7 @@ from messages.actions import (
 )
 from reconciler.core.cache import Change
 from reconciler.core.controllers import Decided
-from reconciler.core.daemonset.history import fnv32a, revision_data_of
+from reconciler.core.daemonset.history import fnv32a, match, revision_data, revision_data_of
 from reconciler.core.daemonset.rollout import allows_surge
 from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_class
 from reconciler.core.replicaset.sync import indirectly_related_pods
@@ -98,6 +98,9 @@ class Act:
     # upstream's act seen before the change that caused it (reconciler.core.shadow_order): the shadow holds the
     # owner back until the cause shows, and could not have decided this act itself
     early: bool = False
+    # upstream's surge deletion made while the shadow's expectations of its own round held the owner back
+    # (`_surge_replaced`): upstream split the round across more syncs and went on; the shadow could not decide it
+    awaited: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -146,7 +149,7 @@ def _deletion(pod: Pod, owner: DaemonSet | ReplicaSet) -> tuple[str, str]:
 
 # --- upstream: the watch --------------------------------------------------------------------------------------
 def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
-                  held: Container[str] = frozenset()) -> list[Act]:
+                  held: Container[str] = frozenset(), awaiting: Container[str] = frozenset()) -> list[Act]:
     """What the acting controller did, if this change (applied to `view`) shows it: a pod created or deleted
     with a controller reference to a ReplicaSet or DaemonSet, an adoption or a release, a ControllerRevision
     written, or a status written. Deletions are attributed to the pod's controller (the watch does not say
@@ -156,7 +159,11 @@ def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
     if change.kind in ("Pod", REVISION_KIND):
         # `held`: the owners the shadow holds back for an act seen before its cause (reconciler.core.shadow_order)
         acts = (_pod_acts if change.kind == "Pod" else _revision_acts)(change, seq, msg_id, view)
-        return [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
+        acts = [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
+        # `awaiting`: the owners whose expectations (of the shadow's own round) are not met yet
+        return [dataclasses.replace(a, awaited=True)
+                if a.verb == DELETE_POD and a.controller_key in awaiting and _surge_replaced(change, view) else a
+                for a in acts]
     if change.kind in _OWNER_KINDS:
         return _status_acts(change, seq, msg_id)
     return []
@@ -197,6 +204,30 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
             if owner is not None:
                 acts.append(_act(owner, RELEASE_POD, seq, msg_id, _named(old)))
     return acts
+
+
+def _surge_replaced(change: Change, view: CacheView) -> bool:
+    """The deleted pod is a DaemonSet's old pod, with maxSurge, on a node where a pod of the current revision is
+    available, or the old pod is not Ready beside one: what rollingUpdate (an old pod beside an available new
+    one) and podsShouldBeOnNode (an old pod not Ready beside a new one) delete once the new pod is there. Ready
+    stands for available: minReadySeconds runs on upstream's clock."""
+    pod = change.old
+    if not isinstance(pod, Pod):
+        return False
+    owner = _owner(pod.metadata.namespace, get_controller_of(pod.metadata), view)
+    if not isinstance(owner, DaemonSet) or not allows_surge(owner):
+        return False
+    data = revision_data(owner)
+    current = next((r.metadata.labels.get(HASH_LABEL, "") for r in view.controlled_by(
+        REVISION_KIND, owner.metadata.namespace, owner.metadata.uid)
+        if isinstance(r, ControllerRevision) and match(owner, r, data)), None)
+    if current is None or pod.metadata.labels.get(HASH_LABEL, "") == current:
+        return False
+    node = get_target_node_name(pod)
+    new = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
+           if isinstance(p, Pod) and p.metadata.deletion_timestamp is None and get_target_node_name(p) == node
+           and p.metadata.labels.get(HASH_LABEL, "") == current]
+    return any(is_pod_ready(p) for p in new) or (bool(new) and not is_pod_ready(pod))
 
 
 def _disrupted(pod: Pod) -> bool:

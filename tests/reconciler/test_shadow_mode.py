@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import msgspec
+import pytest
 
 from kube.core import Pod, PodCondition
 from kube.meta import OwnerReference
@@ -298,6 +299,27 @@ def test_an_owned_replicasets_tie_class_ranks_by_its_related_pods() -> None:
     (deletion,) = [a for d in decided if d.controller_key == str(KEY)
                    for a in would_do(d, cluster.cache, NOW) if a.verb == DELETE_POD]
     assert (deletion.target, deletion.ties) == ("default/pod1", ("default/pod1",))
+
+
+@pytest.mark.parametrize("surge,new_ready,awaiting,expected", [
+    (True, True, True, True),  # an old pod beside an available new one, the shadow awaiting its round
+    (True, True, False, False),  # the shadow awaited nothing: it could have decided it
+    (True, False, True, False),  # the new pod not Ready beside a Ready old one: upstream keeps the old one
+    (False, True, True, False),  # no surge: a rolling step's deletion, the budget's to judge
+])
+def test_a_surge_deletion_while_the_shadow_awaits_its_round_is_awaited(surge: bool, new_ready: bool, awaiting: bool,
+                                                                        expected: bool) -> None:
+    builder = daemonset("foo").uid("ds-uid")
+    ds = (builder.rolling_update(max_unavailable=0, max_surge=1) if surge else builder).build()
+    revision = revision_of(ds)
+    current = revision.metadata.labels["controller-revision-hash"]
+    new = ds_pod("new-0", ds, "node-0", current)
+    old = ds_pod("old-0", ds, "node-0", "old").build()
+    cluster = Cluster(node("node-0").ready().build(), ds, revision, old,
+                      (new if new_ready else new.ready(NOW, status="False")).build())
+    key = str(ds_controller_key("default", "foo"))
+    (act,) = upstream_acts(*cluster.delete(old), cluster.cache, awaiting={key} if awaiting else frozenset())
+    assert (act.verb, act.target, act.awaited) == (DELETE_POD, "node-0", expected)
 
 
 def _surging(ready_old: tuple[str, ...], unready_old: tuple[str, ...] = ()) -> tuple[Cluster, list[Decided]]:
