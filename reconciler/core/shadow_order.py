@@ -18,7 +18,9 @@ if the shadow never decided it, as equivalent ("seen before its cause"): see doc
   for it shows);
 - a DaemonSet's pod created or deleted while no ControllerRevision of the DaemonSet's template is in the cache (its
   revision, which upstream writes first in the same sync, has not shown yet);
-- a DaemonSet's pod created with a revision hash no revision of the DaemonSet's has;
+- a DaemonSet's pod created with a revision hash no revision of the DaemonSet's has, or on a node that, as the
+  cache has it, should not run it (NodeShouldRunDaemonPod's shouldRun): upstream saw the node's change (a taint
+  removed, a label added) that the shadow has not;
 - a DaemonSet's Ready pod of the current revision deleted, not for a disruption (no DisruptionTarget condition),
   alone on its node: upstream's rolling update deletes old pods only, so it saw a newer template the shadow has
   not (of two pods on a node, upstream deletes the newer whatever its revision);
@@ -44,6 +46,7 @@ from typing import Final
 
 from kube.apps import ON_DELETE, ControllerRevision, DaemonSet, ReplicaSet
 from kube.core import POD_FAILED, Node, Pod
+from kube.nodeaffinity import get_target_node_name
 from kube.ownership import get_controller_of
 from kube.pods import is_pod_active, is_pod_ready
 from kube.taints import NO_EXECUTE, find_matching_untolerated_taint
@@ -135,7 +138,7 @@ def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheVie
     hash_ = pod.metadata.labels.get(HASH_LABEL, "")
     if created:
         known = {r.metadata.labels.get(HASH_LABEL, "") for r in revisions}
-        return key if hash_ and hash_ not in known else None
+        return key if (hash_ and hash_ not in known) or _node_refuses(pod, ds, view) else None
     disrupted = _disrupted(last)
     if _evicted_by_taint(last) and not _node_evicts(pod, view):
         return key
@@ -154,6 +157,13 @@ def _has_company(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:
     return any(isinstance(p, Pod) and p.metadata.uid != pod.metadata.uid and p.metadata.deletion_timestamp is None
                and p.spec.node_name == pod.spec.node_name
                for p in view.controlled_by("Pod", ds.metadata.namespace, ds.metadata.uid))
+
+
+def _node_refuses(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:
+    """The pod's node, as the cache has it, should not run `ds`'s pod (NodeShouldRunDaemonPod's shouldRun: a taint
+    not tolerated, a selector or affinity that does not match). A node the cache does not have contradicts nothing."""
+    node = view.named("Node", "", get_target_node_name(pod) or "") if get_target_node_name(pod) else None
+    return isinstance(node, Node) and not node_should_run_daemon_pod(node, ds).should_run
 
 
 def _node_keeps(pod: Pod, ds: DaemonSet, view: CacheView) -> bool:

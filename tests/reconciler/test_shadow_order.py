@@ -161,6 +161,17 @@ def _extra_deleted(on_delete: bool) -> tuple[Cluster, Any]:
     return cluster, cluster.delete(extra)[0]
 
 
+def _created_on(taint: str | None) -> tuple[Cluster, Any]:
+    """A pod of the current revision created on node-1, which the cache has tainted `taint` (NoSchedule) or not."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    revision = revision_of(ds)
+    builder = node("node-1").ready()
+    if taint is not None:
+        builder = builder.taint(taint, "db", effect="NoSchedule")
+    cluster = Cluster(ds, revision, builder.build())
+    return cluster, cluster.add(ds_pod("p", ds, "node-1", hash_of(revision)).build())[0]
+
+
 CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]] = {
     "a ReplicaSet's create within its replicas": (rs_create_within_replicas, None),
     "a ReplicaSet's create beyond its replicas": (rs_create_beyond_replicas, RS_KEY),
@@ -172,6 +183,10 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     "a DaemonSet's create of its current revision": (ds_create_of_the_current_revision, None),
     "a DaemonSet's create before its template's revision": (ds_create_before_any_revision, DS_KEY),
     "a DaemonSet's create of an unknown revision": (ds_create_of_an_unknown_revision, DS_KEY),
+    # seen on the real control plane: upstream created DaemonSet/shadowed/agent's pod on kwok-node-1 once the taint
+    # scenario's taint was removed, and the pod showed before the node's update
+    "a DaemonSet's create on a node the cache has tainted": (lambda: _created_on("dedicated"), DS_KEY),
+    "a DaemonSet's create on a node that runs it": (lambda: _created_on(None), None),
     "an old pod deleted (a rolling step)": (lambda: _ds_deleted(lambda _: "old"), None),
     "a current Ready pod deleted": (lambda: _ds_deleted(lambda h: h), DS_KEY),
     "a current pod not Ready deleted": (lambda: _ds_deleted(lambda h: h, ready=False), None),
