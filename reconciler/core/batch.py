@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from kube.times import parse_time
 from messages import subjects
 from messages.actions import Action, ActionResult
 from messages.keys import ControllerKey
@@ -231,7 +232,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
     events = batch.events if rewrite is None else rewrite(batch.events)
     unusable = list(batch.unusable)
     changes = stepping.fold(state.cache, events, unusable=unusable)
-    step = stepping.decide(controllers, changes, results, now, caught_up)
+    step = stepping.decide(controllers, changes, results, now, caught_up, _observed_until(events))
     outcome = step.outcome
     if not (recorded or batch.events or batch.last_seq or outcome.decisions or outcome.expectations
             or outcome.expectations_deleted or step.touched or step.collect):
@@ -266,6 +267,15 @@ def catch_up(state: State) -> None:
     if not state.caught_up:
         state.caught_up = True
         state.controllers.resync_all()
+
+
+def _observed_until(events: Sequence[tuple[ObservedEvent, int]]) -> datetime | None:
+    """When the newest of a batch's events was observed (ingest's clock), None for a batch without one."""
+    newest = max((e.observed_at for e, _ in events if e.observed_at), default="")
+    try:
+        return parse_time(newest) if newest else None
+    except ValueError:
+        return None
 
 
 def _upstream(changes: list[tuple[Change, int, str]], state: State, controllers: Controllers) -> list[Act]:

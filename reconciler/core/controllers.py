@@ -423,11 +423,13 @@ class Controllers:
         return outcome
 
     # --- syncs --------------------------------------------------------------------------------------
-    def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
+    def sync_ready(self, now: datetime, now_iso: str, *, events_until: datetime | None = None) -> Outcome:
+        """Sync every ready key at `now`. `events_until`: when the newest of the batch's events was observed
+        (None: a batch without events, nothing left to read), the shadow's clock for giving up (`_rebase`)."""
         outcome = Outcome()
         self._resync(now)
         if self.settings.shadow:
-            self._rebase(now)
+            self._rebase(now if events_until is None else min(now, events_until))
         self._release_held(now)
         probe = self.queue.probe
         for key in self.queue.pop_ready(now):
@@ -493,7 +495,11 @@ class Controllers:
         syncs again, from what the acting controller actually did (the shadow's actions never execute, so
         what upstream did not do in the window will never be observed). Upstream waits five minutes for its
         own lost creates; a shadow that waited so would sit out every later change of the owner, and one
-        that went on from its imagined history would decide twice."""
+        that went on from its imagined history would decide twice.
+
+        `now` is the events' time where the batch has events (sync_ready's `events_until`): a shadow behind
+        the stream (a backlog under load) has not seen what upstream did in the window yet, and giving up on
+        its own clock would decide again what upstream's unread act already did."""
         window = self.settings.shadow_window
         for key, value in list(self.expectations.items()):
             if value.set_at is not None and not value.fulfilled() and now - value.set_at >= window:
