@@ -46,7 +46,7 @@ from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import DaemonSetController
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
-from reconciler.core.shadow_order import REVISION_KIND, early
+from reconciler.core.shadow_order import NODE_CAUSE, REVISION_KIND, early_cause
 from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import QueueProbe, WorkQueue
@@ -225,6 +225,7 @@ class Controllers:
         self._awaiting_of: dict[ControllerKey, Expectations] | None = None
         # shadow mode: owners held back for an act seen before its cause, and until when (see `_order`)
         self._early: dict[ControllerKey, datetime] = {}
+        self._early_for_node: set[ControllerKey] = set()  # of those, held for a node's change only
         self.queue: WorkQueue[ControllerKey] = WorkQueue()
         # A round is the creates or deletes of one sync; its first API error is known once its results are in.
         self.errors: dict[ControllerKey, ManageError] = {}  # key -> first error of its last completed round
@@ -281,17 +282,22 @@ class Controllers:
         revision or of a node shows, for at most a window. Deciding on a cluster where the act shows and its cause
         does not, the shadow would decide what no controller decides (delete a ReplicaSet's fourth pod of three)."""
         released: list[ControllerKey] = []
-        if (key := early(change, self.cache)) is not None:
+        if (found := early_cause(change, self.cache)) is not None:
+            key, cause = found
             if key in self.last_synced:  # an owner not synced yet (catching up) has decided nothing to protect
                 self._early.setdefault(key, now + self.settings.shadow_window)
+                if cause == NODE_CAUSE:
+                    self._early_for_node.add(key)
         elif change.kind in ("ReplicaSet", "DaemonSet"):
-            released = [ControllerKey(ControllerKind(change.kind), change.namespace, change.name)]
+            owner = ControllerKey(ControllerKind(change.kind), change.namespace, change.name)
+            released = [] if owner in self._early_for_node else [owner]
         elif change.kind == REVISION_KIND:
-            released = [k for k in self._early
-                        if k.kind is ControllerKind.DAEMON_SET and k.namespace == change.namespace]
+            released = [k for k in self._early if k.kind is ControllerKind.DAEMON_SET
+                        and k.namespace == change.namespace and k not in self._early_for_node]
         elif change.kind == "Node":
             released = [k for k in self._early if k.kind is ControllerKind.DAEMON_SET]
         for key in released:
+            self._early_for_node.discard(key)
             if self._early.pop(key, None) is not None:
                 self.queue.add(key)
                 self.triggers[key] = trigger
@@ -315,6 +321,7 @@ class Controllers:
             return False
         if now >= until:
             del self._early[key]
+            self._early_for_node.discard(key)
             return False
         self.held[key] = min(until, self.held.get(key, until))
         return True
@@ -513,6 +520,7 @@ class Controllers:
         for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
                       self.held, self.retried, self._early):
             table.pop(key, None)
+        self._early_for_node.discard(key)
         controller.forget(key)
         self.queue.forget(key)
 

@@ -34,6 +34,9 @@ if the shadow never decided it, as equivalent ("seen before its cause"): see doc
 - a DaemonSet's ControllerRevision created, or its number raised, that is not of the DaemonSet's template as the
   cache has it (a rollback's revision bump before the rollback's template).
 
+The hold ends with an event of the owner, of its revisions or of a node; where only a node's change explains the
+act (NODE_CAUSE), with a node's event only: the owner's own status write, for the act, may show before it.
+
 Upstream's acts for an owner while the shadow holds it back are recorded as early too: the shadow decides none
 of them before it syncs again.
 
@@ -60,15 +63,27 @@ HASH_LABEL: Final = "controller-revision-hash"
 REVISION_KIND: Final = "ControllerRevision"
 _DISRUPTION_TARGET: Final = "DisruptionTarget"
 _BY_TAINT: Final = "DeletionByTaintManager"  # the DisruptionTarget reason of the taint-eviction controller
+OWNER_CAUSE: Final = "owner"  # an early act's cause shows as an event of its owner or a revision (or a node)
+NODE_CAUSE: Final = "node"  # an early act's cause shows as an event of a node only
 
 
 def early(change: Change, view: CacheView) -> ControllerKey | None:
     """The owner whose pod `change` (applied to `view`) shows an act the shadow cannot have seen the cause of yet,
     or None (see the module's docstring). A replayed change (a restart's catch-up) is never early."""
+    found = early_cause(change, view)
+    return None if found is None else found[0]
+
+
+def early_cause(change: Change, view: CacheView) -> tuple[ControllerKey, str] | None:
+    """`early`'s owner with the kind of event its cause will show as: NODE_CAUSE where only a node's change
+    explains the act (a daemon pod created on a node the cache has refusing it, an OnDelete pod deleted from a
+    node the cache has keeping it, a pod evicted for a taint the node does not show), else OWNER_CAUSE (the
+    owner's spec or its revision; a node's change may explain some of them too)."""
     if change.replayed:
         return None
     if change.kind == REVISION_KIND:
-        return _revision(change, view)
+        key = _revision(change, view)
+        return None if key is None else (key, OWNER_CAUSE)
     if change.kind != "Pod":
         return None
     old, new = change.old, change.new
@@ -87,7 +102,8 @@ def early(change: Change, view: CacheView) -> ControllerKey | None:
     if isinstance(owner, ReplicaSet) and owner.metadata.uid == ref.uid:
         if deleted and _disrupted(new if new is not None else pod):
             return None  # the taint-eviction controller's, an eviction's: not the ReplicaSet controller's act
-        return _replicaset(owner, created, view)
+        key = _replicaset(owner, created, view)
+        return None if key is None else (key, OWNER_CAUSE)
     if isinstance(owner, DaemonSet) and owner.metadata.uid == ref.uid:
         return _daemonset(owner, pod, created, new if new is not None else pod, view)
     return None
@@ -127,28 +143,31 @@ def _revision(change: Change, view: CacheView) -> ControllerKey | None:
     return _key(ControllerKind.DAEMON_SET, ds)
 
 
-def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheView) -> ControllerKey | None:
+def _daemonset(ds: DaemonSet, pod: Pod, created: bool, last: Pod, view: CacheView
+               ) -> tuple[ControllerKey, str] | None:
     revisions = [r for r in view.controlled_by(REVISION_KIND, ds.metadata.namespace, ds.metadata.uid)
                  if isinstance(r, ControllerRevision)]
     data = revision_data(ds)
     current = next((r for r in revisions if match(ds, r, data)), None)
     key = _key(ControllerKind.DAEMON_SET, ds)
     if current is None:
-        return key  # the revision of the template upstream acts on has not shown
+        return key, OWNER_CAUSE  # the revision of the template upstream acts on has not shown
     hash_ = pod.metadata.labels.get(HASH_LABEL, "")
     if created:
         known = {r.metadata.labels.get(HASH_LABEL, "") for r in revisions}
-        return key if (hash_ and hash_ not in known) or _node_refuses(pod, ds, view) else None
+        if hash_ and hash_ not in known:
+            return key, OWNER_CAUSE
+        return (key, NODE_CAUSE) if _node_refuses(pod, ds, view) else None
     disrupted = _disrupted(last)
     if _evicted_by_taint(last) and not _node_evicts(pod, view):
-        return key
+        return key, NODE_CAUSE
     if disrupted or _has_company(pod, ds, view):
         return None  # an eviction's; or one of two daemon pods on a node, the newer of which upstream deletes
     current_hash = current.metadata.labels.get(HASH_LABEL, "")
     if hash_ and hash_ == current_hash and is_pod_ready(pod):
-        return key
+        return key, OWNER_CAUSE
     if ds.spec.update_strategy.type == ON_DELETE and last.status.phase != POD_FAILED and _node_keeps(pod, ds, view):
-        return key
+        return key, NODE_CAUSE
     return None
 
 

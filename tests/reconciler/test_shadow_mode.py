@@ -166,6 +166,29 @@ def test_a_shadow_behind_the_events_does_not_give_up_on_its_clock_alone() -> Non
     assert again.trigger == SHADOW_REBASE_TRIGGER
 
 
+def test_a_create_before_the_nodes_untaint_is_held_until_a_node_event() -> None:
+    """Upstream creates a daemon pod once a node's taint is removed; the pod (and the DaemonSet's status written
+    for it) may show before the node's update. The hold ends with a node's event, not the owner's: released by
+    the status write, the shadow decided on the node still tainted and would have deleted upstream's new pod
+    (seen on the real control plane: DaemonSet/shadowed/agent, kubus-only delete_pod on kwok-node-1)."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    revision = revision_of(ds)
+    current = revision.metadata.labels["controller-revision-hash"]
+    tainted = node("node-0").ready().taint("dedicated", "db", effect="NoSchedule").build()
+    cluster, controllers = shadow(tainted, ds, revision)
+    decide(controllers)
+    key = ds_controller_key("default", "foo")
+    controllers.observe([cluster.add(ds_pod("up-0", ds, "node-0", current).build())], NOW)  # before the untaint
+    assert str(key) in controllers.held_early
+    status = msgspec.structs.replace(ds, status=msgspec.structs.replace(ds.status, current_number_scheduled=1))
+    controllers.observe([cluster.update(status)], NOW)  # upstream's status write for it
+    assert actions(decide(controllers, timedelta(seconds=1)), DeletePod) == []
+    assert str(key) in controllers.held_early
+    controllers.observe([cluster.update(node("node-0").ready().build())], NOW)  # the untaint shows
+    assert str(key) not in controllers.held_early
+    assert actions(decide(controllers, timedelta(seconds=2)), DeletePod) == []
+
+
 def test_a_shadow_waits_to_see_the_revision_it_would_have_written() -> None:
     """The shadow's revision write never lands; until upstream's shows (or REVISION_WRITE_WAIT passes), a sync
     would write it again. It is held back as an acting kubus is held back by its executor's result."""
