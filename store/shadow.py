@@ -49,6 +49,8 @@ def _values(row: ShadowActRow) -> dict[str, Any]:
         fields = {**fields, "ties": list(act.ties)}
     if act.early:
         fields = {**fields, "early": True}
+    if act.awaited:
+        fields = {**fields, "awaited": True}
     return {"side": act.side, "controller_kind": act.controller_key.split("/", 1)[0],
             "controller_key": act.controller_key, "owner_uid": act.owner_uid, "verb": act.verb,
             "target": act.target, "hash": act.hash, "fields": fields, "stream_seq": act.seq,
@@ -86,9 +88,11 @@ async def load(conn: AsyncConnection, since: datetime | None = None, until: date
         fields = dict(r["fields"] or {})
         ties = tuple(fields.pop("ties", ()) if r["side"] == "kubus" and r["verb"] in ("delete_pod", "create_pod")
                      else ())
-        ahead = bool(fields.pop("early", False)) if r["side"] == "upstream" and r["verb"] != "update_status" else False
+        upstream_act = r["side"] == "upstream" and r["verb"] != "update_status"
+        ahead = bool(fields.pop("early", False)) if upstream_act else False
+        awaited = bool(fields.pop("awaited", False)) if upstream_act else False
         act = Act(r["side"], r["controller_key"], r["owner_uid"], r["verb"], r["target"], r["hash"],
-                  int(r["stream_seq"]), r["ref"], ties, fields, ahead)
+                  int(r["stream_seq"]), r["ref"], ties, fields, ahead, awaited)
         rows.append(ShadowActRow(act=act, at=r["at"], decision_id=r["decision_id"], id=int(r["id"])))
     return rows
 

@@ -26,13 +26,14 @@ from typing import Any
 
 import msgspec
 
+from kube.times import parse_time
 from messages import subjects
 from messages.actions import Action, ActionResult
 from messages.keys import ControllerKey
 from messages.observed import ObservedEvent
 from reconciler.core import stepping
 from reconciler.core.audit_targets import Target, targets_of
-from reconciler.core.cache import Cache
+from reconciler.core.cache import Cache, Change
 from reconciler.core.controllers import Controllers, Decided, Settings
 from reconciler.core.daemonset.backoff import FailedPodBackoff, gc_cutoff
 from reconciler.core.expectations import Expectations
@@ -231,7 +232,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
     events = batch.events if rewrite is None else rewrite(batch.events)
     unusable = list(batch.unusable)
     changes = stepping.fold(state.cache, events, unusable=unusable)
-    step = stepping.decide(controllers, changes, results, now, caught_up)
+    step = stepping.decide(controllers, changes, results, now, caught_up, _observed_until(events))
     outcome = step.outcome
     if not (recorded or batch.events or batch.last_seq or outcome.decisions or outcome.expectations
             or outcome.expectations_deleted or step.touched or step.collect):
@@ -247,9 +248,7 @@ def run_batch(state: State, messages: Sequence[stepping.Message], results: list[
         shadow=shadow,
         would_do=[would_do(decided, state.cache, now) for decided in outcome.decisions] if shadow else [],
         # what the acting controller did before the shadow caught up, it had no chance to decide
-        upstream=[act for change, seq, msg_id in changes
-                  for act in upstream_acts(change, seq, msg_id, state.cache, controllers.held_early)]
-        if shadow and caught_up else [],
+        upstream=_upstream(changes, state, controllers) if shadow and caught_up else [],
         consumer=CONSUMER, at=now, empty=False, positions=positions, events=events,
         objects={seq: change.old if change.new is None else change.new for change, seq, _ in changes},
         expectations={k: v if v.set_at is not None else Expectations(v.adds, v.dels, v.deletion_keys, now)
@@ -268,6 +267,22 @@ def catch_up(state: State) -> None:
     if not state.caught_up:
         state.caught_up = True
         state.controllers.resync_all()
+
+
+def _observed_until(events: Sequence[tuple[ObservedEvent, int]]) -> datetime | None:
+    """When the newest of a batch's events was observed (ingest's clock), None for a batch without one."""
+    newest = max((e.observed_at for e, _ in events if e.observed_at), default="")
+    try:
+        return parse_time(newest) if newest else None
+    except ValueError:
+        return None
+
+
+def _upstream(changes: list[tuple[Change, int, str]], state: State, controllers: Controllers) -> list[Act]:
+    """The acting controller's acts the batch's changes show (shadow mode), as of the batch's end."""
+    held, awaiting = controllers.held_early, controllers.awaiting
+    return [act for change, seq, msg_id in changes
+            for act in upstream_acts(change, seq, msg_id, state.cache, held, awaiting)]
 
 
 def _sync(state: State, decided: Decided) -> Sync:

@@ -57,6 +57,8 @@ _STATE_CHANGES: Final = frozenset({ADOPT_POD, RELEASE_POD, ADOPT_REVISION})
 _OWNER_GONE_RULE: Final = "the owner was deleted in the window"
 _EARLY_RULE: Final = ("seen before its cause: the watch showed upstream's act before the change it followed "
                       "(the owner's spec, its revision), so the shadow decided after it")
+_AWAITED_RULE: Final = ("held by its expectations: upstream deleted an old pod beside the new one on its node while "
+                        "the shadow still awaited its own surge round (upstream split the round across more syncs)")
 # the verbs a would-do act may name a tie class for (Act.ties): a deletion of an equally ranked pod, and a
 # DaemonSet's surge create, whose node upstream picks in Go map order
 _TIED: Final = frozenset({DELETE_POD, CREATE_POD})
@@ -172,6 +174,8 @@ def compare_window(group: Sequence[Timed]) -> Window:
         if timed.act.early:
             # the watch showed it before its cause: the shadow held the owner back and decided after it
             result.equivalent.append((timed, timed, _EARLY_RULE))
+        elif timed.act.awaited:
+            result.equivalent.append((timed, timed, _AWAITED_RULE))
         elif owner_gone and timed.act.verb in _STATE_CHANGES:
             # --cascade=orphan: the garbage collector releases the pods, not the controller
             result.equivalent.append((timed, timed, f"{_OWNER_GONE_RULE}: the garbage collector orphaned it"))
@@ -181,6 +185,11 @@ def compare_window(group: Sequence[Timed]) -> Window:
         return result  # a status write racing the owner's deletion is neither side's decision
     _compare_status(group, result)
     return result
+
+
+def _last(act: Act) -> bool:
+    """Upstream acts the shadow could not decide (early, awaited) are paired after the others."""
+    return act.early or act.awaited
 
 
 def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Timed]:
@@ -198,7 +207,7 @@ def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Ti
     # upstream acts of the same key, in event order: candidates in that order keep pairs in the steps' order
     # and an act the watch showed before its cause last: the shadow, deciding after it, pairs with the others
     by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for j, timed in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early):
+    for j, timed in sorted(enumerate(upstream), key=lambda pair: _last(pair[1].act)):
         by_key[timed.act.key].append(j)
     owner: dict[int, int] = {}  # upstream index -> kubus index
     pairs: dict[int, int] = {}  # kubus index -> upstream index
@@ -216,7 +225,7 @@ def _matching(kubus: Sequence[Timed], upstream: Sequence[Timed]) -> dict[int, Ti
     def candidates(i: int) -> list[int]:
         act = kubus[i].act
         exact = [j for j in by_key.get(act.key, []) if j not in owner or owner[j] in rest_set]
-        tied = [j for j, u in sorted(enumerate(upstream), key=lambda pair: pair[1].act.early)
+        tied = [j for j, u in sorted(enumerate(upstream), key=lambda pair: _last(pair[1].act))
                 if u.act.key != act.key and _tied(act, u.act) and (j not in owner or owner[j] in rest_set)]
         return exact + tied
 

@@ -46,7 +46,7 @@ from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import DaemonSetController
 from reconciler.core.expectations import Expectations
 from reconciler.core.replicaset.controller import ReplicaSetController
-from reconciler.core.shadow_order import REVISION_KIND, early
+from reconciler.core.shadow_order import NODE_CAUSE, REVISION_KIND, early_cause
 from reconciler.core.sizing import fit_actions
 from reconciler.core.view import Wakeups
 from reconciler.core.workqueue import QueueProbe, WorkQueue
@@ -220,11 +220,12 @@ class Controllers:
                 self.expectations[key] = value
         # the keys of the expectations that wait for pods by key (see _gone), for the dict they were taken of
         self._awaiting: set[ControllerKey] = set()
-        # shadow mode: the ReplicaSets' pods whose deletion was counted already ("ns/name"), until they are gone
+        # shadow mode: the pods whose deletion was counted already ("ns/name"), until they are gone
         self._shadow_counted: set[str] = set()
         self._awaiting_of: dict[ControllerKey, Expectations] | None = None
         # shadow mode: owners held back for an act seen before its cause, and until when (see `_order`)
         self._early: dict[ControllerKey, datetime] = {}
+        self._early_for_node: set[ControllerKey] = set()  # of those, held for a node's change only
         self.queue: WorkQueue[ControllerKey] = WorkQueue()
         # A round is the creates or deletes of one sync; its first API error is known once its results are in.
         self.errors: dict[ControllerKey, ManageError] = {}  # key -> first error of its last completed round
@@ -281,17 +282,22 @@ class Controllers:
         revision or of a node shows, for at most a window. Deciding on a cluster where the act shows and its cause
         does not, the shadow would decide what no controller decides (delete a ReplicaSet's fourth pod of three)."""
         released: list[ControllerKey] = []
-        if (key := early(change, self.cache)) is not None:
+        if (found := early_cause(change, self.cache)) is not None:
+            key, cause = found
             if key in self.last_synced:  # an owner not synced yet (catching up) has decided nothing to protect
                 self._early.setdefault(key, now + self.settings.shadow_window)
+                if cause == NODE_CAUSE:
+                    self._early_for_node.add(key)
         elif change.kind in ("ReplicaSet", "DaemonSet"):
-            released = [ControllerKey(ControllerKind(change.kind), change.namespace, change.name)]
+            owner = ControllerKey(ControllerKind(change.kind), change.namespace, change.name)
+            released = [] if owner in self._early_for_node else [owner]
         elif change.kind == REVISION_KIND:
-            released = [k for k in self._early
-                        if k.kind is ControllerKind.DAEMON_SET and k.namespace == change.namespace]
+            released = [k for k in self._early if k.kind is ControllerKind.DAEMON_SET
+                        and k.namespace == change.namespace and k not in self._early_for_node]
         elif change.kind == "Node":
             released = [k for k in self._early if k.kind is ControllerKind.DAEMON_SET]
         for key in released:
+            self._early_for_node.discard(key)
             if self._early.pop(key, None) is not None:
                 self.queue.add(key)
                 self.triggers[key] = trigger
@@ -302,6 +308,12 @@ class Controllers:
         are recorded as early (reconciler.core.shadow.upstream_acts)."""
         return frozenset(str(k) for k in self._early)
 
+    @property
+    def awaiting(self) -> frozenset[str]:
+        """The keys (as strings) whose expectations are not met: a shadow awaiting upstream's acts for its own
+        round (reconciler.core.shadow.upstream_acts records a surge deletion upstream made meanwhile as awaited)."""
+        return frozenset(str(k) for k, v in self.expectations.items() if not v.fulfilled())
+
     def _held_early(self, key: ControllerKey, now: datetime) -> bool:
         """Whether a shadow holds `key` back for an act seen before its cause (see `_order`)."""
         until = self._early.get(key)
@@ -309,6 +321,7 @@ class Controllers:
             return False
         if now >= until:
             del self._early[key]
+            self._early_for_node.discard(key)
             return False
         self.held[key] = min(until, self.held.get(key, until))
         return True
@@ -332,13 +345,13 @@ class Controllers:
             if (current := self.expectations.get(key)) is not None:
                 if self.settings.shadow:
                     # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
-                    # is its own; the shadow counts the deletion, as the DaemonSet's expectations do. A
-                    # ReplicaSet's pod counts once, however many events its deletion shows as (upstream's UID
-                    # tracking); a DaemonSet's counts at each, as upstream's ControllerExpectations do
-                    if key.kind is ControllerKind.REPLICA_SET:
-                        if pod_key in self._shadow_counted:
-                            continue
-                        self._shadow_counted.add(pod_key)
+                    # is its own; the shadow counts the deletion, one act of upstream's however many events it
+                    # shows as (deletionTimestamp set, DELETED). Counted at each, as upstream's DaemonSet
+                    # expectations count its own, the second event of a pod whose deletion met one expectation
+                    # met the next early, and the shadow decided a deletion again before upstream's showed
+                    if pod_key in self._shadow_counted:
+                        continue
+                    self._shadow_counted.add(pod_key)
                     self._set(key, current.deletion_counted(pod_key))
                 else:
                     self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))
@@ -417,11 +430,13 @@ class Controllers:
         return outcome
 
     # --- syncs --------------------------------------------------------------------------------------
-    def sync_ready(self, now: datetime, now_iso: str) -> Outcome:
+    def sync_ready(self, now: datetime, now_iso: str, *, events_until: datetime | None = None) -> Outcome:
+        """Sync every ready key at `now`. `events_until`: when the newest of the batch's events was observed
+        (None: a batch without events, nothing left to read), the shadow's clock for giving up (`_rebase`)."""
         outcome = Outcome()
         self._resync(now)
         if self.settings.shadow:
-            self._rebase(now)
+            self._rebase(now if events_until is None else min(now, events_until))
         self._release_held(now)
         probe = self.queue.probe
         for key in self.queue.pop_ready(now):
@@ -487,7 +502,11 @@ class Controllers:
         syncs again, from what the acting controller actually did (the shadow's actions never execute, so
         what upstream did not do in the window will never be observed). Upstream waits five minutes for its
         own lost creates; a shadow that waited so would sit out every later change of the owner, and one
-        that went on from its imagined history would decide twice."""
+        that went on from its imagined history would decide twice.
+
+        `now` is the events' time where the batch has events (sync_ready's `events_until`): a shadow behind
+        the stream (a backlog under load) has not seen what upstream did in the window yet, and giving up on
+        its own clock would decide again what upstream's unread act already did."""
         window = self.settings.shadow_window
         for key, value in list(self.expectations.items()):
             if value.set_at is not None and not value.fulfilled() and now - value.set_at >= window:
@@ -501,6 +520,7 @@ class Controllers:
         for table in (self.errors, self.manage_pending, self.status_in_flight, self.written, self.last_synced,
                       self.held, self.retried, self._early):
             table.pop(key, None)
+        self._early_for_node.discard(key)
         controller.forget(key)
         self.queue.forget(key)
 

@@ -58,6 +58,7 @@ __all__ = [
     "pods_to_delete",
     "pods_to_delete_order",
     "ranks_by_related_pods_on_same_node",
+    "tie_class",
 ]
 
 _LOG2E: Final = 1.4426950408889634  # Go's math.Log2E, 1/Ln2
@@ -182,12 +183,64 @@ def _facts_order(facts: list[PodFacts], ranks: list[int], now: datetime, limit: 
     return [facts[i].pod for i in (order if limit is None else order[:limit])]
 
 
-def tie_keys(pods: list[Pod], ranks: list[int], now: datetime) -> list[tuple[Any, ...]]:
-    """Each pod's place in the deletion order with its UID taken out: pods with equal keys are equal for
-    upstream's comparator, whose unstable sort.Sort leaves them in its informer's order, where kubus breaks
-    the tie by UID (shadow mode's tie class: reconciler.core.shadow)."""
-    return [tuple(v for v in key if v != pod.metadata.uid)
-            for pod, key in zip(pods, _sort_keys(pods, ranks, now), strict=True)]
+def _ns(moment: datetime) -> int:
+    return micros(moment) * 1000
+
+
+def _buckets_meet(newer: datetime, older: datetime, earliest: datetime, latest: datetime) -> bool:
+    """Whether two times fall in one log2 bucket (`logarithmic_rank_diff` 0) for some `now` in
+    [earliest, latest]. The newer time's bucket is never above the older's; both rise as `now` does, each at
+    its own powers of two, so walking `now` from one bucket change to the next meets every pair of buckets
+    the window holds (at most a few dozen steps: a bucket doubles the elapsed time)."""
+    t_new, t_old, at, end = _ns(newer), _ns(older), _ns(earliest), _ns(latest)
+    while at <= end:
+        new_bucket, old_bucket = _go_floor_or_none(at - t_new), _go_floor_or_none(at - t_old)
+        if new_bucket == old_bucket:
+            return True
+        at = min(t_new + _next_power(new_bucket), t_old + _next_power(old_bucket))
+    return False
+
+
+def _go_floor_or_none(elapsed_ns: int) -> int:
+    return _go_log2_floor(elapsed_ns) if elapsed_ns > 0 else -1
+
+
+def _next_power(bucket: int) -> int:
+    """The elapsed nanoseconds at which a time in `bucket` enters the next one (-1, not after: at 1 ns)."""
+    return 1 if bucket < 0 else 1 << (bucket + 1)
+
+
+def _tied_within(a: _Ranked, b: _Ranked, earliest: datetime, latest: datetime) -> bool:
+    """Whether `_less` leaves `a` and `b` unordered but for their UIDs at some `now` in [earliest, latest]:
+    equal in every rule that does not depend on the clock, and, where the Ready (else the creation) times
+    differ, in one log2 bucket at some moment of the window."""
+    if (bool(a.node_name), a.phase, a.ready, a.cost, a.rank) != (bool(b.node_name), b.phase, b.ready, b.cost, b.rank):
+        return False
+    if a.ready and b.ready and a.ready_time != b.ready_time:
+        return _times_tie(a.ready_time, b.ready_time, earliest, latest)
+    if a.restarts != b.restarts:
+        return False
+    if a.created != b.created:
+        return _times_tie(a.created, b.created, earliest, latest)
+    return True
+
+
+def _times_tie(ta: datetime | None, tb: datetime | None, earliest: datetime, latest: datetime) -> bool:
+    if ta is None or tb is None:  # afterOrZero: a zero time orders strictly, whatever the clock
+        return False
+    return _buckets_meet(max(ta, tb), min(ta, tb), earliest, latest)
+
+
+def tie_class(pods: list[Pod], ranks: list[int], pick: Pod, earliest: datetime, latest: datetime) -> list[Pod]:
+    """The pods of `pods` upstream's scale-down could take in place of `pick` (`pick` included) when its own
+    clock read any `now` in [earliest, latest] at its decision: those its comparator leaves unordered against
+    `pick` but for the UID at some such moment (kubus breaks that tie by UID, upstream's unstable sort.Sort
+    leaves them in its informer's order; LogarithmicScaleDown's buckets move with the clock). Pods whose order
+    against `pick` is strict at every moment are not in it: a pair's order by buckets only turns by passing
+    through one bucket, i.e. a tie (shadow mode's tie class: reconciler.core.shadow)."""
+    ranked = [_Ranked.of(p, r) for p, r in zip(pods, ranks, strict=True)]
+    (mine,) = [r for r in ranked if r.pod is pick]
+    return [r.pod for r in ranked if r is mine or _tied_within(mine, r, earliest, latest)]
 
 
 def _by_comparator(pods: list[Pod], ranks: list[int], now: datetime) -> list[Pod]:

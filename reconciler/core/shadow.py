@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import msgspec
@@ -27,7 +27,7 @@ from kube.codec import decode
 from kube.core import Pod
 from kube.nodeaffinity import get_target_node_name
 from kube.ownership import get_controller_of
-from kube.pods import is_pod_ready
+from kube.pods import is_pod_active, is_pod_ready
 from messages.actions import (
     BumpCollisionCount,
     CreateControllerRevision,
@@ -40,13 +40,20 @@ from messages.actions import (
 )
 from reconciler.core.cache import Change
 from reconciler.core.controllers import Decided
-from reconciler.core.daemonset.history import fnv32a, revision_data_of
+from reconciler.core.daemonset.history import fnv32a, match, revision_data, revision_data_of
 from reconciler.core.daemonset.rollout import allows_surge
-from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_keys
+from reconciler.core.ranking import ranks_by_related_pods_on_same_node, tie_class
+from reconciler.core.replicaset.sync import indirectly_related_pods
 from reconciler.core.view import CacheView
 
 KUBUS: Final = "kubus"  # a would-do act of the shadow
 UPSTREAM: Final = "upstream"  # an act of the acting controller, as the watch showed it
+# How far upstream's clock, when it decided the same scale-down, may read from the shadow's at its decision: its
+# own sync of the change (before the shadow's, which waits for ingest and the bus, or after, behind expectations)
+# and the skew of two hosts' clocks. LogarithmicScaleDown buckets Ready and creation times on that clock, so a
+# ReplicaSet deletion's tie class holds every pod upstream could have ranked equal with the pick at any moment of
+# [now - CLOCK_SLACK, now + CLOCK_SLACK] (docs/shadow.md, the tie classes).
+CLOCK_SLACK: Final = timedelta(seconds=2)
 
 CREATE_POD: Final = "create_pod"
 DELETE_POD: Final = "delete_pod"
@@ -91,6 +98,9 @@ class Act:
     # upstream's act seen before the change that caused it (reconciler.core.shadow_order): the shadow holds the
     # owner back until the cause shows, and could not have decided this act itself
     early: bool = False
+    # upstream's surge deletion made while the shadow's expectations of its own round held the owner back
+    # (`_surge_replaced`): upstream split the round across more syncs and went on; the shadow could not decide it
+    awaited: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -139,7 +149,7 @@ def _deletion(pod: Pod, owner: DaemonSet | ReplicaSet) -> tuple[str, str]:
 
 # --- upstream: the watch --------------------------------------------------------------------------------------
 def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
-                  held: Container[str] = frozenset()) -> list[Act]:
+                  held: Container[str] = frozenset(), awaiting: Container[str] = frozenset()) -> list[Act]:
     """What the acting controller did, if this change (applied to `view`) shows it: a pod created or deleted
     with a controller reference to a ReplicaSet or DaemonSet, an adoption or a release, a ControllerRevision
     written, or a status written. Deletions are attributed to the pod's controller (the watch does not say
@@ -149,7 +159,11 @@ def upstream_acts(change: Change, seq: int, msg_id: str, view: CacheView,
     if change.kind in ("Pod", REVISION_KIND):
         # `held`: the owners the shadow holds back for an act seen before its cause (reconciler.core.shadow_order)
         acts = (_pod_acts if change.kind == "Pod" else _revision_acts)(change, seq, msg_id, view)
-        return [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
+        acts = [dataclasses.replace(a, early=True) if a.controller_key in held else a for a in acts]
+        # `awaiting`: the owners whose expectations (of the shadow's own round) are not met yet
+        return [dataclasses.replace(a, awaited=True)
+                if a.verb == DELETE_POD and a.controller_key in awaiting and _surge_replaced(change, view) else a
+                for a in acts]
     if change.kind in _OWNER_KINDS:
         return _status_acts(change, seq, msg_id)
     return []
@@ -190,6 +204,30 @@ def _pod_acts(change: Change, seq: int, msg_id: str, view: CacheView) -> list[Ac
             if owner is not None:
                 acts.append(_act(owner, RELEASE_POD, seq, msg_id, _named(old)))
     return acts
+
+
+def _surge_replaced(change: Change, view: CacheView) -> bool:
+    """The deleted pod is a DaemonSet's old pod, with maxSurge, on a node where a pod of the current revision is
+    available, or the old pod is not Ready beside one: what rollingUpdate (an old pod beside an available new
+    one) and podsShouldBeOnNode (an old pod not Ready beside a new one) delete once the new pod is there. Ready
+    stands for available: minReadySeconds runs on upstream's clock."""
+    pod = change.old
+    if not isinstance(pod, Pod):
+        return False
+    owner = _owner(pod.metadata.namespace, get_controller_of(pod.metadata), view)
+    if not isinstance(owner, DaemonSet) or not allows_surge(owner):
+        return False
+    data = revision_data(owner)
+    current = next((r.metadata.labels.get(HASH_LABEL, "") for r in view.controlled_by(
+        REVISION_KIND, owner.metadata.namespace, owner.metadata.uid)
+        if isinstance(r, ControllerRevision) and match(owner, r, data)), None)
+    if current is None or pod.metadata.labels.get(HASH_LABEL, "") == current:
+        return False
+    node = get_target_node_name(pod)
+    new = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
+           if isinstance(p, Pod) and p.metadata.deletion_timestamp is None and get_target_node_name(p) == node
+           and p.metadata.labels.get(HASH_LABEL, "") == current]
+    return any(is_pod_ready(p) for p in new) or (bool(new) and not is_pod_ready(pod))
 
 
 def _disrupted(pod: Pod) -> bool:
@@ -334,22 +372,24 @@ def _ties(pod: Pod, owner: DaemonSet | ReplicaSet, view: CacheView, now: datetim
     """The pods of `owner` upstream could have picked instead of `pod`, as the cache is when the shadow decides
     (the targets of their deletions, sorted; `pod`'s own included).
 
-    A ReplicaSet's scale-down ranks its active pods (ActivePodsWithRanks): pods whose rank is equal but for
-    the UID (kubus's final tie-breaker; upstream's sort.Sort leaves equal pods in its informer's order) are
-    one class. A DaemonSet's rolling step walks its nodes in Go map order: every pod of the same revision
-    hash and readiness (the candidates the step takes from) is one class."""
-    pods = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
-            if isinstance(p, Pod) and p.metadata.deletion_timestamp is None]
+    A ReplicaSet's scale-down ranks its active pods (ActivePodsWithRanks) as its sync does, by the related
+    pods on the same node (getIndirectlyRelatedPods: none for a ReplicaSet without a controller, so every rank
+    is 0): pods whose rank is equal but for the UID (kubus's final tie-breaker; upstream's sort.Sort leaves
+    equal pods in its informer's order) are one class. A DaemonSet's rolling step walks its nodes in Go map
+    order: every pod of the same revision hash and readiness (the candidates the step takes from) is one
+    class."""
+    controlled = [p for p in view.controlled_by("Pod", owner.metadata.namespace, owner.metadata.uid)
+                  if isinstance(p, Pod)]
     if isinstance(owner, DaemonSet):
+        pods = [p for p in controlled if p.metadata.deletion_timestamp is None]
         if allows_surge(owner):
             # with surge an old pod goes once the new pod beside it is available: which node is no pick
             return (_deletion(pod, owner)[0],)
         same = [p for p in pods if p.metadata.labels.get(HASH_LABEL, "") == pod.metadata.labels.get(HASH_LABEL, "")
                 and is_pod_ready(p) == is_pod_ready(pod)]
         return tuple(sorted(_deletion(p, owner)[0] for p in same))
+    pods = [p for p in controlled if is_pod_active(p)]  # the sync's filteredPods
     if pod not in pods:
         return (_named(pod),)
-    keys = {id(p): k for p, k in zip(pods, tie_keys(pods, ranks_by_related_pods_on_same_node(pods, pods), now),
-                                       strict=True)}
-    mine = keys.get(id(pod))
-    return tuple(sorted(_named(p) for p in pods if keys[id(p)] == mine))
+    ranks = ranks_by_related_pods_on_same_node(pods, indirectly_related_pods(owner, view))
+    return tuple(sorted(_named(p) for p in tie_class(pods, ranks, pod, now - CLOCK_SLACK, now + CLOCK_SLACK)))

@@ -197,15 +197,16 @@ class Step:
 
 
 def decide(controllers: Controllers, changes: Changes, results: list[ActionResult], now: datetime,
-           caught_up: bool) -> Step:
-    """The controllers' part of one batch, after the events were folded into the cache."""
+           caught_up: bool, events_until: datetime | None = None) -> Step:
+    """The controllers' part of one batch, after the events were folded into the cache; `events_until`: when
+    its newest event was observed (see Controllers.sync_ready)."""
     if results:  # results first: the syncs below see the expectations they lowered
         controllers.results(results, now)
     controllers.observe(changes, now)
     resync_before = controllers.next_resync
     if caught_up:
         popped = _due(controllers, now)
-        outcome = controllers.sync_ready(now, format_micro_time(now))
+        outcome = controllers.sync_ready(now, format_micro_time(now), events_until=events_until)
     else:
         popped = False
         outcome = controllers.take_changes(Outcome())

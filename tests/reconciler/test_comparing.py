@@ -34,8 +34,8 @@ def k(verb: str, target: str = "", hash_: str = "", *, at: float = 0, seq: int =
 
 
 def u(verb: str, target: str = "", hash_: str = "", *, at: float = 0, seq: int = 2, key: str = RS,
-      fields: dict[str, object] | None = None, early: bool = False) -> Timed:
-    return Timed(Act(UPSTREAM, key, f"uid-{key}", verb, target, hash_, seq, "", (), fields or {}, early),
+      fields: dict[str, object] | None = None, early: bool = False, awaited: bool = False) -> Timed:
+    return Timed(Act(UPSTREAM, key, f"uid-{key}", verb, target, hash_, seq, "", (), fields or {}, early, awaited),
                  T0 + timedelta(seconds=at))
 
 
@@ -112,6 +112,16 @@ CASES = {
     "an act that was not early": ([u(DELETE_POD, "n1", "old", key=DS)], (0, 0, 0, 1)),
     "an early act leaves the shadow's own to diverge": ([u(CREATE_POD, early=True), k(DELETE_POD, "default/a")],
                                                         (0, 1, 1, 0)),
+    # a surge deletion upstream made while the shadow awaited its own round (reconciler.core.shadow: awaited); seen
+    # on kube-controller-manager, DaemonSet/shadowed/surge: the shadow's four creates of one sync, upstream's in
+    # four syncs with the old pods' deletions between them
+    "surge deletions while the shadow awaited its round": ([k(CREATE_POD, "n0", "new", key=DS),
+                                                            u(CREATE_POD, "n0", "new", key=DS),
+                                                            u(DELETE_POD, "n0", "old", key=DS, awaited=True)],
+                                                           (1, 1, 0, 0)),
+    "an awaited deletion the shadow decided too": ([u(DELETE_POD, "n1", "old", key=DS, awaited=True),
+                                                    k(DELETE_POD, "n1", "old", key=DS, ties=("n1",))], (1, 0, 0, 0)),
+    "a deletion not awaited": ([u(DELETE_POD, "n1", "old", key=DS)], (0, 0, 0, 1)),
     # windows: acts more than a window apart are judged apart
     "a window apart": ([k(CREATE_POD, at=0), u(CREATE_POD, at=31)], (0, 0, 1, 1)),
     "within a window": ([k(CREATE_POD, at=0), u(CREATE_POD, at=29)], (1, 0, 0, 0)),

@@ -17,11 +17,14 @@ from kube.testing import pod
 from kube.times import format_time
 from reconciler.core.ranking import (
     POD_DELETION_COST,
+    _buckets_meet,
     _facts_order,
     _less,
     _Ranked,
     _sort_keys,
+    logarithmic_rank_diff,
     pods_to_delete_order,
+    tie_class,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -104,3 +107,58 @@ def test_ranks_out_of_the_packed_range_take_the_tuple_keys() -> None:
     ranks = [rng.choice([-3, 0, 2**32, 2**40]) for _ in pods]
     by_tuples = [pods[i] for i in sorted(range(len(pods)), key=_sort_keys(pods, ranks, NOW).__getitem__)]
     assert pods_to_delete_order(pods, ranks, NOW) == by_tuples
+
+
+def _equal_but_for_uid(a: _Ranked, b: _Ranked, now: datetime) -> bool:
+    """The reference: `_less` orders neither before the other once they share a UID."""
+    twin = _Ranked(b.pod, b.rank, b.node_name, b.phase, b.ready, b.cost, b.ready_time, b.restarts, b.created, a.uid)
+    return not _less(a, twin, now) and not _less(twin, a, now)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_tie_class_at_one_moment_is_the_comparators_tie(seed: int) -> None:
+    """With no room for the clock, a pick's tie class is exactly the pods `_less` leaves unordered against it
+    but for the UID."""
+    rng = random.Random(seed)
+    ready_times: list[datetime | None] = [NOW - timedelta(seconds=rng.choice([1, 2, 3, 5, 9, 70, 4000]))
+                                          for _ in range(60)]
+    pods = [random_pod(rng, i, ready_times) for i in range(30)]
+    ranks = [rng.randrange(3) for _ in pods]
+    ranked = [_Ranked.of(p, r) for p, r in zip(pods, ranks, strict=True)]
+    for mine in ranked:
+        expected = [r.pod.metadata.name for r in ranked if r is mine or _equal_but_for_uid(mine, r, NOW)]
+        assert [p.metadata.name for p in tie_class(pods, ranks, mine.pod, NOW, NOW)] == expected
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_buckets_meet_in_a_window_as_a_fine_scan_finds(seed: int) -> None:
+    """`_buckets_meet` against sampling the window every millisecond (the times are whole milliseconds, so no
+    bucket change falls between two samples unseen but for sub-millisecond runs, excluded by construction)."""
+    rng = random.Random(seed)
+    newer = NOW - timedelta(milliseconds=rng.randrange(1, 20_000))
+    older = newer - timedelta(milliseconds=rng.randrange(1, 20_000))
+    slack = timedelta(milliseconds=rng.randrange(0, 3_000))
+    earliest, latest = NOW - slack, NOW + slack
+    found = False
+    at = earliest
+    while at <= latest and not found:
+        found = logarithmic_rank_diff(newer, older, at) == 0
+        at += timedelta(milliseconds=1)
+    assert _buckets_meet(newer, older, earliest, latest) == found
+
+
+def test_a_pick_at_a_buckets_edge_ties_with_its_neighbour_within_the_clocks_slack() -> None:
+    """Ready 4 s and 5 s ago (the API's times are whole seconds) straddle 2**32 ns (4.29 s): distinct buckets at
+    the shadow's moment, one bucket 0.3 s later, when upstream may have decided. Ready 1 s and 60 s ago never
+    share one within 2 s."""
+    def ready_since(name: str, seconds: int) -> Pod:
+        return pod(name).uid(f"uid-{name}").phase(POD_RUNNING).on_node("n1").ready(
+            NOW - timedelta(seconds=seconds)).created(NOW - timedelta(seconds=90)).build()
+
+    edge = [ready_since("a", 4), ready_since("b", 5)]
+    assert logarithmic_rank_diff(NOW - timedelta(seconds=4), NOW - timedelta(seconds=5), NOW) != 0
+    assert [p.metadata.name for p in tie_class(edge, [0, 0], edge[0], NOW, NOW)] == ["a"]
+    slack = timedelta(seconds=2)
+    assert [p.metadata.name for p in tie_class(edge, [0, 0], edge[0], NOW - slack, NOW + slack)] == ["a", "b"]
+    apart = [ready_since("c", 1), ready_since("d", 60)]
+    assert [p.metadata.name for p in tie_class(apart, [0, 0], apart[0], NOW - slack, NOW + slack)] == ["c"]

@@ -130,6 +130,48 @@ def _ds_evicted_by_taint(node_taint: str | None) -> tuple[Cluster, Any]:
     return cluster, cluster.delete(pod)[0]
 
 
+def _on_delete_deleted(node_taint: str | None = None, *, on_node: bool = True, failed: bool = False,
+                       rolling: bool = False) -> tuple[Cluster, Any]:
+    """An old Ready pod of an OnDelete (or, `rolling`, a RollingUpdate) DaemonSet deleted without a mark of why,
+    its node in the cache with `node_taint` (NoExecute) or none (`on_node` False: the node not in the cache)."""
+    builder = daemonset("foo").uid("ds-uid")
+    ds = (builder if rolling else builder.on_delete()).build()
+    nodes = []
+    if on_node:
+        node_builder = node("node-1").ready()
+        if node_taint is not None:
+            node_builder = node_builder.taint(node_taint, "db", effect="NoExecute")
+        nodes.append(node_builder.build())
+    cluster = Cluster(ds, revision_of(ds), *nodes)
+    pod_builder = ds_pod("p", ds, "node-1", "old")
+    pod = (pod_builder.phase("Failed") if failed else pod_builder).build()
+    cluster.add(pod)
+    return cluster, cluster.delete(pod)[0]
+
+
+def _extra_deleted(on_delete: bool) -> tuple[Cluster, Any]:
+    """The newer of two Ready pods of the current revision on one node deleted (podsShouldBeOnNode's excess)."""
+    builder = daemonset("foo").uid("ds-uid")
+    ds = (builder.on_delete() if on_delete else builder).build()
+    revision = revision_of(ds)
+    cluster = Cluster(ds, revision, node("node-0").ready().build())
+    cluster.add(ds_pod("kept", ds, "node-0", hash_of(revision)).build())
+    extra = ds_pod("extra", ds, "node-0", hash_of(revision)).build()
+    cluster.add(extra)
+    return cluster, cluster.delete(extra)[0]
+
+
+def _created_on(taint: str | None) -> tuple[Cluster, Any]:
+    """A pod of the current revision created on node-1, which the cache has tainted `taint` (NoSchedule) or not."""
+    ds = daemonset("foo").uid("ds-uid").build()
+    revision = revision_of(ds)
+    builder = node("node-1").ready()
+    if taint is not None:
+        builder = builder.taint(taint, "db", effect="NoSchedule")
+    cluster = Cluster(ds, revision, builder.build())
+    return cluster, cluster.add(ds_pod("p", ds, "node-1", hash_of(revision)).build())[0]
+
+
 CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]] = {
     "a ReplicaSet's create within its replicas": (rs_create_within_replicas, None),
     "a ReplicaSet's create beyond its replicas": (rs_create_beyond_replicas, RS_KEY),
@@ -141,6 +183,10 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     "a DaemonSet's create of its current revision": (ds_create_of_the_current_revision, None),
     "a DaemonSet's create before its template's revision": (ds_create_before_any_revision, DS_KEY),
     "a DaemonSet's create of an unknown revision": (ds_create_of_an_unknown_revision, DS_KEY),
+    # seen on the real control plane: upstream created DaemonSet/shadowed/agent's pod on kwok-node-1 once the taint
+    # scenario's taint was removed, and the pod showed before the node's update
+    "a DaemonSet's create on a node the cache has tainted": (lambda: _created_on("dedicated"), DS_KEY),
+    "a DaemonSet's create on a node that runs it": (lambda: _created_on(None), None),
     "an old pod deleted (a rolling step)": (lambda: _ds_deleted(lambda _: "old"), None),
     "a current Ready pod deleted": (lambda: _ds_deleted(lambda h: h), DS_KEY),
     "a current pod not Ready deleted": (lambda: _ds_deleted(lambda h: h, ready=False), None),
@@ -149,6 +195,16 @@ CASES: dict[str, tuple[Callable[[], tuple[Cluster, Any]], ControllerKey | None]]
     # and the pod's deletion showed before the node's taint, its cause
     "a pod evicted for a taint the node does not show yet": (lambda: _ds_evicted_by_taint(None), DS_KEY),
     "a pod evicted for the node's NoExecute taint": (lambda: _ds_evicted_by_taint("dedicated"), None),
+    # seen on the real control plane: the DaemonSet controller deleted the OnDelete DaemonSet's pod from the node
+    # the taint scenario tainted NoExecute before the taint-eviction controller marked it, and the deletion showed
+    # before the taint. OnDelete never deletes a pod for an update: a node that still runs it is a cause not seen
+    "an OnDelete pod deleted from a node that still runs it": (lambda: _on_delete_deleted(), DS_KEY),
+    "an OnDelete pod deleted from a node tainted NoExecute": (lambda: _on_delete_deleted("dedicated"), None),
+    "an OnDelete pod deleted from a node gone": (lambda: _on_delete_deleted(on_node=False), None),
+    "an OnDelete pod that failed, deleted": (lambda: _on_delete_deleted(failed=True), None),
+    "a RollingUpdate old pod deleted (a rolling step)": (lambda: _on_delete_deleted(rolling=True), None),
+    "a current Ready pod deleted beside another on its node": (lambda: _extra_deleted(on_delete=False), None),
+    "an OnDelete pod deleted beside another on its node": (lambda: _extra_deleted(on_delete=True), None),
     "a deletion before the template's revision": (lambda: _ds_deleted(lambda _: "old", with_revision=False),
                                                   DS_KEY),
 }

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
@@ -156,61 +155,12 @@ def _explain(shadow: Shadow, acting_cluster: Cluster, report: dict[str, object])
             f"\n--- {acting_cluster.acting.name} log ---\n{acting_cluster.acting.logs()[-3000:]}")
 
 
-# What does not agree yet against kube-controller-manager (docs/shadow.md, "What does not agree yet"), each matched
-# on its controller, verb and target: a divergence of one of these makes the real variant an expected
-# failure, any other fails it.
-def _open_categories(divergence: dict[str, Any], tainted_node: str,
-                     by_hand: list[tuple[str, str, str]]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The documented open categories a divergence of the real variant falls in, and its acts that fall in none
-    (the pod kubectl deleted, `by_hand`, is expected and falls in none)."""
-    controller = str(divergence["controller"])
-    kubus_only: list[dict[str, Any]] = list(divergence["kubus_only"])
-    upstream_only: list[dict[str, Any]] = list(divergence["upstream_only"])
-    categories: list[str] = []
-    expected = [(c, v, t) for c, v, t in by_hand if c == controller]
-    for act in list(upstream_only):
-        if (controller, act["verb"], act["target"]) in expected:
-            expected.remove((controller, act["verb"], act["target"]))
-            upstream_only.remove(act)
-    if controller == "DaemonSet/shadowed/surge":
-        deleted = {a["target"] for a in kubus_only if a["verb"] == "delete_pod"}
-        surge = [a for a in kubus_only if a["verb"] == "delete_pod"] + \
-            [a for a in upstream_only if a["verb"] == "create_pod" and a["target"] in deleted]
-        if surge:
-            categories.append(f"{controller} kubus-only surge deletions on {sorted(deleted)}")
-            kubus_only = [a for a in kubus_only if a not in surge]
-            upstream_only = [a for a in upstream_only if a not in surge]
-    if controller == "DaemonSet/shadowed/manual":
-        extra = [a for a in upstream_only if a["verb"] == "delete_pod" and a["target"] == tainted_node]
-        if extra:
-            categories.append(f"{controller} an upstream-only deletion on the NoExecute-tainted {tainted_node}")
-            upstream_only = [a for a in upstream_only if a not in extra]
-    if controller.startswith("ReplicaSet/"):
-        # the same number of deletions on each side, different pods: a scale-down pick the shadow ranked apart
-        # from upstream's. LogarithmicScaleDown buckets each pod's Ready time relative to upstream's own clock at
-        # its decision, which the comparator's tie class (taken at the shadow's decision) does not model yet
-        # (docs/shadow.md, "What does not agree yet")
-        mine = [a for a in kubus_only if a["verb"] == "delete_pod"]
-        theirs = [a for a in upstream_only if a["verb"] == "delete_pod"]
-        if mine and len(mine) == len(theirs):
-            categories.append(f"{controller} a scale-down pick outside the tie class: kubus "
-                              f"{sorted(a['target'] for a in mine)}, upstream {sorted(a['target'] for a in theirs)}")
-            kubus_only = [a for a in kubus_only if a not in mine]
-            upstream_only = [a for a in upstream_only if a not in theirs]
-    if controller.startswith("DaemonSet/"):
-        early = [a for a in upstream_only if a["verb"] == "create_revision"]
-        if early:
-            categories.append(f"{controller} an upstream-only create_revision (seen before its template)")
-            upstream_only = [a for a in upstream_only if a not in early]
-    return categories, kubus_only + upstream_only
-
-
 def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: Path) -> None:
     """ReplicaSet create, scale up and down, adoption and release; DaemonSet rollout with maxUnavailable, a
     rollback, maxSurge, OnDelete, a NoExecute taint: the shadow would have done what the acting controller
-    did, or an equivalent member of its tie class. Against kube-controller-manager, a divergence in one of the
-    documented open categories (_open_categories) makes it an expected failure, once every
-    other check has passed; any other divergence fails it."""
+    did, or an equivalent member of its tie class, against kubus on the sim and against kube-controller-manager
+    alike. The one difference allowed is the pod kubectl deleted, which the watch cannot tell from a
+    controller's deletion (docs/shadow.md, "What cannot be compared")."""
     kubectl = acting_cluster.kubectl
     kubectl("create", "namespace", "shadowed")
     scenarios.replicaset_create_and_scale(kubectl, "shadowed")
@@ -246,20 +196,10 @@ def test_the_scenarios_agree(acting_cluster: Cluster, shadow: Shadow, tmp_path: 
     replay = subprocess.run([sys.executable, "-m", "kubus", "replay", "--diff", "--data-dir", str(shadow.data_dir),
                              "--prefix", "shadow"], capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
-    if acting_cluster.acting.name != "kube-controller-manager":
-        assert found == by_hand, why
-        assert not any(d["kubus_only"] for d in report["divergences"]), why
-        return
-    open_categories: list[str] = []
-    unexplained: list[tuple[str, dict[str, Any]]] = []
-    for divergence in report["divergences"]:
-        categories, left = _open_categories(divergence, tainted_node, by_hand)
-        open_categories += categories
-        unexplained += [(divergence["controller"], act) for act in left]
-    assert not unexplained, f"divergences in no open category: {unexplained}\n{why}"
-    if open_categories:
-        pytest.xfail("open against kube-controller-manager (docs/shadow.md, 'What does not agree yet'): "
-                     + "; ".join(open_categories))
+    # total agreement, but for the pod kubectl deleted (upstream-only, or seen before its cause above), against
+    # kubus on the sim and against kube-controller-manager alike
+    assert sorted(found) == sorted(act for act in by_hand if act not in held), why
+    assert not any(d["kubus_only"] for d in report["divergences"]), why
 
 
 def _wait_for_counter(shadow: Shadow, kind: str, total: int) -> None:
