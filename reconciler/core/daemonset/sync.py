@@ -32,10 +32,11 @@ from kube.core import Node, Pod
 from kube.features import FeatureGates
 from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
-from kube.nodeaffinity import get_target_node_name, node_selector_errors
+from kube.nodeaffinity import node_selector_errors
 from kube.ownership import get_controller_of
+from kube.pods import PodFacts
 from messages.keys import ControllerKey
-from reconciler.core.claiming import claim_pod_facts
+from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import KIND, REVISION_KIND
 from reconciler.core.daemonset.history import (
@@ -48,7 +49,7 @@ from reconciler.core.daemonset.history import (
     revision_number_patch,
     unique_label_patch,
 )
-from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage, nodes_to_daemon_pods
+from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts, nodes_to_daemon_facts
 from reconciler.core.daemonset.placement import validate_tolerations
 from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
 from reconciler.core.daemonset.rollout import (
@@ -57,15 +58,19 @@ from reconciler.core.daemonset.rollout import (
     NodeNotFoundError,
     RolloutDecision,
     RolloutValueError,
-    daemon_pods_by_node,
-    is_pod_updated,
+    daemon_facts_by_node,
     rolling_update,
     surge_count,
     template_generation,
     unavailable_count,
     updated_desired_node_counts,
 )
-from reconciler.core.daemonset.status import calculate_status, needs_write, resync_after, selecting_all_event
+from reconciler.core.daemonset.status import (
+    calculate_status_facts,
+    needs_write,
+    resync_after_facts,
+    selecting_all_event,
+)
 from reconciler.core.expectations import Expectations, held_back
 from reconciler.core.view import BadInput, CacheView
 
@@ -171,11 +176,14 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     # constructHistory: controlledHistories claims the revisions, then snapshot or dedup
     revisions, plan.revision_adopt, plan.revision_release = _claim_revisions(
         ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
-    claim = claim_pod_facts(ds.metadata, selector, sorted(view.owned_or_orphan_pods(namespace, ds.metadata.uid),
-                                                          key=_FACTS_NAME))
+    # the pods as their facts (kube.pods.PodFacts, kept by the cache once per pod version): the sync reads the
+    # facts alone, and a pod itself only where it acts on it (adopt, release, delete, relabel) or on a node
+    # with more than one pod
+    claim = claim_facts(ds.metadata, selector, sorted(view.owned_or_orphan_pods(namespace, ds.metadata.uid),
+                                                      key=_FACTS_NAME))
     claimed = claim.claimed
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
-    history = construct_history(ds, revisions, claimed, taken)
+    history = construct_history(ds, revisions, (facts.pod for facts in claimed), taken)
     plan.history = history
     plan.hash = history.hash
     plan.revision_patches = [(r, unique_label_patch(r)) for r in history.label_fixes]
@@ -205,20 +213,20 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     plan.adopt, plan.release = sorted(claim.adopt, key=_NAME), sorted(claim.release, key=_NAME)
 
     nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
-    pods_by_node = nodes_to_daemon_pods(claimed)
+    pods_by_node = nodes_to_daemon_facts(claimed)
     if expectations is not None and not expectations.satisfied(now):
-        status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
-                                  comparison_operators=comparison_operators)
+        status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
+                                        comparison_operators=comparison_operators)
         plan.status = _to_write(ds, status, plan.adopt)
-        plan.requeue_after = resync_after(ds, status, pods_by_node, now)
+        plan.requeue_after = resync_after_facts(ds, status, pods_by_node, now)
         plan.explain.update({"reason": f"{held_back(expectations, now)}: status only", "hash": hash_,
                              "pods": len(claimed), "nodes": len(nodes)})
         return plan
 
     # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
     plan.managed = True
-    result = manage(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
-                    backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
+    result = manage_facts(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
+                          backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
     synced = sync_nodes(ds, result.nodes_needing_pods, result.pods_to_delete, hash_, now=now, key_base=key_base)
     plan.creates, plan.deletes = list(synced.creates), list(synced.deletes)
     plan.expectations = synced.expectations
@@ -231,14 +239,14 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
         # or maxSurge also keeps every old revision until it is fixed, as upstream does
         # getNodesToDaemonPods(ds, true): the claimed pods that have a target node. A generator, so that
         # cleanup_history only walks the pods when it has old revisions to delete
-        live = (value for p in claimed
-                if (value := p.metadata.labels.get(UNIQUE_LABEL_KEY, "")) and get_target_node_name(p) is not None)
+        live = (value for facts in claimed
+                if (value := facts.labels.get(UNIQUE_LABEL_KEY, "")) and facts.node is not None)
         plan.revision_deletes.extend(cleanup_history(ds, history.old, live))
 
-    status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
-                              placements=result.placements)
+    status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
+                                    placements=result.placements)
     plan.status = _to_write(ds, status, plan.adopt)
-    plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status, pods_by_node, now))
+    plan.requeue_after = _earliest(result.requeue_after, resync_after_facts(ds, status, pods_by_node, now))
     plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
     return plan
 
@@ -255,7 +263,7 @@ def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -
 
 
 def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,
-          pods_by_node: Mapping[str, Sequence[Pod]], claimed: Sequence[Pod], hash_: str,
+          pods_by_node: Mapping[str, Sequence[PodFacts]], claimed: Sequence[PodFacts], hash_: str,
           rollout_problem: RolloutValueError | None, now: datetime, key_base: str) -> bool:
     """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail."""
     strategy = ds.spec.update_strategy.type
@@ -272,14 +280,15 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         return False
     generation = template_generation(ds)
     should_run = {name: placement.should_run for name, placement in result.placements.items()}
-    by_node = daemon_pods_by_node(pods_by_node, hash_, generation, ds.spec.min_ready_seconds)
+    by_node = daemon_facts_by_node(pods_by_node, hash_, generation)
     try:
         counts = updated_desired_node_counts(ds, should_run, by_node)
         decision = RolloutDecision()
         # rollingUpdate deletes old pods and surges beside old pods, nothing else (with no old pod it does not
         # even look a node up): when every pod is of the current revision, as in the steady state, its walk
         # over all the nodes can only decide nothing, and is skipped
-        if not all(is_pod_updated(p, hash_, generation) for pods in pods_by_node.values() for p in pods):
+        updated = by_node.updated
+        if not all(updated(facts) for pods in pods_by_node.values() for facts in pods):
             decision = rolling_update(
                 counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
                 desired_number_scheduled=counts.desired_number_scheduled,
@@ -292,7 +301,7 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         return False
     doomed: list[Pod] = []
     if decision.pods_to_delete:
-        by_name = {p.metadata.name: p for p in claimed}
+        by_name = {facts.name: facts.pod for facts in claimed}
         doomed = [by_name[n] for n in decision.pods_to_delete if n in by_name]
     step = sync_nodes(ds, decision.nodes_to_create, doomed, hash_, now=now, key_base=key_base)
     # rollingUpdate's own syncNodes: manage issued nothing (or this step would not run), so its lists are
@@ -401,12 +410,13 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
 
 
 _NAME: Final = attrgetter("metadata.name")
-_FACTS_NAME: Final = attrgetter("pod.metadata.name")
+_FACTS_NAME: Final = attrgetter("name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
-             claimed: Sequence[Pod], nodes: Sequence[Node], by_node: Mapping[str, Sequence[Pod]]) -> dict[str, Any]:
-    """``by_node``: nodes_to_daemon_pods(claimed)."""
+             claimed: Sequence[PodFacts], nodes: Sequence[Node], by_node: Mapping[str, Sequence[PodFacts]]
+             ) -> dict[str, Any]:
+    """``by_node``: nodes_to_daemon_facts(claimed)."""
     # Only the nodes worth a look: the usual one (should run, one pod) is counted, not listed, or the
     # audit trail would hold a line per node for every sync (half a megabyte at 5,000 nodes).
     per_node: dict[str, Any] = {}
@@ -417,7 +427,7 @@ def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, h
             usual += 1
             continue
         per_node[name] = {"should_run": should_run, "should_continue_running": should_continue_running,
-                          "pods": list(map(_NAME, pods)) if pods else []}
+                          "pods": [facts.name for facts in pods] if pods else []}
     return {
         "reason": "synced",
         "hash": hash_,
