@@ -40,7 +40,7 @@ from kube.pods import PodFacts, is_pod_available, is_pod_ready, pod_facts
 from kube.times import parse_time
 from reconciler.core.daemonset import backoff
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
-from reconciler.core.daemonset.placement import Placement, daemon_placer
+from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
 from reconciler.core.daemonset.pods import UNIQUE_LABEL_KEY
 
 __all__ = [
@@ -102,14 +102,19 @@ def nodes_to_daemon_pods(pods: Iterable[Pod], include_deleted_terminal: bool = F
     pods are listed oldest first (:func:`pod_order_key`). Only nodes with at least one pod are keys.
     """
     grouped = nodes_to_daemon_facts([pod_facts(p) for p in pods], include_deleted_terminal)
-    return {name: [facts.pod for facts in same_node] for name, same_node in grouped.items()}
+    return {name: [facts.pod for facts in grouped[name]] for name in sorted(grouped)}
 
 
 def nodes_to_daemon_facts(pods: Iterable[PodFacts], include_deleted_terminal: bool = False
                           ) -> dict[str, list[PodFacts]]:
     """:func:`nodes_to_daemon_pods` over the pods' facts (kube.pods.PodFacts), which the sync reads instead of
-    the pods: the target node, deletion and phase are fields of one tuple, read once per pod version."""
+    the pods: the target node, deletion and phase are fields of one tuple, read once per pod version.
+
+    The keys are in no particular order (whoever walks them in name order sorts them: the rolling-update
+    walk; the others look nodes up); a node's pods are oldest first, as :func:`nodes_to_daemon_pods` lists them.
+    """
     grouped: dict[str, list[PodFacts]] = {}
+    crowded: list[list[PodFacts]] = []  # the nodes with more than one pod: a DaemonSet has one, mostly
     for facts in pods:
         if not include_deleted_terminal and facts.deleting and facts.terminal:
             continue  # kubelet or pod GC is removing it; nothing left for the controller to do
@@ -120,10 +125,12 @@ def nodes_to_daemon_facts(pods: Iterable[PodFacts], include_deleted_terminal: bo
         if same_node is None:
             grouped[node_name] = [facts]
         else:
+            if len(same_node) == 1:
+                crowded.append(same_node)
             same_node.append(facts)
-    # a DaemonSet has one pod per node, mostly: sort only the nodes that have more
-    return {name: pods if len(pods := grouped[name]) == 1 else sorted(pods, key=_facts_order_key)
-            for name in sorted(grouped)}
+    for same_node in crowded:
+        same_node.sort(key=_facts_order_key)
+    return grouped
 
 
 def facts_by_node(pods_by_node: Mapping[str, Sequence[Pod]]) -> dict[str, list[PodFacts]]:
@@ -252,7 +259,9 @@ class ManageResult:
     ``events`` are to be recorded on the DaemonSet; ``requeue_after`` is the earliest backoff requeue
     (the work queue keeps the earliest of several AddAfter); ``backoff`` / ``backoff_updates`` as in
     :class:`NodePlan`, over all nodes; ``placements`` is NodeShouldRunDaemonPod's answer per node, in
-    node name order, for the steps that follow (rolling update, status).
+    node name order, for the steps that follow (rolling update, status); ``unusual_nodes`` the nodes, in that
+    order, other than those where the daemon should run and keep running and has exactly one pod (for the
+    decision's summary, which lists those and only counts the rest).
     """
 
     nodes_needing_pods: list[str] = field(default_factory=list)
@@ -262,6 +271,7 @@ class ManageResult:
     backoff: Mapping[str, FailedPodBackoff] = field(default_factory=dict)
     backoff_updates: list[FailedPodBackoff] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)
+    unusual_nodes: list[str] = field(default_factory=list)
 
 
 def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, *,
@@ -287,6 +297,7 @@ def manage_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str
     :func:`pods_should_be_on_node`.
     """
     place = daemon_placer(ds, comparison_operators=comparison_operators)
+    untainted = untainted_everywhere(ds)  # then an untainted node is EVERYWHERE without asking `place`
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []
@@ -294,19 +305,25 @@ def manage_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str
     updates: dict[str, FailedPodBackoff] = {}
     requeue: timedelta | None = None
     placements: dict[str, Placement] = {}
+    unusual: list[str] = []
     for node in nodes:
         name = node.metadata.name
-        placement = placements[name] = place(node)
+        placement = placements[name] = EVERYWHERE if untainted and not node.spec.taints else place(node)
         pods = pods_by_node.get(name)
         if not pods:
+            unusual.append(name)
             # podsShouldBeOnNode without pods: create exactly when the daemon should run here
             if placement.should_run:
                 needing.append(name)
             continue
-        if placement.should_continue_running and len(pods) == 1:
+        if len(pods) == 1 and placement.should_continue_running:
+            if not placement.should_run:
+                unusual.append(name)
             facts = pods[0]
             if not facts.deleting and not facts.terminal:
                 continue  # the steady state: one running pod where it may stay, surge or not; nothing to do
+        else:
+            unusual.append(name)
         plan = pods_should_be_on_node(name, [facts.pod for facts in pods], placement, ds, hash_,
                                       max_surge=max_surge, backoff_entries=table, now=now)
         needing.extend(plan.nodes_needing_pods)
@@ -318,4 +335,4 @@ def manage_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str
             requeue = plan.requeue_after if requeue is None else min(requeue, plan.requeue_after)
     vanished = {name: [facts.pod for facts in pods] for name, pods in pods_by_node.items() if name not in placements}
     deletes.extend(unscheduled_pods_without_node(placements, vanished))
-    return ManageResult(needing, deletes, events, requeue, table, list(updates.values()), placements)
+    return ManageResult(needing, deletes, events, requeue, table, list(updates.values()), placements, unusual)

@@ -281,6 +281,17 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
         return (len(self.hash) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == self.hash) or (
             generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label)
 
+    def all_updated(self) -> bool:
+        """Whether every pod is of the current revision (:meth:`updated`, inlined: a loop over every pod)."""
+        hash_, generation_label = self.hash, self.generation_label
+        for pods in self.facts.values():
+            for facts in pods:
+                labels = facts.labels
+                if not ((hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (generation_label is not None and (
+                        labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label))):
+                    return False
+        return True
+
     def daemon_pod(self, facts: PodFacts) -> DaemonPod:
         """The pod's DaemonPod, from its facts (``ready_since`` only when the pod is Ready: only
         :meth:`DaemonPod.available` reads it, after ``ready``)."""

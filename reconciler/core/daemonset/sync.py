@@ -21,7 +21,7 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -178,12 +178,12 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
         ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
     # the pods as their facts (kube.pods.PodFacts, kept by the cache once per pod version): the sync reads the
     # facts alone, and a pod itself only where it acts on it (adopt, release, delete, relabel) or on a node
-    # with more than one pod
-    claim = claim_facts(ds.metadata, selector, sorted(view.owned_or_orphan_pods(namespace, ds.metadata.uid),
-                                                      key=_FACTS_NAME))
+    # with more than one pod. They come in the cache's order: what follows looks pods up by node or sorts
+    # them (a name is a pod's own in its namespace, and ties keep the cache's order as a stable sort does)
+    claim = claim_facts(ds.metadata, selector, view.owned_or_orphan_pods(namespace, ds.metadata.uid))
     claimed = claim.claimed
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
-    history = construct_history(ds, revisions, (facts.pod for facts in claimed), taken)
+    history = construct_history(ds, revisions, _by_name(claimed), taken)
     plan.history = history
     plan.hash = history.hash
     plan.revision_patches = [(r, unique_label_patch(r)) for r in history.label_fixes]
@@ -251,6 +251,12 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     return plan
 
 
+def _by_name(claimed: Sequence[PodFacts]) -> Iterator[Pod]:
+    """The claimed pods in name order (getDaemonPods for dedup's relabels), sorted only if they are read."""
+    for facts in sorted(claimed, key=_FACTS_NAME):
+        yield facts.pod
+
+
 def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -> DaemonSetStatus | None:
     """The status storeDaemonSetStatus would write, or None: unchanged, or counting pods still being adopted.
 
@@ -279,20 +285,21 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {rollout_problem}"
         return False
     generation = template_generation(ds)
-    should_run = {name: placement.should_run for name, placement in result.placements.items()}
+    placements = result.placements
     by_node = daemon_facts_by_node(pods_by_node, hash_, generation)
     try:
-        counts = updated_desired_node_counts(ds, should_run, by_node)
+        counts = updated_desired_node_counts(ds, ((name, p.should_run) for name, p in placements.items()), by_node)
         decision = RolloutDecision()
         # rollingUpdate deletes old pods and surges beside old pods, nothing else (with no old pod it does not
         # even look a node up): when every pod is of the current revision, as in the steady state, its walk
         # over all the nodes can only decide nothing, and is skipped
-        updated = by_node.updated
-        if not all(updated(facts) for pods in pods_by_node.values() for facts in pods):
+        if not by_node.all_updated():
             decision = rolling_update(
                 counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
                 desired_number_scheduled=counts.desired_number_scheduled,
-                min_ready_seconds=ds.spec.min_ready_seconds, now=now, should_run=should_run)
+                min_ready_seconds=ds.spec.min_ready_seconds, now=now,
+                # read by the walk with surge alone
+                should_run={name: p.should_run for name, p in placements.items()} if counts.max_surge else None)
     except RolloutValueError as exc:
         plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {exc}"
         return False
@@ -417,17 +424,16 @@ def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, h
              claimed: Sequence[PodFacts], nodes: Sequence[Node], by_node: Mapping[str, Sequence[PodFacts]]
              ) -> dict[str, Any]:
     """``by_node``: nodes_to_daemon_facts(claimed)."""
-    # Only the nodes worth a look: the usual one (should run, one pod) is counted, not listed, or the
-    # audit trail would hold a line per node for every sync (half a megabyte at 5,000 nodes).
+    # Only the nodes worth a look (manage's unusual_nodes): the usual one (should run, one pod) is counted, not
+    # listed, or the audit trail would hold a line per node for every sync (half a megabyte at 5,000 nodes).
     per_node: dict[str, Any] = {}
-    usual = 0
-    for name, (should_run, should_continue_running) in result.placements.items():
+    placements = result.placements
+    for name in result.unusual_nodes:
+        should_run, should_continue_running = placements[name]
         pods = by_node.get(name)
-        if should_run and should_continue_running and pods is not None and len(pods) == 1:
-            usual += 1
-            continue
         per_node[name] = {"should_run": should_run, "should_continue_running": should_continue_running,
                           "pods": [facts.name for facts in pods] if pods else []}
+    usual = len(placements) - len(per_node)
     return {
         "reason": "synced",
         "hash": hash_,
