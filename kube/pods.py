@@ -157,9 +157,10 @@ def max_container_restarts(pod: Pod) -> tuple[int, int]:
 class PodFacts(NamedTuple):
     """What the controllers read from a pod in every sync, read once per pod version (`pod_facts`).
 
-    A ReplicaSet sync visits each of its pods (thousands) for the same few facts, and a pod is an
-    immutable object replaced on every update: the reconciler's cache computes these when it stores
-    the pod, and a sync unpacks a tuple instead of walking conditions and owner references again.
+    A ReplicaSet sync visits each of its pods (thousands) for the same few facts, and a DaemonSet sync
+    every pod on every node; a pod is an immutable object replaced on every update: the reconciler's
+    cache computes these when it stores the pod, and a sync unpacks a tuple instead of walking the pod's
+    metadata, spec, status, conditions and owner references again.
     """
 
     pod: Pod

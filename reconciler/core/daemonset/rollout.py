@@ -429,10 +429,11 @@ def _without_surge(node_to_pods: Mapping[str, Sequence[DaemonPod]], max_unavaila
     # pods' facts: what find_updated_pods_on_node and DaemonPod.available decide for it, without the DaemonPod
     view = node_to_pods if isinstance(node_to_pods, DaemonPodsByNode) else None
     facts_by_node: Mapping[str, Sequence[PodFacts]] = {} if view is None else view.facts
-    updated = None if view is None else view.updated
+    hash_ = "" if view is None else view.hash
+    generation_label = None if view is None else view.generation_label
     min_ready = timedelta(seconds=min_ready_seconds)
     for node_name in sorted(node_to_pods):
-        if updated is not None:
+        if view is not None:
             pods = facts_by_node.get(node_name)
             if pods is not None and len(pods) == 1:
                 facts = pods[0]
@@ -441,7 +442,9 @@ def _without_surge(node_to_pods: Mapping[str, Sequence[DaemonPod]], max_unavaila
                     continue
                 since = facts.ready_since
                 available = facts.ready and (min_ready_seconds == 0 or (since is not None and since + min_ready <= now))
-                if updated(facts):
+                labels = facts.labels  # view.updated(facts), inlined
+                if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+                        generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label):
                     if not available:
                         num_unavailable += 1  # the new pod is not yet available
                 elif not available:
