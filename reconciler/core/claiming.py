@@ -81,19 +81,27 @@ def claim_facts(controller: ObjectMeta, selector: Selector, pods: Sequence[PodFa
     uid = sys.intern(controller.uid)  # PodFacts.controller_uid is interned: compared by identity when equal
     pairs = selector.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
     matches = selector.matches
+    # the selector's answer by labels dict: the cache gives pods with equal labels one shared dict (a
+    # DaemonSet's pods have one or two), so it is worked out once per dict (every dict stays alive meanwhile,
+    # held by `pods`, so no id is reused)
+    matched_by_labels: dict[int, bool] = {}
     for facts in pods:
-        pod, owner, _, pod_deleting, labels = facts[:5]
-        matched = pairs <= labels.items() if pairs is not None else matches(labels)
+        owner = facts.controller_uid
+        labels = facts.labels
+        matched = matched_by_labels.get(id(labels))
+        if matched is None:
+            matched = matched_by_labels[id(labels)] = pairs <= labels.items() if pairs is not None else matches(labels)
         if owner is not None:
             if owner != uid:
                 continue  # someone else's
             if matched:
                 claimed.append(facts)  # ours: claimed even while the controller is being deleted
             elif not deleting:
-                claim.release.append(pod)
+                claim.release.append(facts.pod)
             continue
-        if deleting or not matched or pod_deleting:
+        if deleting or not matched or facts.deleting:
             continue
+        pod = facts.pod
         if controller.namespace and controller.namespace != pod.metadata.namespace:
             continue
         claim.adopt.append(pod)

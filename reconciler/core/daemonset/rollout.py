@@ -16,6 +16,7 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -260,11 +261,12 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
         self.hash = hash_
         self.generation = generation
         self.generation_label = None if generation is None else str(generation)
-        self._empty = dict.fromkeys(name for name in empty if name not in pods_by_node)
+        self._empty = {name: None for name in empty if name not in pods_by_node}
 
     def with_empty(self, names: Iterable[str]) -> DaemonPodsByNode:
         """The same view plus an empty list for each of ``names`` it does not have yet."""
-        return DaemonPodsByNode(self.facts, self.hash, self.generation, (*self._empty, *names))
+        empty = (*self._empty, *names) if self._empty else names
+        return DaemonPodsByNode(self.facts, self.hash, self.generation, empty)
 
     def __getitem__(self, name: str) -> list[DaemonPod]:
         pods = self.facts.get(name)
@@ -308,8 +310,7 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
         return name in self.facts or name in self._empty
 
     def __iter__(self) -> Iterator[str]:
-        yield from self.facts
-        yield from self._empty
+        return itertools.chain(self.facts, self._empty)
 
     def __len__(self) -> int:
         return len(self.facts) + len(self._empty)
