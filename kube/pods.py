@@ -23,6 +23,7 @@ from kube.core import (
     Pod,
     PodCondition,
 )
+from kube.nodeaffinity import get_target_node_name
 from kube.times import micros, parse_time
 
 __all__ = [
@@ -156,9 +157,10 @@ def max_container_restarts(pod: Pod) -> tuple[int, int]:
 class PodFacts(NamedTuple):
     """What the controllers read from a pod in every sync, read once per pod version (`pod_facts`).
 
-    A ReplicaSet sync visits each of its pods (thousands) for the same few facts, and a pod is an
-    immutable object replaced on every update: the reconciler's cache computes these when it stores
-    the pod, and a sync unpacks a tuple instead of walking conditions and owner references again.
+    A ReplicaSet sync visits each of its pods (thousands) for the same few facts, and a DaemonSet sync
+    every pod on every node; a pod is an immutable object replaced on every update: the reconciler's
+    cache computes these when it stores the pod, and a sync unpacks a tuple instead of walking the pod's
+    metadata, spec, status, conditions and owner references again.
     """
 
     pod: Pod
@@ -176,6 +178,8 @@ class PodFacts(NamedTuple):
     rank_head: int
     restarts: int  # max_container_restarts: the regular containers'
     sidecar_restarts: int  # max_container_restarts: the restartable init containers'
+    name: str  # metadata.name
+    node: str | None  # GetTargetNodeName (kube.nodeaffinity.get_target_node_name): where a DaemonSet's pod runs
 
 
 def pod_facts(pod: Pod, labels: dict[str, str] | None = None, previous: PodFacts | None = None) -> PodFacts:
@@ -216,11 +220,15 @@ def pod_facts(pod: Pod, labels: dict[str, str] | None = None, previous: PodFacts
             regular = container.restart_count
     sidecar = max_container_restarts(pod)[1] if status.init_container_statuses else 0
     annotations = meta.annotations
-    head = ((((3 if pod.spec.node_name else 0) + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
+    spec = pod.spec
+    node: str | None = spec.node_name  # get_target_node_name, its common case inlined (the affinity only when unbound)
+    if not node:
+        node = get_target_node_name(pod) if spec.affinity is not None else None
+    head = ((((3 if spec.node_name else 0) + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
         (deletion_cost(annotations) if annotations and POD_DELETION_COST in annotations else 0) + _INT32_OFFSET)
     return PodFacts(pod, controller, status.phase in _TERMINAL_PHASES, meta.deletion_timestamp is not None,
                     meta.labels if labels is None else labels, ready, since, ready_us, created_us, meta.uid, head,
-                    regular, sidecar)
+                    regular, sidecar, meta.name, node)
 
 
 @functools.lru_cache(maxsize=65536)

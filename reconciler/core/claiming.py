@@ -58,30 +58,54 @@ def claim_pods(controller: ObjectMeta, selector: Selector, pods: Sequence[Pod],
 
 def claim_pod_facts(controller: ObjectMeta, selector: Selector, pods: Sequence[PodFacts]) -> Claim:
     """claim_pods (without filters) over the pods' facts, in their order: the controller uid and the labels
-    read once per pod version (the DaemonSet's claim, over thousands of pods in every sync)."""
-    claim = Claim()
+    read once per pod version."""
+    claim = claim_facts(controller, selector, pods)
+    return Claim([facts.pod for facts in claim.claimed], claim.adopt, claim.release)
+
+
+@dataclass
+class FactsClaim:
+    """claim_facts' outcome: the claimed pods as their facts (the DaemonSet's sync reads nothing else)."""
+
+    claimed: list[PodFacts] = field(default_factory=list)
+    adopt: list[Pod] = field(default_factory=list)  # orphans to take (already in `claimed`)
+    release: list[Pod] = field(default_factory=list)  # ours, but the selector no longer matches
+
+
+def claim_facts(controller: ObjectMeta, selector: Selector, pods: Sequence[PodFacts]) -> FactsClaim:
+    """claim_pod_facts, the claimed pods kept as their facts (the DaemonSet's claim, over thousands of pods
+    in every sync)."""
+    claim = FactsClaim()
     claimed = claim.claimed
     deleting = controller.deletion_timestamp is not None
     uid = sys.intern(controller.uid)  # PodFacts.controller_uid is interned: compared by identity when equal
     pairs = selector.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
     matches = selector.matches
+    # the selector's answer by labels dict: the cache gives pods with equal labels one shared dict (a
+    # DaemonSet's pods have one or two), so it is worked out once per dict (every dict stays alive meanwhile,
+    # held by `pods`, so no id is reused)
+    matched_by_labels: dict[int, bool] = {}
     for facts in pods:
-        pod, owner, _, pod_deleting, labels = facts[:5]
-        matched = pairs <= labels.items() if pairs is not None else matches(labels)
+        owner = facts.controller_uid
+        labels = facts.labels
+        matched = matched_by_labels.get(id(labels))
+        if matched is None:
+            matched = matched_by_labels[id(labels)] = pairs <= labels.items() if pairs is not None else matches(labels)
         if owner is not None:
             if owner != uid:
                 continue  # someone else's
             if matched:
-                claimed.append(pod)  # ours: claimed even while the controller is being deleted
+                claimed.append(facts)  # ours: claimed even while the controller is being deleted
             elif not deleting:
-                claim.release.append(pod)
+                claim.release.append(facts.pod)
             continue
-        if deleting or not matched or pod_deleting:
+        if deleting or not matched or facts.deleting:
             continue
+        pod = facts.pod
         if controller.namespace and controller.namespace != pod.metadata.namespace:
             continue
         claim.adopt.append(pod)
-        claimed.append(pod)
+        claimed.append(facts)
     return claim
 
 

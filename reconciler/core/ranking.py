@@ -338,7 +338,7 @@ def _fact_keys(facts: list[PodFacts], ranks: list[int], now: datetime) -> list[_
     tails: list[tuple[int, int, int, str]] = []
     ready_times: dict[int, set[int | None]] = {}
     shared: list[set[int | None] | None] = []  # the pod's set in ready_times (None if not Ready)
-    for (_, _, _, _, _, ready, _, ready_us, created_us, uid, first, regular, sidecar), rank in zip(
+    for (_, _, _, _, _, ready, _, ready_us, created_us, uid, first, regular, sidecar, _, _), rank in zip(
             facts, ranks, strict=True):
         head = (first << 40) + ((top - rank) << 8)
         if ready:

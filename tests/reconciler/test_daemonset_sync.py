@@ -359,3 +359,58 @@ def test_the_summary_names_at_most_a_bounded_number_of_unusual_nodes_and_counts_
     assert all(entry["should_continue_running"] is False and len(entry["pods"]) == 1 for entry in listed.values())
     deleted_on = {p.spec.node_name for p in plan.deletes}
     assert deleted_on <= set(listed), sorted(deleted_on - set(listed))[:3]
+
+
+class _Watched:
+    """A pod that notes its name in ``touched`` whenever anything reads one of its fields."""
+
+    def __init__(self, pod: Pod, touched: set[str]) -> None:
+        object.__setattr__(self, "_pod", pod)
+        object.__setattr__(self, "_touched", touched)
+
+    def __getattr__(self, field: str) -> object:
+        pod = object.__getattribute__(self, "_pod")
+        object.__getattribute__(self, "_touched").add(pod.metadata.name)
+        return getattr(pod, field)
+
+
+def watch_pods(cluster: Cluster) -> set[str]:
+    """Puts a _Watched in place of every pod the cache's facts hold; returns the set of the names read."""
+    touched: set[str] = set()
+    cache = cluster.cache
+    for uid, facts in list(cache.pod_facts.items()):
+        watched = facts._replace(pod=_Watched(facts.pod, touched))
+        cache.pod_facts[uid] = watched
+        for group in cache.pod_groups.values():
+            if uid in group:
+                group[uid] = watched
+    return touched
+
+
+def test_a_sync_reads_the_facts_and_only_the_pods_it_deletes() -> None:
+    """Issue 25: the sync (claim, grouping by node, manage, the rolling walk, cleanupHistory, the status, the
+    decision's summary) reads each pod's facts, which the cache keeps once per pod version, and a pod itself
+    only where it acts on it. At thousands of nodes reading every pod's fields was most of a sync's time."""
+    nodes = [f"node-{i}" for i in range(12)]
+    builder = new_ds().rolling_update(max_unavailable=3)
+    old_ds = builder.build()
+    old = revision_of(old_ds, 1)
+    ds = builder.image("busybox:2").build()
+    current = revision_of(ds, 2)
+
+    steady = Cluster(*[node(n).ready().build() for n in nodes], old_ds, old,
+                     *[ds_pod(f"pod-{n}", old_ds, n, hash_of(old)).build() for n in nodes])
+    touched = watch_pods(steady)
+    plan = sync_daemonset(KEY, steady.cache, None, {}, NOW, "corr")
+    assert (plan.creates, plan.deletes, plan.status is not None) == ([], [], True)
+    assert plan.status is not None and (plan.status.desired_number_scheduled, plan.status.number_available,
+                                        plan.status.updated_number_scheduled) == (12, 12, 12)
+    assert touched == set()
+
+    rolling = Cluster(*[node(n).ready().build() for n in nodes], ds, old, current,
+                      *[ds_pod(f"pod-{n}", ds, n, hash_of(old)).build() for n in nodes])
+    touched = watch_pods(rolling)
+    plan = sync_daemonset(KEY, rolling.cache, None, {}, NOW, "corr")
+    assert plan.rolled and names(plan.deletes) == ["pod-node-0", "pod-node-1", "pod-node-10"]
+    assert plan.status is not None and (plan.status.number_available, plan.status.updated_number_scheduled) == (12, 0)
+    assert touched <= set(names(plan.deletes)), sorted(touched - set(names(plan.deletes)))

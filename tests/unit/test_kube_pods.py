@@ -6,7 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kube.core import Pod
+from kube.core import (
+    Affinity,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+)
+from kube.nodeaffinity import get_target_node_name
 from kube.pods import (
     get_pod_condition,
     get_pod_ready_condition,
@@ -15,6 +23,7 @@ from kube.pods import (
     is_pod_ready,
     is_pod_terminal,
     is_pod_terminating,
+    pod_facts,
     pod_key,
 )
 from kube.testing import pod
@@ -100,3 +109,40 @@ def test_get_pod_condition_by_type() -> None:
     subject = pod().ready(at=NOW).build()
     assert get_pod_condition(subject, "Ready") is get_pod_ready_condition(subject)
     assert get_pod_condition(subject, "PodScheduled") is None
+
+
+def _required(*terms: list[NodeSelectorRequirement]) -> Affinity:
+    return Affinity(node_affinity=NodeAffinity(required_during_scheduling_ignored_during_execution=NodeSelector(
+        node_selector_terms=[NodeSelectorTerm(match_fields=fields) for fields in terms])))
+
+
+def _with_affinity(subject: Pod, affinity: Affinity) -> Pod:
+    subject.spec.affinity = affinity
+    return subject
+
+
+def _name_in(*values: str) -> NodeSelectorRequirement:
+    return NodeSelectorRequirement(key="metadata.name", operator="In", values=list(values))
+
+
+@pytest.mark.parametrize(
+    ("subject", "node"),
+    [
+        pytest.param(pod("a").on_node("node-1").build(), "node-1", id="bound"),
+        pytest.param(_with_affinity(pod("a").on_node("node-1").build(), _required([_name_in("node-2")])), "node-1",
+                     id="bound-wins-over-affinity"),
+        pytest.param(_with_affinity(pod("a").build(), _required([_name_in("node-2")])), "node-2", id="pinned"),
+        pytest.param(_with_affinity(pod("a").build(), _required([], [_name_in("node-3")])), "node-3", id="second-term"),
+        pytest.param(_with_affinity(pod("a").build(), _required([_name_in("node-2", "node-3")])), None,
+                     id="two-values"),
+        pytest.param(_with_affinity(pod("a").build(), _required([_name_in("")])), "", id="empty-value"),
+        pytest.param(_with_affinity(pod("a").build(), Affinity()), None, id="no-node-affinity"),
+        pytest.param(pod("a").build(), None, id="unscheduled"),
+    ],
+)
+def test_the_facts_name_the_target_node_as_get_target_node_name(subject: Pod, node: str | None) -> None:
+    """Issue 25: the DaemonSet's sync groups pods by PodFacts.node, read once per pod version; it must be
+    GetTargetNodeName (spec.nodeName, else the one `metadata.name In [x]` matchField), and name the pod."""
+    facts = pod_facts(subject)
+    assert (facts.node, get_target_node_name(subject)) == (node, node)
+    assert facts.name == "a"

@@ -36,12 +36,11 @@ from typing import Final
 
 from kube.apps import DaemonSet
 from kube.core import EVENT_NORMAL, EVENT_WARNING, POD_FAILED, POD_SUCCEEDED, Node, Pod
-from kube.nodeaffinity import get_target_node_name
-from kube.pods import is_pod_available, is_pod_ready
+from kube.pods import PodFacts, is_pod_available, is_pod_ready, pod_facts
 from kube.times import parse_time
 from reconciler.core.daemonset import backoff
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
-from reconciler.core.daemonset.placement import Placement, daemon_placer
+from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
 from reconciler.core.daemonset.pods import UNIQUE_LABEL_KEY
 
 __all__ = [
@@ -50,7 +49,10 @@ __all__ = [
     "DaemonEvent",
     "ManageResult",
     "NodePlan",
+    "facts_by_node",
     "manage",
+    "manage_facts",
+    "nodes_to_daemon_facts",
     "nodes_to_daemon_pods",
     "pod_order_key",
     "pods_should_be_on_node",
@@ -99,23 +101,45 @@ def nodes_to_daemon_pods(pods: Iterable[Pod], include_deleted_terminal: bool = F
     terminal pods being deleted, unless ``include_deleted_terminal`` (cleanupHistory wants them). A node's
     pods are listed oldest first (:func:`pod_order_key`). Only nodes with at least one pod are keys.
     """
-    grouped: dict[str, list[Pod]] = {}
-    for pod in pods:
-        if (not include_deleted_terminal and pod.metadata.deletion_timestamp is not None
-                and pod.status.phase in _TERMINAL):
+    grouped = nodes_to_daemon_facts([pod_facts(p) for p in pods], include_deleted_terminal)
+    return {name: [facts.pod for facts in grouped[name]] for name in sorted(grouped)}
+
+
+def nodes_to_daemon_facts(pods: Iterable[PodFacts], include_deleted_terminal: bool = False
+                          ) -> dict[str, list[PodFacts]]:
+    """:func:`nodes_to_daemon_pods` over the pods' facts (kube.pods.PodFacts), which the sync reads instead of
+    the pods: the target node, deletion and phase are fields of one tuple, read once per pod version.
+
+    The keys are in no particular order (whoever walks them in name order sorts them: the rolling-update
+    walk; the others look nodes up); a node's pods are oldest first, as :func:`nodes_to_daemon_pods` lists them.
+    """
+    grouped: dict[str, list[PodFacts]] = {}
+    crowded: list[list[PodFacts]] = []  # the nodes with more than one pod: a DaemonSet has one, mostly
+    for facts in pods:
+        if not include_deleted_terminal and facts.deleting and facts.terminal:
             continue  # kubelet or pod GC is removing it; nothing left for the controller to do
-        # GetTargetNodeName, its common case inlined: this runs for every pod of every sync
-        node_name = pod.spec.node_name or get_target_node_name(pod)
+        node_name = facts.node  # GetTargetNodeName
         if node_name is None:
             continue
         same_node = grouped.get(node_name)
         if same_node is None:
-            grouped[node_name] = [pod]
+            grouped[node_name] = [facts]
         else:
-            same_node.append(pod)
-    # a DaemonSet has one pod per node, mostly: sort only the nodes that have more
-    return {name: pods if len(pods := grouped[name]) == 1 else sorted(pods, key=pod_order_key)
-            for name in sorted(grouped)}
+            if len(same_node) == 1:
+                crowded.append(same_node)
+            same_node.append(facts)
+    for same_node in crowded:
+        same_node.sort(key=_facts_order_key)
+    return grouped
+
+
+def facts_by_node(pods_by_node: Mapping[str, Sequence[Pod]]) -> dict[str, list[PodFacts]]:
+    """The same mapping with each pod's facts in its place (for callers that hold pods)."""
+    return {name: [pod_facts(p) for p in pods] for name, pods in pods_by_node.items()}
+
+
+def _facts_order_key(facts: PodFacts) -> tuple[bool, datetime, str]:
+    return pod_order_key(facts.pod)
 
 
 @dataclass(frozen=True)
@@ -235,7 +259,9 @@ class ManageResult:
     ``events`` are to be recorded on the DaemonSet; ``requeue_after`` is the earliest backoff requeue
     (the work queue keeps the earliest of several AddAfter); ``backoff`` / ``backoff_updates`` as in
     :class:`NodePlan`, over all nodes; ``placements`` is NodeShouldRunDaemonPod's answer per node, in
-    node name order, for the steps that follow (rolling update, status).
+    node name order, for the steps that follow (rolling update, status); ``unusual_nodes`` the nodes, in that
+    order, other than those where the daemon should run and keep running and has exactly one pod (for the
+    decision's summary, which lists those and only counts the rest).
     """
 
     nodes_needing_pods: list[str] = field(default_factory=list)
@@ -245,6 +271,7 @@ class ManageResult:
     backoff: Mapping[str, FailedPodBackoff] = field(default_factory=dict)
     backoff_updates: list[FailedPodBackoff] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)
+    unusual_nodes: list[str] = field(default_factory=list)
 
 
 def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, *,
@@ -257,8 +284,20 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
     ``now`` as in :func:`pods_should_be_on_node`; ``comparison_operators`` is the TaintTolerationComparisonOperators
     gate NodeShouldRunDaemonPod reads.
     """
-    ordered = sorted(nodes, key=_NODE_NAME)
+    return manage_facts(ds, sorted(nodes, key=_NODE_NAME), facts_by_node(pods_by_node), hash_, max_surge=max_surge,
+                        backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
+
+
+def manage_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: str,
+                 *, max_surge: int, backoff_entries: Mapping[str, FailedPodBackoff], now: datetime,
+                 comparison_operators: bool = False) -> ManageResult:
+    """:func:`manage` over the pods' facts (:func:`nodes_to_daemon_facts`), ``nodes`` already in name order.
+
+    A node whose one pod may stay is judged from its facts; the pods of any other node are handed to
+    :func:`pods_should_be_on_node`.
+    """
     place = daemon_placer(ds, comparison_operators=comparison_operators)
+    untainted = untainted_everywhere(ds)  # then an untainted node is EVERYWHERE without asking `place`
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []
@@ -266,21 +305,27 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
     updates: dict[str, FailedPodBackoff] = {}
     requeue: timedelta | None = None
     placements: dict[str, Placement] = {}
-    for node in ordered:
+    unusual: list[str] = []
+    for node in nodes:
         name = node.metadata.name
-        placement = placements[name] = place(node)
+        placement = placements[name] = EVERYWHERE if untainted and not node.spec.taints else place(node)
         pods = pods_by_node.get(name)
         if not pods:
+            unusual.append(name)
             # podsShouldBeOnNode without pods: create exactly when the daemon should run here
             if placement.should_run:
                 needing.append(name)
             continue
-        if placement.should_continue_running and len(pods) == 1:
-            pod = pods[0]
-            if pod.metadata.deletion_timestamp is None and pod.status.phase not in _TERMINAL:
+        if len(pods) == 1 and placement.should_continue_running:
+            if not placement.should_run:
+                unusual.append(name)
+            facts = pods[0]
+            if not facts.deleting and not facts.terminal:
                 continue  # the steady state: one running pod where it may stay, surge or not; nothing to do
-        plan = pods_should_be_on_node(name, pods, placement, ds, hash_, max_surge=max_surge,
-                                      backoff_entries=table, now=now)
+        else:
+            unusual.append(name)
+        plan = pods_should_be_on_node(name, [facts.pod for facts in pods], placement, ds, hash_,
+                                      max_surge=max_surge, backoff_entries=table, now=now)
         needing.extend(plan.nodes_needing_pods)
         deletes.extend(plan.pods_to_delete)
         events.extend(plan.events)
@@ -288,5 +333,6 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
         updates.update((entry.key, entry) for entry in plan.backoff_updates)
         if plan.requeue_after is not None:
             requeue = plan.requeue_after if requeue is None else min(requeue, plan.requeue_after)
-    deletes.extend(unscheduled_pods_without_node(placements, pods_by_node))
-    return ManageResult(needing, deletes, events, requeue, table, list(updates.values()), placements)
+    vanished = {name: [facts.pod for facts in pods] for name, pods in pods_by_node.items() if name not in placements}
+    deletes.extend(unscheduled_pods_without_node(placements, vanished))
+    return ManageResult(needing, deletes, events, requeue, table, list(updates.values()), placements, unusual)

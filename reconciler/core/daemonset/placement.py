@@ -41,6 +41,7 @@ from kube.validation import FieldError
 
 __all__ = [
     "DAEMON_TOLERATIONS",
+    "EVERYWHERE",
     "HOST_NETWORK_TOLERATIONS",
     "Placement",
     "add_or_update_daemon_pod_tolerations",
@@ -50,6 +51,7 @@ __all__ = [
     "node_should_run_daemon_pod",
     "replace_node_name_node_affinity",
     "replace_node_name_node_affinity_raw",
+    "untainted_everywhere",
     "validate_tolerations",
 ]
 
@@ -116,8 +118,17 @@ def daemon_placer(ds: DaemonSet, *, comparison_operators: bool = False) -> Calla
     return functools.partial(_placement, spec, tolerations, comparison_operators)
 
 
-_EVERYWHERE: Final = Placement(True, True)
+EVERYWHERE: Final = Placement(True, True)
+"""The answer for a node the daemon may run on and keep running on (one shared value)."""
 _NOWHERE: Final = Placement(False, False)
+
+
+def untainted_everywhere(ds: DaemonSet) -> bool:
+    """Whether every node without taints is :data:`EVERYWHERE` for ``ds``: its template names no node and has
+    no nodeSelector and no affinity, so NodeShouldRunDaemonPod has nothing but taints to look at. A loop
+    over thousands of nodes then asks :func:`daemon_placer` only about the tainted ones."""
+    spec = ds.spec.template.spec
+    return not spec.node_name and not spec.node_selector and spec.affinity is None
 
 
 def _placement(spec: PodSpec, tolerations: Sequence[Toleration], comparison_operators: bool, node: Node) -> Placement:
@@ -131,10 +142,10 @@ def _placement(spec: PodSpec, tolerations: Sequence[Toleration], comparison_oper
         return _NOWHERE
     taints = node.spec.taints
     if not taints:
-        return _EVERYWHERE
+        return EVERYWHERE
     if find_matching_untolerated_taint(taints, tolerations, _schedules_or_executes,
                                        comparison_operators=comparison_operators) is None:
-        return _EVERYWHERE
+        return EVERYWHERE
     # Not "is the first untolerated taint NoExecute": any untolerated NoExecute taint, wherever it is listed.
     evicting = find_matching_untolerated_taint(taints, tolerations, _executes,
                                                comparison_operators=comparison_operators)

@@ -16,6 +16,7 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ from kube.apps import ROLLING_UPDATE, DaemonSet
 from kube.core import CONDITION_TRUE, POD_READY, Pod
 from kube.intstr import IntOrStrError, get_scaled_value_from_int_or_percent, parse_int64
 from kube.meta import IntOrString
+from kube.pods import PodFacts, pod_facts
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
 
@@ -40,6 +42,7 @@ __all__ = [
     "RolloutDecision",
     "RolloutValueError",
     "allows_surge",
+    "daemon_facts_by_node",
     "daemon_pod",
     "daemon_pods_by_node",
     "find_updated_pods_on_node",
@@ -225,22 +228,20 @@ def daemon_pod(pod: Pod, hash_: str, generation: int | None) -> DaemonPod:
 
 
 def daemon_pods_by_node(pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, generation: int | None,
-                        min_ready_seconds: int) -> DaemonPodsByNode:
+                        min_ready_seconds: int = 0) -> DaemonPodsByNode:
     """:func:`daemon_pod` for every pod of ``pods_by_node``, node by node, as :func:`rolling_update` takes them.
 
-    The lists are built as they are looked up (see :class:`DaemonPodsByNode`). With ``min_ready_seconds``
-    0 the Ready condition's time is not parsed (``ready_since`` is None): only :meth:`DaemonPod.available`
-    reads it, and only when ``min_ready_seconds`` is above 0.
+    The lists are built as they are looked up (see :class:`DaemonPodsByNode`). ``min_ready_seconds`` is no
+    longer needed (the view reads the Ready time from the pods' facts); it is accepted as before.
     """
-    return DaemonPodsByNode(pods_by_node, hash_, generation, min_ready_seconds > 0)
+    return DaemonPodsByNode({name: [pod_facts(p) for p in pods] for name, pods in pods_by_node.items()},
+                            hash_, generation)
 
 
-# DaemonPodsByNode.single's answers
-_DELETING: Final = "deleting"
-_NEW_AVAILABLE: Final = "new, available"
-_NEW_UNAVAILABLE: Final = "new, unavailable"
-_OLD_AVAILABLE: Final = "old, available"
-_OLD_UNAVAILABLE: Final = "old, unavailable"
+def daemon_facts_by_node(pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: str, generation: int | None
+                         ) -> DaemonPodsByNode:
+    """:func:`daemon_pods_by_node` over the pods' facts (``nodes_to_daemon_facts``), as the sync holds them."""
+    return DaemonPodsByNode(pods_by_node, hash_, generation)
 
 
 class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
@@ -249,74 +250,70 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
     Nothing is kept: :func:`rolling_update` looks at each node once, so its DaemonPods die as soon as
     it moves on. Built all at once, thousands of them would outlive several collections of the young
     generations and so bring on full collections of the reconciler's whole heap (its cache), which at
-    thousands of nodes cost more than the rolling-update walk itself. ``empty`` nodes map to ``[]``
-    (updatedDesiredNodeCounts' additions); they come after the others, in their order.
+    thousands of nodes cost more than the rolling-update walk itself. The walk without surge judges a
+    node with one pod (nearly all of them) from the pod's facts (``facts``), without a DaemonPod. ``empty``
+    nodes map to ``[]`` (updatedDesiredNodeCounts' additions); they come after the others, in their order.
     """
 
-    def __init__(self, pods_by_node: Mapping[str, Sequence[Pod]], hash_: str, generation: int | None,
-                 with_since: bool, empty: Iterable[str] = ()) -> None:
-        self._pods = pods_by_node
-        self._hash = hash_
-        self._generation = generation
-        self._with_since = with_since
-        self._empty = dict.fromkeys(name for name in empty if name not in pods_by_node)
+    def __init__(self, pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: str, generation: int | None,
+                 empty: Iterable[str] = ()) -> None:
+        self.facts = pods_by_node
+        self.hash = hash_
+        self.generation = generation
+        self.generation_label = None if generation is None else str(generation)
+        self._empty = {name: None for name in empty if name not in pods_by_node}
 
     def with_empty(self, names: Iterable[str]) -> DaemonPodsByNode:
         """The same view plus an empty list for each of ``names`` it does not have yet."""
-        return DaemonPodsByNode(self._pods, self._hash, self._generation, self._with_since,
-                                (*self._empty, *names))
+        empty = (*self._empty, *names) if self._empty else names
+        return DaemonPodsByNode(self.facts, self.hash, self.generation, empty)
 
     def __getitem__(self, name: str) -> list[DaemonPod]:
-        pods = self._pods.get(name)
+        pods = self.facts.get(name)
         if pods is None:
             if name in self._empty:
                 return []
             raise KeyError(name)
-        if len(pods) == 1:  # most nodes have one pod
-            return [_daemon_pod(pods[0], self._hash, self._generation, self._with_since)]
-        return [_daemon_pod(p, self._hash, self._generation, self._with_since) for p in pods]
+        return [self.daemon_pod(facts) for facts in pods]
 
-    def single(self, name: str, min_ready_seconds: int, now: datetime) -> str | None:
-        """For a node with exactly one pod: _DELETING, or _NEW_ or _OLD_ then AVAILABLE or UNAVAILABLE, as
-        its DaemonPod's deleting, updated and available(min_ready_seconds, now) say; None for other nodes."""
-        pods = self._pods.get(name)
-        if pods is None or len(pods) != 1:
-            return None
-        pod = pods[0]
-        meta = pod.metadata
-        if meta.deletion_timestamp is not None:
-            return _DELETING
-        labels = meta.labels  # is_pod_updated, inlined
-        generation = self._generation
-        updated = (len(self._hash) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == self._hash) or (
-            generation is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == str(generation))
-        available = False
-        for condition in pod.status.conditions:  # DaemonPod.available: is_pod_ready, and Ready for long enough
-            if condition.type == POD_READY:
-                if condition.status == CONDITION_TRUE:
-                    if min_ready_seconds == 0:
-                        available = True
-                    else:
-                        since = _daemon_pod(pod, self._hash, generation, True).ready_since
-                        available = since is not None and since + timedelta(seconds=min_ready_seconds) <= now
-                break
-        if updated:
-            return _NEW_AVAILABLE if available else _NEW_UNAVAILABLE
-        return _OLD_AVAILABLE if available else _OLD_UNAVAILABLE
+    def updated(self, facts: PodFacts) -> bool:
+        """is_pod_updated, from the pod's facts."""
+        labels = facts.labels
+        generation_label = self.generation_label
+        return (len(self.hash) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == self.hash) or (
+            generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label)
 
-    def name_on(self, name: str) -> str:
-        """The name of the one pod on node `name` (a node `single` answered for)."""
-        return self._pods[name][0].metadata.name
+    def all_updated(self) -> bool:
+        """Whether every pod is of the current revision (:meth:`updated`, inlined: a loop over every pod)."""
+        hash_, generation_label = self.hash, self.generation_label
+        for pods in self.facts.values():
+            for facts in pods:
+                labels = facts.labels
+                if not ((hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (generation_label is not None and (
+                        labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label))):
+                    return False
+        return True
+
+    def daemon_pod(self, facts: PodFacts) -> DaemonPod:
+        """The pod's DaemonPod, from its facts (``ready_since`` only when the pod is Ready: only
+        :meth:`DaemonPod.available` reads it, after ``ready``)."""
+        # DaemonPod(...) without the frozen dataclass's __init__ (an object.__setattr__ call per field)
+        result = _new(DaemonPod)
+        _set_name(result, facts.name)
+        _set_updated(result, self.updated(facts))
+        _set_ready(result, facts.ready)
+        _set_ready_since(result, facts.ready_since)
+        _set_deleting(result, facts.deleting)
+        return result
 
     def __contains__(self, name: object) -> bool:
-        return name in self._pods or name in self._empty
+        return name in self.facts or name in self._empty
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._pods
-        yield from self._empty
+        return itertools.chain(self.facts, self._empty)
 
     def __len__(self) -> int:
-        return len(self._pods) + len(self._empty)
+        return len(self.facts) + len(self._empty)
 
 
 def _daemon_pod(pod: Pod, hash_: str, generation: int | None, with_since: bool) -> DaemonPod:
@@ -429,21 +426,33 @@ def _without_surge(node_to_pods: Mapping[str, Sequence[DaemonPod]], max_unavaila
     num_unavailable = 0
     allowed_replacements: list[str] = []
     candidates: list[str] = []
-    # a node with one pod (nearly all of them), judged from the pod itself when the mapping is a view over
-    # the pods: what find_updated_pods_on_node and DaemonPod.available decide for it, without the DaemonPod
+    # a node with one pod (nearly all of them), judged from its facts when the mapping is a view over the
+    # pods' facts: what find_updated_pods_on_node and DaemonPod.available decide for it, without the DaemonPod
     view = node_to_pods if isinstance(node_to_pods, DaemonPodsByNode) else None
-    single = None if view is None else view.single
+    facts_by_node: Mapping[str, Sequence[PodFacts]] = {} if view is None else view.facts
+    hash_ = "" if view is None else view.hash
+    generation_label = None if view is None else view.generation_label
+    min_ready = timedelta(seconds=min_ready_seconds)
     for node_name in sorted(node_to_pods):
-        if single is not None and view is not None:
-            state = single(node_name, min_ready_seconds, now)
-            if state is not None:
-                if state is _DELETING or state is _NEW_UNAVAILABLE:
-                    num_unavailable += 1  # no pod left that counts, or the new pod is not yet available
-                elif state is _OLD_UNAVAILABLE:
-                    allowed_replacements.append(view.name_on(node_name))
+        if view is not None:
+            pods = facts_by_node.get(node_name)
+            if pods is not None and len(pods) == 1:
+                facts = pods[0]
+                if facts.deleting:
+                    num_unavailable += 1  # no pod left that counts
+                    continue
+                since = facts.ready_since
+                available = facts.ready and (min_ready_seconds == 0 or (since is not None and since + min_ready <= now))
+                labels = facts.labels  # view.updated(facts), inlined
+                if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+                        generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label):
+                    if not available:
+                        num_unavailable += 1  # the new pod is not yet available
+                elif not available:
+                    allowed_replacements.append(facts.name)
                     num_unavailable += 1
-                elif state is _OLD_AVAILABLE and num_unavailable < max_unavailable:
-                    candidates.append(view.name_on(node_name))
+                elif num_unavailable < max_unavailable:
+                    candidates.append(facts.name)
                 continue
         new, old, ok = find_updated_pods_on_node(node_to_pods[node_name])
         if not ok:

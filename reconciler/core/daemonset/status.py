@@ -22,17 +22,18 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final, NamedTuple
 
 import msgspec
 
 from kube.apps import DaemonSet, DaemonSetStatus
-from kube.core import EVENT_WARNING, POD_FAILED, POD_SUCCEEDED, Node, Pod
-from kube.pods import is_pod_available, is_pod_ready, ready_since
+from kube.core import EVENT_WARNING, Node, Pod
+from kube.pods import PodFacts
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
+from reconciler.core.daemonset.manage import facts_by_node
 from reconciler.core.daemonset.placement import Placement, daemon_placer
 from reconciler.core.daemonset.rollout import TEMPLATE_GENERATION_LABEL, template_generation
 
@@ -41,17 +42,20 @@ __all__ = [
     "SELECTING_ALL_REASON",
     "DaemonSetEvent",
     "calculate_status",
+    "calculate_status_facts",
     "needs_write",
     "oldest_pod",
     "resync_after",
+    "resync_after_facts",
     "selecting_all_event",
+    "uncounted_availability",
+    "uncounted_availability_facts",
 ]
 
 SELECTING_ALL_REASON: Final = "SelectingAll"
 SELECTING_ALL_MESSAGE: Final = "This daemon set is selecting all pods. A non-empty selector is required."
 
 _ZERO_TIME: Final = datetime.min.replace(tzinfo=UTC)  # Go's zero time.Time: before every real timestamp
-_TERMINAL: Final = (POD_SUCCEEDED, POD_FAILED)  # is_pod_terminal
 
 
 class DaemonSetEvent(NamedTuple):
@@ -94,25 +98,41 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
     ``update_observed_generation`` is upstream's ``updateObservedGen``: False when the sync stopped at
     unsatisfied expectations.
     """
+    if placements is not None:  # as calculate_status_facts wants them: the nodes', in their order
+        placements = {node.metadata.name: placements[node.metadata.name] for node in nodes}
+    return calculate_status_facts(ds, nodes, facts_by_node(pods_by_node), hash_, now,
+                                  update_observed_generation=update_observed_generation, placements=placements,
+                                  comparison_operators=comparison_operators)
+
+
+def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str, Sequence[PodFacts]],
+                           hash_: str, now: datetime, *, update_observed_generation: bool,
+                           placements: Mapping[str, Placement] | None = None,
+                           comparison_operators: bool = False) -> DaemonSetStatus:
+    """:func:`calculate_status` over the pods' facts (kube.pods.PodFacts: Ready and since when, deleting,
+    terminal, the labels), which the sync reads instead of the pods. ``placements``, when given, holds
+    every node of ``nodes`` (and no other) in their order, and is walked instead of them."""
     generation = template_generation(ds)
     generation_label = None if generation is None else str(generation)
     min_ready = ds.spec.min_ready_seconds
-    known: Mapping[str, Placement] = placements if placements is not None else {}
-    place = daemon_placer(ds, comparison_operators=comparison_operators) if placements is None else None
+    min_ready_delta = timedelta(seconds=min_ready)
+    if placements is None:
+        place = daemon_placer(ds, comparison_operators=comparison_operators)
+        pairs: Iterable[tuple[str, Placement]] = ((node.metadata.name, place(node)) for node in nodes)
+    else:
+        pairs = placements.items()
     desired = current = misscheduled = ready = available = updated = 0
-    for node in nodes:  # one pass over every node and its pods: kept lean, it runs on every sync
-        name = node.metadata.name
-        placement = known[name] if place is None else place(node)
+    for name, placement in pairs:  # one pass over every node and its pods: kept lean, it runs on every sync
         pods = pods_by_node.get(name)
         if pods:
             if len(pods) == 1:
-                pod = pods[0]
-                if pod.metadata.deletion_timestamp is not None and pod.status.phase in _TERMINAL:
+                facts = pods[0]
+                if facts.deleting and facts.terminal:
                     pods = None  # deleted and terminal: not counted
             else:
-                pods = [p for p in pods if not _deleted_terminal(p)]
+                pods = [f for f in pods if not (f.deleting and f.terminal)]
                 if pods:
-                    pod = oldest_pod(pods)
+                    facts = _oldest(pods)
         if not placement.should_run:
             if pods:
                 misscheduled += 1
@@ -121,13 +141,14 @@ def calculate_status(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping
         if not pods:
             continue
         current += 1
-        if is_pod_ready(pod):
+        if facts.ready:
             ready += 1
-            # is_pod_available is is_pod_ready when minReadySeconds is 0
-            if min_ready == 0 or is_pod_available(pod, min_ready, now):
+            # is_pod_available: Ready, and Ready for minReadySeconds by now when that is above 0
+            since = facts.ready_since
+            if min_ready == 0 or (since is not None and since + min_ready_delta <= now):
                 available += 1
         # is_pod_updated, inlined
-        labels = pod.metadata.labels
+        labels = facts.labels
         if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
                 generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label):
             updated += 1
@@ -169,11 +190,18 @@ def resync_after(ds: DaemonSet, status: DaemonSetStatus, pods_by_node: Mapping[s
     Otherwise, given the pods and the clock, kubus also requeues for a pod the status does not count (the
     younger of two pods on a node, a surge): see :func:`uncounted_availability`.
     """
+    return resync_after_facts(ds, status, None if pods_by_node is None else facts_by_node(pods_by_node), now)
+
+
+def resync_after_facts(ds: DaemonSet, status: DaemonSetStatus,
+                       pods_by_node: Mapping[str, Sequence[PodFacts]] | None = None,
+                       now: datetime | None = None) -> timedelta | None:
+    """:func:`resync_after` over the pods' facts."""
     if ds.spec.min_ready_seconds > 0 and status.number_ready != status.number_available:
         return timedelta(seconds=ds.spec.min_ready_seconds)
     if pods_by_node is None or now is None:
         return None
-    return uncounted_availability(ds, pods_by_node, now)
+    return uncounted_availability_facts(ds, pods_by_node, now)
 
 
 def uncounted_availability(ds: DaemonSet, pods_by_node: Mapping[str, Sequence[Pod]], now: datetime
@@ -188,23 +216,30 @@ def uncounted_availability(ds: DaemonSet, pods_by_node: Mapping[str, Sequence[Po
     equals Available, nothing requeues, and the old pod stays until an unrelated event. In every other case
     this requeue is at most as late as updatePod's and finds the pod available, as updatePod's would.
     """
+    return uncounted_availability_facts(ds, facts_by_node(pods_by_node), now)
+
+
+def uncounted_availability_facts(ds: DaemonSet, pods_by_node: Mapping[str, Sequence[PodFacts]], now: datetime
+                                 ) -> timedelta | None:
+    """:func:`uncounted_availability` over the pods' facts."""
     min_ready = ds.spec.min_ready_seconds
     if min_ready == 0:
         return None
+    min_ready_delta = timedelta(seconds=min_ready)
     earliest: datetime | None = None
     for pods in pods_by_node.values():
         if len(pods) < 2:
             continue
-        live = [p for p in pods if not _deleted_terminal(p)]
+        live = [f for f in pods if not (f.deleting and f.terminal)]
         if len(live) < 2:
             continue
-        counted = oldest_pod(live)
-        for pod in live:
-            if pod is counted or not is_pod_ready(pod) or is_pod_available(pod, min_ready, now):
+        counted = _oldest(live).pod
+        for facts in live:
+            since = facts.ready_since
+            # is_pod_available, and when it is not, ready_since: None without a readable Ready time (then
+            # the pod is never available, and there is nothing to wait for)
+            if facts.pod is counted or not facts.ready or since is None or since + min_ready_delta <= now:
                 continue
-            since = ready_since(pod)
-            if since is None:
-                continue  # never available (no readable Ready time): nothing to wait for
             due = since + timedelta(seconds=min_ready + 1)
             earliest = due if earliest is None else min(earliest, due)
     return None if earliest is None else max(earliest - now, timedelta(0))
@@ -226,7 +261,12 @@ def _age_key(pod: Pod) -> tuple[bool, datetime, str]:
     return not pod.spec.node_name, moment, pod.metadata.name
 
 
-def _deleted_terminal(pod: Pod) -> bool:
-    return pod.metadata.deletion_timestamp is not None and pod.status.phase in _TERMINAL
+def _oldest(pods: Sequence[PodFacts]) -> PodFacts:
+    """oldest_pod over the pods' facts."""
+    return pods[0] if len(pods) == 1 else min(pods, key=_facts_age_key)
+
+
+def _facts_age_key(facts: PodFacts) -> tuple[bool, datetime, str]:
+    return _age_key(facts.pod)
 
 

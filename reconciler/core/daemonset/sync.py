@@ -21,7 +21,7 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -34,8 +34,9 @@ from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.nodeaffinity import get_target_node_name, node_selector_errors
 from kube.ownership import get_controller_of
+from kube.pods import PodFacts
 from messages.keys import ControllerKey
-from reconciler.core.claiming import claim_pod_facts
+from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import KIND, REVISION_KIND
 from reconciler.core.daemonset.history import (
@@ -48,7 +49,7 @@ from reconciler.core.daemonset.history import (
     revision_number_patch,
     unique_label_patch,
 )
-from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage, nodes_to_daemon_pods
+from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts, nodes_to_daemon_facts
 from reconciler.core.daemonset.placement import validate_tolerations
 from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
 from reconciler.core.daemonset.rollout import (
@@ -57,15 +58,19 @@ from reconciler.core.daemonset.rollout import (
     NodeNotFoundError,
     RolloutDecision,
     RolloutValueError,
-    daemon_pods_by_node,
-    is_pod_updated,
+    daemon_facts_by_node,
     rolling_update,
     surge_count,
     template_generation,
     unavailable_count,
     updated_desired_node_counts,
 )
-from reconciler.core.daemonset.status import calculate_status, needs_write, resync_after, selecting_all_event
+from reconciler.core.daemonset.status import (
+    calculate_status_facts,
+    needs_write,
+    resync_after_facts,
+    selecting_all_event,
+)
 from reconciler.core.expectations import Expectations, held_back
 from reconciler.core.view import BadInput, CacheView
 
@@ -171,11 +176,14 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     # constructHistory: controlledHistories claims the revisions, then snapshot or dedup
     revisions, plan.revision_adopt, plan.revision_release = _claim_revisions(
         ds, selector, view.owned_or_orphans(REVISION_KIND, namespace, ds.metadata.uid))
-    claim = claim_pod_facts(ds.metadata, selector, sorted(view.owned_or_orphan_pods(namespace, ds.metadata.uid),
-                                                          key=_FACTS_NAME))
+    # the pods as their facts (kube.pods.PodFacts, kept by the cache once per pod version): the sync reads the
+    # facts alone, and a pod itself only where it acts on it (adopt, release, delete, relabel) or on a node
+    # with more than one pod. They come in the cache's order: what follows looks pods up by node or sorts
+    # them (a name is a pod's own in its namespace, and ties keep the cache's order as a stable sort does)
+    claim = claim_facts(ds.metadata, selector, view.owned_or_orphan_pods(namespace, ds.metadata.uid))
     claimed = claim.claimed
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
-    history = construct_history(ds, revisions, claimed, taken)
+    history = construct_history(ds, revisions, _by_name(claimed), taken)
     plan.history = history
     plan.hash = history.hash
     plan.revision_patches = [(r, unique_label_patch(r)) for r in history.label_fixes]
@@ -205,20 +213,20 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     plan.adopt, plan.release = sorted(claim.adopt, key=_NAME), sorted(claim.release, key=_NAME)
 
     nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
-    pods_by_node = nodes_to_daemon_pods(claimed)
+    pods_by_node = nodes_to_daemon_facts(claimed)
     if expectations is not None and not expectations.satisfied(now):
-        status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
-                                  comparison_operators=comparison_operators)
+        status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
+                                        comparison_operators=comparison_operators)
         plan.status = _to_write(ds, status, plan.adopt)
-        plan.requeue_after = resync_after(ds, status, pods_by_node, now)
+        plan.requeue_after = resync_after_facts(ds, status, pods_by_node, now)
         plan.explain.update({"reason": f"{held_back(expectations, now)}: status only", "hash": hash_,
                              "pods": len(claimed), "nodes": len(nodes)})
         return plan
 
     # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
     plan.managed = True
-    result = manage(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
-                    backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
+    result = manage_facts(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
+                          backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
     synced = sync_nodes(ds, result.nodes_needing_pods, result.pods_to_delete, hash_, now=now, key_base=key_base)
     plan.creates, plan.deletes = list(synced.creates), list(synced.deletes)
     plan.expectations = synced.expectations
@@ -231,16 +239,22 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
         # or maxSurge also keeps every old revision until it is fixed, as upstream does
         # getNodesToDaemonPods(ds, true): the claimed pods that have a target node. A generator, so that
         # cleanup_history only walks the pods when it has old revisions to delete
-        live = (value for p in claimed
-                if (value := p.metadata.labels.get(UNIQUE_LABEL_KEY, "")) and get_target_node_name(p) is not None)
+        live = (value for facts in claimed
+                if (value := facts.labels.get(UNIQUE_LABEL_KEY, "")) and facts.node is not None)
         plan.revision_deletes.extend(cleanup_history(ds, history.old, live))
 
-    status = calculate_status(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
-                              placements=result.placements)
+    status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
+                                    placements=result.placements)
     plan.status = _to_write(ds, status, plan.adopt)
-    plan.requeue_after = _earliest(result.requeue_after, resync_after(ds, status, pods_by_node, now))
+    plan.requeue_after = _earliest(result.requeue_after, resync_after_facts(ds, status, pods_by_node, now))
     plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
     return plan
+
+
+def _by_name(claimed: Sequence[PodFacts]) -> Iterator[Pod]:
+    """The claimed pods in name order (getDaemonPods for dedup's relabels), sorted only if they are read."""
+    for facts in sorted(claimed, key=_FACTS_NAME):
+        yield facts.pod
 
 
 def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -> DaemonSetStatus | None:
@@ -255,7 +269,7 @@ def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -
 
 
 def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,
-          pods_by_node: Mapping[str, Sequence[Pod]], claimed: Sequence[Pod], hash_: str,
+          pods_by_node: Mapping[str, Sequence[PodFacts]], claimed: Sequence[PodFacts], hash_: str,
           rollout_problem: RolloutValueError | None, now: datetime, key_base: str) -> bool:
     """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail."""
     strategy = ds.spec.update_strategy.type
@@ -271,19 +285,21 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {rollout_problem}"
         return False
     generation = template_generation(ds)
-    should_run = {name: placement.should_run for name, placement in result.placements.items()}
-    by_node = daemon_pods_by_node(pods_by_node, hash_, generation, ds.spec.min_ready_seconds)
+    placements = result.placements
+    by_node = daemon_facts_by_node(pods_by_node, hash_, generation)
     try:
-        counts = updated_desired_node_counts(ds, should_run, by_node)
+        counts = updated_desired_node_counts(ds, ((name, p.should_run) for name, p in placements.items()), by_node)
         decision = RolloutDecision()
         # rollingUpdate deletes old pods and surges beside old pods, nothing else (with no old pod it does not
         # even look a node up): when every pod is of the current revision, as in the steady state, its walk
         # over all the nodes can only decide nothing, and is skipped
-        if not all(is_pod_updated(p, hash_, generation) for pods in pods_by_node.values() for p in pods):
+        if not by_node.all_updated():
             decision = rolling_update(
                 counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
                 desired_number_scheduled=counts.desired_number_scheduled,
-                min_ready_seconds=ds.spec.min_ready_seconds, now=now, should_run=should_run)
+                min_ready_seconds=ds.spec.min_ready_seconds, now=now,
+                # read by the walk with surge alone
+                should_run={name: p.should_run for name, p in placements.items()} if counts.max_surge else None)
     except RolloutValueError as exc:
         plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {exc}"
         return False
@@ -292,7 +308,7 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         return False
     doomed: list[Pod] = []
     if decision.pods_to_delete:
-        by_name = {p.metadata.name: p for p in claimed}
+        by_name = {facts.name: facts.pod for facts in claimed}
         doomed = [by_name[n] for n in decision.pods_to_delete if n in by_name]
     step = sync_nodes(ds, decision.nodes_to_create, doomed, hash_, now=now, key_base=key_base)
     # rollingUpdate's own syncNodes: manage issued nothing (or this step would not run), so its lists are
@@ -402,33 +418,31 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
 
 _NAME: Final = attrgetter("metadata.name")
 EXPLAINED_NODES: Final = 500  # the most nodes a sync's summary names (see _explain)
-_FACTS_NAME: Final = attrgetter("pod.metadata.name")
+_FACTS_NAME: Final = attrgetter("name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
-             claimed: Sequence[Pod], nodes: Sequence[Node], by_node: Mapping[str, Sequence[Pod]]) -> dict[str, Any]:
-    """``by_node``: nodes_to_daemon_pods(claimed).
+             claimed: Sequence[PodFacts], nodes: Sequence[Node], by_node: Mapping[str, Sequence[PodFacts]]
+             ) -> dict[str, Any]:
+    """``by_node``: nodes_to_daemon_facts(claimed).
 
     The summary is recorded for every sync, so its size must not grow with the node count, or an apply (a
     sync per round of burstReplicas creates) records nodes x rounds: quadratic. The usual nodes (should run,
     one pod) and the nodes needing a pod are counted, not named (the nodes this sync creates on are in its
-    actions); the per-node answers name the unusual nodes whose pods this sync deletes (a rolling update's
-    deletes are on usual nodes, and named in its rollout entry), then other unusual nodes up to
-    EXPLAINED_NODES in all, and count the rest (nodes_not_listed). `kubus replay --explain` recomputes every
-    node's answer from the cache.
+    actions); the per-node answers name the unusual nodes (manage's unusual_nodes) whose pods this sync
+    deletes (a rolling update's deletes are on usual nodes, and named in its rollout entry), then other
+    unusual nodes up to EXPLAINED_NODES in all, and count the rest (nodes_not_listed). `kubus replay --explain`
+    recomputes every node's answer from the cache.
     """
     per_node: dict[str, Any] = {}
-    usual = 0
+    placements = result.placements
     needing = set(result.nodes_needing_pods)
     deleting_on = {name for p in plan.deletes if (name := p.spec.node_name or get_target_node_name(p))}
     unusual: list[str] = []
-    for name, (should_run, should_continue_running) in result.placements.items():
-        pods = by_node.get(name)
-        if should_run and should_continue_running and pods is not None and len(pods) == 1:
-            usual += 1
-        elif not pods and name in needing:
+    for name in result.unusual_nodes:
+        if not by_node.get(name) and name in needing:
             continue  # counted in nodes_needing_pods
-        elif name in deleting_on:
+        if name in deleting_on:
             per_node[name] = None  # listed first, whatever the cap
         else:
             unusual.append(name)
@@ -436,10 +450,11 @@ def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, h
     for name in unusual[:room]:
         per_node[name] = None
     for name in per_node:
-        should_run, should_continue_running = result.placements[name]
+        should_run, should_continue_running = placements[name]
         pods = by_node.get(name)
         per_node[name] = {"should_run": should_run, "should_continue_running": should_continue_running,
-                          "pods": list(map(_NAME, pods)) if pods else []}
+                          "pods": [facts.name for facts in pods] if pods else []}
+    usual = len(placements) - len(result.unusual_nodes)
     return {
         "reason": "synced",
         "hash": hash_,
