@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,18 @@ async def _wait_nodes_folded(db: Path, nodes: int, procs: list[subprocess.Popen[
     raise RuntimeError(f"the reconciler did not fold the {nodes} nodes within {timeout} s (position {position})")
 
 
+def stop_services(procs: list[subprocess.Popen[bytes]], names: Sequence[str], workdir: Path) -> None:
+    """SIGTERM every service, wait up to 60 s for each to stop cleanly, and forget them (`procs` emptied)."""
+    for p in procs:
+        p.terminate()
+    for p, name in zip(procs, names, strict=True):
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{name} did not stop within 60 s of SIGTERM; see {workdir}/{name}.log") from None
+    procs.clear()
+
+
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process, from /proc (Linux)."""
     try:
@@ -354,14 +366,7 @@ async def bench_rollout(nodes: int, termination_seconds: float) -> None:
         pids = {"sim": sim.proc.pid, "nats-server": server._proc.pid if server._proc else 0,
                 **{name: p.pid for name, p in zip(names, procs, strict=True)}}
         cpu = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-        for p in procs:
-            p.terminate()
-        for p, name in zip(procs, names, strict=True):
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"{name} did not stop within 60 s of SIGTERM; see {workdir}/{name}.log") from None
-        procs.clear()
+        stop_services(procs, names, workdir)
     finally:
         for p in procs:
             p.kill()

@@ -60,6 +60,7 @@ from bench.daemonset_bench import (
     bare_bodies,
     cache_with,
     settled,
+    stop_services,
 )
 from bench.loadgen import machine, post_all, start_sim
 from messages import subjects
@@ -189,14 +190,7 @@ async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = F
         figures.cpu_s = {name: after[name] - before[name] for name in PROCESSES}
         figures.peak_rss_mib = {name: peak_rss_mib(pids[name]) for name in PROCESSES}
         figures.stream_mib = await stream_bytes(nats_url) / MIB
-        for p in procs:
-            p.terminate()
-        for p, name in zip(procs, SERVICES, strict=True):
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"{name} did not stop within 60 s of SIGTERM; see {workdir}/{name}.log") from None
-        procs.clear()
+        stop_services(procs, SERVICES, workdir)
         figures.store_mib = store_bytes(workdir / "data") / MIB  # after a clean stop: the WAL checkpointed
         ok = True
     finally:
