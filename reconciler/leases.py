@@ -215,8 +215,11 @@ class LeaseKeeper:
                     await asyncio.wait_for(self._wakeup.wait(), self.next_delay(report))
                 self._wakeup.clear()
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.shield(self.leave())
+            except Exception as exc:  # said, not hidden: the others then wait out the ttl to take over
+                log.warning("could not leave the reconciler group (its partitions go when their leases expire, "
+                            "in %.0f s): %s", self.ttl, exc)
 
     def next_delay(self, report: TickReport) -> float:
         """Seconds until the next round: the interval; shorter while a partition is being handed

@@ -7,7 +7,7 @@ connects to NATS and ensures the streams, serves /metrics, /healthz and /readyz 
 streams' gauges), and then asks `build` for the service's parts: each part is a coroutine that runs as
 a task until SIGINT or SIGTERM (then every part is cancelled, which is its clean stop), or until one
 part ends on its own. A service's parts all get the same bus connection and the same health checks.
-SIGUSR1 logs what every task waits on, and the service runs on.
+SIGUSR1 logs what every task waits on and where every thread is, and the service runs on.
 
 Exit codes: 0 stopped when asked; 1 a part ended on its own or crashed (the other parts were stopped
 cleanly first, so that a supervisor, systemd or the kubelet, restarts a whole process); 2 a dependency
@@ -27,6 +27,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,9 +216,16 @@ def _reason(exc: BaseException) -> str:
 
 
 def _dump_tasks() -> None:
-    """`kill -USR1 <pid>`: what every task of the service is waiting on, in its log (a stuck service)."""
+    """`kill -USR1 <pid>`: what every task of the service is waiting on, and where every thread is (a database
+    driver's worker blocked on a lock, a thread the process's exit would wait for), in its log (a stuck service)."""
     out = io.StringIO()
     for task in asyncio.all_tasks():
         out.write(f"--- {task.get_name()}\n")
         task.print_stack(limit=12, file=out)
+    names = {thread.ident: thread for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        thread = names.get(ident)
+        what = f"{thread.name}{'' if thread.daemon else ' (non-daemon)'}" if thread is not None else str(ident)
+        out.write(f"--- thread {what}\n")
+        out.write("".join(traceback.format_stack(frame, limit=8)))
     log.warning("asyncio tasks:\n%s", out.getvalue())

@@ -8,6 +8,7 @@ stale schema say so instead of failing on their first write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -61,7 +62,7 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
     """The engine for `target`; on PostgreSQL, every connection with `statement_timeout` seconds (None: the
     server's own setting, which is no limit unless its administrator set one: migrations run that way)."""
     if target.backend == "sqlite":
-        engine = create_async_engine(target.url)
+        engine = create_async_engine(target.url, connect_args={"factory": _SqliteConnection})
         _configure_sqlite(engine)
         return engine
     import asyncpg  # type: ignore[import-untyped]  # only PostgreSQL needs it
@@ -79,6 +80,21 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
 
     # pre-ping: a pooled connection that died with a PostgreSQL restart is replaced, not used
     return create_async_engine(target.url, pool_pre_ping=True, async_creator=connect)
+
+
+class _SqliteConnection(sqlite3.Connection):
+    """Rolls back an open transaction before it closes. SQLAlchemy closes (terminates) a connection whose task was
+    cancelled in the middle of a statement (a stop, a lease round's timeout) without a rollback, and the cancelled
+    frames still hold the statement's cursor: sqlite3 then only marks the connection a zombie, to go when that
+    statement is finalized (at the garbage collector's pleasure), and its transaction keeps the database's write
+    lock meanwhile: every writer, of every kubus process on the file, waited out the busy timeout and failed. A
+    ROLLBACK ends the transaction, and with it the lock, whatever statements are left unfinalized."""
+
+    def close(self) -> None:
+        if self.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # closing anyway: SQLite rolls back what it can itself
+                self.rollback()
+        super().close()
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

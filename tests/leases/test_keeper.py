@@ -259,6 +259,22 @@ async def test_run_ticks_and_leaves_when_cancelled(store: Store) -> None:
         assert await leases.members(conn) == []
 
 
+
+async def test_a_leave_that_fails_is_said(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    """A stopping keeper whose leave the store refuses says so (the others then wait out the ttl), instead of
+    ending as if it had left."""
+    loop = Recorder()
+    a = LeaseKeeper(store, "a", P, ttl=TTL, listener=loop)
+    task = asyncio.create_task(a.run())
+    await asyncio.wait_for(loop.got_some.wait(), 10)
+    monkeypatch.setattr(store, "transaction", lambda: broken(store))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "could not leave the reconciler group (its partitions go when their leases expire, in 10 s): " \
+           "database away" in caplog.text
+
 def test_static_leases_own_everything_and_fence_nothing() -> None:
     static = StaticLeases(4)
     assert static.owned == dict.fromkeys(range(4), 0) and static.fence() == {} and static.owns(3)

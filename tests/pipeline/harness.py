@@ -120,14 +120,39 @@ class Pipeline:
         self.procs[service].send_signal(signal.SIGKILL)
         self.procs[service].wait(timeout=10)
 
+    def terminate(self, service: str, timeout: float = 15) -> int:
+        """SIGTERM to `service`, and its exit code once it has stopped. One that has not stopped within `timeout`
+        fails the test with what it was waiting on: its tasks' and threads' stacks (SIGUSR1, runtime/running.py)
+        and the end of its log."""
+        proc = self.procs[service]
+        proc.terminate()
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        log = self.workdir / f"{service}.log"
+        self._dump(service)
+        raise AssertionError(f"{service} did not stop within {timeout:g} s of SIGTERM; its log ends:\n"
+                             f"{log.read_text()[-12000:]}")
+
+    def _dump(self, service: str) -> None:
+        """A service that does not stop: its task and thread dump, in its log (waited for, a few seconds)."""
+        proc, log = self.procs[service], self.workdir / f"{service}.log"
+        if proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(AssertionError):  # a loop that no longer runs cannot dump
+            wait_for(lambda: "asyncio tasks:" in log.read_text(), timeout=5, interval=0.1, what="the dump")
+
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()
-        for proc in self.procs.values():
+        for service, proc in self.procs.items():
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
+                self._dump(service)  # what it waited on, in the log a failed test shows
                 proc.kill()
         for namespace in self.namespaces if self.real else ():  # the session's: leave nothing for the next module
             self.sim.request("DELETE", f"/api/v1/namespaces/{namespace}")

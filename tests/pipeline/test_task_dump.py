@@ -1,4 +1,5 @@
-"""`kill -USR1` makes a running service log what each of its asyncio tasks is waiting on, and keep running."""
+"""`kill -USR1` makes a running service log what each of its asyncio tasks is waiting on and where each thread is,
+and keep running."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ async def test_sigusr1_logs_every_task_and_the_service_runs_on(nats_server: Embe
         dump = wait_for(dumped, timeout=15, what="the task dump in the log")
         for task in ("--- lease-keeper", "--- reconciler-partitions", "--- outbox-relay"):
             assert task in dump, f"{task} missing from the dump:\n{dump}"
+        # and every thread, the store driver's workers too: a worker blocked on a lock, or one the exit would wait for
+        assert "--- thread MainThread (non-daemon)" in dump, dump
+        assert "_connection_worker_thread" in dump, f"no aiosqlite worker thread in the dump:\n{dump}"
         assert proc.poll() is None, "the service stopped after the dump"
     finally:
         proc.terminate()

@@ -129,8 +129,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory, cluster: RealCluster | N
                and failed_pods_deleted() >= 6, "the restarted reconciler to go on with the rollout")
         _patch(p, f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets/web", {"spec": {"replicas": 3}})
         _until(p, lambda: len(_running(_pods(p, "web"))) == 3, "web back at 3 pods")
-        p.procs["reconcile"].terminate()
-        p.procs["reconcile"].wait(timeout=15)
+        assert p.terminate("reconcile") == 0
         failing.close()
         file = workdir / "history.jsonl"
         exported = _kubus(p, "events", "export", *_source(p), "--output", str(file))

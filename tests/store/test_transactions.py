@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
+import sqlalchemy as sa
 
 from store.engine import Store
 from tests.store.builders import action, at, decision, event, expectations
@@ -73,3 +75,48 @@ async def test_naive_timestamps_are_refused(store: Store) -> None:
     [stored] = await store.decisions_for("ns/ds")
     assert stored.decided_at == at(1)
     assert stored.decided_at.utcoffset() is not None
+
+
+
+async def test_a_transaction_cancelled_in_the_middle_of_a_statement_holds_no_lock(store: Store) -> None:
+    """A task cancelled while its transaction's statement runs (a stop, a lease round's own timeout) leaves the
+    database free for the next writer. SQLAlchemy then closes the connection; on SQLite a connection closed with
+    a statement still unfinalized (the cancelled frames hold its cursor) lived on as a zombie holding the write
+    lock, and every writer of every process waited out the busy timeout and failed (a stopping reconciler's lease
+    leave among them, so that it took 15 s to stop: stop 22's CI run)."""
+    running = threading.Event()  # set by the slow statement itself once it runs (SQLite), or seen running (PG)
+
+    async def writer() -> None:
+        async with store.transaction() as tx:
+            await tx.conn.execute(sa.text("INSERT INTO ingest_checkpoints (kind, resource_version, updated_at) "
+                                          "VALUES ('Pod', '1', :at)"), {"at": at(0)})
+            if store.backend == "sqlite":
+                raw = await tx.conn.get_raw_connection()
+                await raw.driver_connection.create_function("running", 0, lambda: running.set() or 1)
+                slow = ("WITH RECURSIVE c(x) AS (SELECT running() UNION ALL SELECT x + 1 FROM c LIMIT 100000000) "
+                        "SELECT count(*) FROM c")
+            else:
+                slow = "SELECT pg_sleep(30) /* the cancelled one */"
+            await tx.conn.execute(sa.text(slow))
+
+    async def pg_running() -> bool:
+        async with store.engine.connect() as conn:
+            return bool(await conn.scalar(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%the cancelled one%' "
+                "AND query NOT LIKE '%pg_stat_activity%'")))
+
+    task = asyncio.create_task(writer())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while not (running.is_set() if store.backend == "sqlite" else await pg_running()):
+        assert loop.time() < deadline and not task.done(), "the slow statement never ran"
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    began = loop.time()
+    await store.save_checkpoint("Node", "9")  # another writer, of another table
+    waited = loop.time() - began
+    assert waited < 2.0, f"the next writer waited {waited:.1f} s for the cancelled transaction's lock"
+    assert await store.checkpoint("Pod") is None, "the cancelled transaction's write was committed"
+    assert await store.checkpoint("Node") == "9"
