@@ -36,7 +36,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from bench.loadgen import machine, pod_body, post_all, start_sim
+from bench.loadgen import machine, pod_body, post_all, profiling, start_sim
 from kube import codec
 from kube.testing import pod, replicaset
 from messages.keys import ControllerKey, ControllerKind
@@ -151,7 +151,7 @@ def _cpu_seconds(pid: int) -> float:
 
 async def bench_scale(pods: int) -> None:
     print(f"machine: {machine()}")
-    sim = start_sim(*SIM_FLAGS)
+    sim = start_sim(*SIM_FLAGS, profile="sim")
     workdir = Path(tempfile.mkdtemp(prefix="kubus-bench-rs-"))
     server = EmbeddedNats(workdir / "nats")
     procs: list[subprocess.Popen[bytes]] = []
@@ -159,8 +159,8 @@ async def bench_scale(pods: int) -> None:
         nats_url = await server.start()
         for service in ("ingest", "reconcile", "execute"):
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
-            # BENCH_PROFILE=1 writes a cProfile of each service to /tmp/<service>.prof
-            profile = ["-m", "cProfile", "-o", f"/tmp/{service}.prof"] if os.environ.get("BENCH_PROFILE") else []
+            # BENCH_PROFILE=1 writes a cProfile of each service (and the sim) to $BENCH_PROFILE_DIR/<service>.prof
+            profile = profiling(service)
             procs.append(subprocess.Popen(
                 [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
                  "--data-dir", str(workdir / "data"), "--metrics-port", "0",
