@@ -62,10 +62,20 @@ class Process:
             self.proc.wait()
 
 
-def start_sim(*flags: str) -> Process:
+def profiling(name: str) -> list[str]:
+    """The interpreter arguments that write a cProfile of a benchmark's process `name` when BENCH_PROFILE is set:
+    to BENCH_PROFILE_DIR (default /tmp) as <name>.prof. Empty otherwise."""
+    if not os.environ.get("BENCH_PROFILE"):
+        return []
+    return ["-m", "cProfile", "-o", str(Path(os.environ.get("BENCH_PROFILE_DIR", "/tmp")) / f"{name}.prof")]
+
+
+def start_sim(*flags: str, profile: str = "") -> Process:
+    """A `kubus sim` with `flags`; profiled as `profile` (see `profiling`) when it is named."""
     tmp = Path(tempfile.mkdtemp(prefix="kubus-bench-"))
     kubeconfig = tmp / "kubeconfig"
-    args = [sys.executable, "-m", "kubus", "sim", "--kubeconfig", str(kubeconfig), "--port", "0",
+    args = [sys.executable, *(profiling(profile) if profile else []), "-m", "kubus", "sim",
+            "--kubeconfig", str(kubeconfig), "--port", "0",
             "--log-level", "warning", *flags]
     return Process(args, kubeconfig)
 

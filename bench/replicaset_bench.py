@@ -14,7 +14,9 @@ scale: a `kubus sim` (100 nodes of 110 pods, kubelet delay 0), an embedded nats-
 limiter off: --qps 0). A ReplicaSet with 0 replicas is created, scaled to N through /scale, and
 the time until its status shows N available is measured; then back to 0, until status shows 0
 replicas. The baseline is the event-pipeline benchmark's bare client (aiohttp, 16 requests in
-flight, pre-encoded bodies) creating N pods in a fresh sim of the same kind.
+flight, pre-encoded bodies) creating N pods in a fresh sim of the same kind. CPU seconds are each
+process's from the scale-up's start to the scale-down's end; what each spent before (its start-up,
+~1 s of imports per process, and the empty ReplicaSet's sync) is printed apart.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from bench.loadgen import machine, pod_body, post_all, start_sim
+from bench.loadgen import machine, pod_body, post_all, profiling, start_sim
 from kube import codec
 from kube.testing import pod, replicaset
 from messages.keys import ControllerKey, ControllerKind
@@ -151,7 +153,7 @@ def _cpu_seconds(pid: int) -> float:
 
 async def bench_scale(pods: int) -> None:
     print(f"machine: {machine()}")
-    sim = start_sim(*SIM_FLAGS)
+    sim = start_sim(*SIM_FLAGS, profile="sim")
     workdir = Path(tempfile.mkdtemp(prefix="kubus-bench-rs-"))
     server = EmbeddedNats(workdir / "nats")
     procs: list[subprocess.Popen[bytes]] = []
@@ -159,14 +161,16 @@ async def bench_scale(pods: int) -> None:
         nats_url = await server.start()
         for service in ("ingest", "reconcile", "execute"):
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
-            # BENCH_PROFILE=1 writes a cProfile of each service to /tmp/<service>.prof
-            profile = ["-m", "cProfile", "-o", f"/tmp/{service}.prof"] if os.environ.get("BENCH_PROFILE") else []
+            # BENCH_PROFILE=1 writes a cProfile of each service (and the sim) to $BENCH_PROFILE_DIR/<service>.prof
+            profile = profiling(service)
             procs.append(subprocess.Popen(
                 [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",
                  "--data-dir", str(workdir / "data"), "--metrics-port", "0",
                  # (the reconciler never calls the API: it takes no kubeconfig)
                  *([] if service == "reconcile" else ["--kubeconfig", str(sim.kubeconfig)]),
                  *(["--qps", "0"] if service == "execute" else [])], stdout=log, stderr=subprocess.STDOUT))
+        pids = {"sim": sim.proc.pid, "nats-server": server._proc.pid if server._proc else 0,
+                **{name: p.pid for name, p in zip(("ingest", "reconcile", "execute"), procs, strict=True)}}
         base = f"{sim.url}/apis/apps/v1/namespaces/default/replicasets"
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
@@ -175,6 +179,7 @@ async def bench_scale(pods: int) -> None:
         async with aiohttp.ClientSession() as session:
             await _json(session, "POST", base, rs)
             await _wait_status(session, f"{base}/web", lambda s: s.get("observedGeneration", 0) >= 1, procs, 120)
+            cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}  # start-up, the empty sync
             scale = {"spec": {"replicas": pods}}
             await _json(session, "PATCH", f"{base}/web/scale", scale, "application/merge-patch+json")
             up = await _wait_status(session, f"{base}/web", lambda s: s.get("availableReplicas", 0) == pods,
@@ -182,8 +187,6 @@ async def bench_scale(pods: int) -> None:
             await _json(session, "PATCH", f"{base}/web/scale", {"spec": {"replicas": 0}},
                         "application/merge-patch+json")
             down = await _wait_status(session, f"{base}/web", lambda s: s.get("replicas", -1) == 0, procs, 600)
-        pids = {"sim": sim.proc.pid, "nats-server": server._proc.pid if server._proc else 0,
-                **{name: p.pid for name, p in zip(("ingest", "reconcile", "execute"), procs, strict=True)}}
         cpu = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         for p in procs:
             p.terminate()
@@ -221,7 +224,11 @@ async def bench_scale(pods: int) -> None:
           f"pods/s); kubus / bare throughput {bare_seconds / up:.2f} (target >= 0.5)")
     print(f"the same bare client until all {pods:,} pods are Running (the sim's scheduler and kubelets done): "
           f"{bare_running:.1f} s; kubus / bare {bare_running / up:.2f}")
-    print("CPU seconds over both scales: " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
+    print("CPU seconds over both scales: " + ", ".join(f"{k} {v - cpu_before[k]:.1f}" for k, v in cpu.items())
+          + f" ({sum(cpu.values()) - sum(cpu_before.values()):.1f} in all, "
+          f"{(sum(cpu.values()) - sum(cpu_before.values())) / (2 * pods) * 1000:.2f} ms per pod-operation)")
+    print("  and before the scale (process start-up, the empty ReplicaSet's sync): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in cpu_before.items()))
     print("kube-controller-manager at its default 20 requests/s would need "
           f">= {pods / 20:,.0f} s for the creates alone")
 

@@ -27,7 +27,7 @@ It prints a table with each figure per size, its growth exponent between success
 log cost against log nodes: 1 is linear, 2 quadratic) and over the whole range, and writes a log-log plot
 of every cost relative to its value at the smallest size as an SVG (--svg; no plotting library).
 BENCH_KEEP=1 keeps each size's work directory (logs, SQLite store); BENCH_PROFILE=1 writes a cProfile of each
-service at the largest size to /tmp/scale-<service>.prof.
+service and the sim at the largest size to $BENCH_PROFILE_DIR/scale-<service>.prof (default /tmp).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from pathlib import Path
 import aiohttp
 import nats
 
+from bench import loadgen
 from bench.daemonset_bench import (
     KEY,
     NOW,
@@ -151,7 +152,8 @@ def pure_sync_ms(nodes: int, runs: int) -> float:
 async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = False) -> None:
     """The apply on a fresh sim of figures.nodes nodes: time, CPU, peak RSS, store and stream bytes."""
     nodes = figures.nodes
-    sim = start_sim("--nodes", str(nodes), "--kubelet-delay", "0", "--watch-history", str(max(20_000, 20 * nodes)))
+    sim = start_sim("--nodes", str(nodes), "--kubelet-delay", "0", "--watch-history", str(max(20_000, 20 * nodes)),
+                    profile="scale-sim" if profiling else "")
     workdir = Path(tempfile.mkdtemp(prefix="kubus-bench-scale-"))
     server = EmbeddedNats(workdir / "nats")
     procs: list[subprocess.Popen[bytes]] = []
@@ -161,7 +163,7 @@ async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = F
         for service in SERVICES:
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
             # BENCH_PROFILE=1: a cProfile of each service at the largest size, to /tmp/scale-<service>.prof
-            profile = ["-m", "cProfile", "-o", f"/tmp/scale-{service}.prof"] if profiling else []
+            profile = loadgen.profiling(f"scale-{service}") if profiling else []
             procs.append(subprocess.Popen(
                 [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", PREFIX,
                  "--data-dir", str(workdir / "data"), "--metrics-port", "0",

@@ -128,10 +128,14 @@ class RestClientMetrics:
         self.latency = histogram("rest_client_request_duration_seconds",
                                  "API request latency in seconds, to the response's headers, by verb and host",
                                  ["verb", "host"], buckets=REQUEST_BUCKETS, registry=registry)
+        self._latency_by: dict[tuple[str, str], Any] = {}  # its children, as CounterMap keeps a counter's
 
     def observe(self, method: str, host: str, code: int, seconds: float) -> None:
         self.requests.inc((str(code) if code else ERROR_CODE, method, host))
-        self.latency.labels(method, host).observe(seconds)
+        child = self._latency_by.get((method, host))
+        if child is None:  # prometheus_client's labels() takes a lock and builds its key on every call
+            child = self._latency_by[(method, host)] = self.latency.labels(method, host)
+        child.observe(seconds)
 
     def by_method(self) -> dict[str, dict[str, int]]:
         """{method: {code: requests}}, every host together (what tests compare)."""

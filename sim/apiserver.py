@@ -547,12 +547,14 @@ def bind_pod(registry: Registry, namespace: str, name: str, node: str) -> Entry:
     assigned = current.obj.get("spec", {}).get("nodeName")
     if assigned:
         raise errors.conflict(R.PODS, name, f"pod {name} is already assigned to node \"{assigned}\"")
-    pod = current.clone()
-    pod["spec"]["nodeName"] = node
-    conditions = [c for c in pod.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
+    pod = current.shallow()  # the spec and status replaced below, not changed: the stored pod's are shared
+    pod["spec"] = {**pod["spec"], "nodeName": node}
+    status = dict(pod.setdefault("status", {}))
+    conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                        "lastTransitionTime": format_time(registry.clock())})
-    pod["status"]["conditions"] = conditions
+    status["conditions"] = conditions
+    pod["status"] = status
     return registry.store.put(R.PODS, pod, "MODIFIED", current.obj)
 
 

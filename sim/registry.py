@@ -230,7 +230,7 @@ class Registry:
         body_metadata = subresource == "status" and resource in _GENERATION_KINDS
         if subresource == "status" and not body_metadata:
             status = obj.get("status")
-            obj = current.clone()
+            obj = current.shallow()  # only the metadata changes below, and the status is replaced
             if status is not None:
                 obj["status"] = status
             meta = obj["metadata"]
@@ -380,7 +380,7 @@ class Registry:
 
     def _mark_deleting(self, resource: ApiResource, current: Entry, grace: int,
                        finalizers: list[str]) -> Entry:
-        obj = current.clone()
+        obj = current.shallow()  # the metadata changes; a namespace's status is replaced
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace and \
                 meta.get("finalizers", []) == finalizers:
@@ -390,7 +390,7 @@ class Registry:
         if finalizers:
             meta["finalizers"] = finalizers
         if resource is R.NAMESPACES:
-            obj.setdefault("status", {})["phase"] = "Terminating"
+            obj["status"] = {**obj.setdefault("status", {}), "phase": "Terminating"}
         return self.store.put(resource, _ordered(obj), MODIFIED, current.obj)
 
 

@@ -79,7 +79,12 @@ def prune(kind: str, obj: dict[str, Any]) -> list[str]:
     return unknown
 
 
+_ABSENT = object()
+
+
 def _prune(value: Any, schema: SchemaNode, path: str, unknown: list[str]) -> None:
+    """Prunes `value` at `path` against `schema`: one pass over each object's fields, which gathers its unknown
+    fields (reported in order, before any field below them), its empty containers and the fields to descend into."""
     if schema is None:
         return
     if isinstance(schema, tuple):
@@ -88,22 +93,32 @@ def _prune(value: Any, schema: SchemaNode, path: str, unknown: list[str]) -> Non
             return
         if container == "list" and isinstance(value, list):
             for i, element in enumerate(value):
-                _prune(element, item, f"{path}[{i}]", unknown)
+                if element is not None:
+                    _prune(element, item, f"{path}[{i}]", unknown)
         elif container == "map" and isinstance(value, dict):
             for key, element in value.items():
-                _prune(element, item, f"{path}[{key}]", unknown)
+                if element is not None:
+                    _prune(element, item, f"{path}[{key}]", unknown)
         return
     if not isinstance(value, dict):
         return
-    for key in [k for k in value if k not in schema]:
-        if key.startswith("$"):  # strategic-merge directives are handled by the patcher
-            continue
-        unknown.append(f"{path}.{key}" if path else key)
-        del value[key]
-    for key in [k for k, v in value.items() if isinstance(schema.get(k), tuple)
-                and (v is None or v == [] or v == {}) and k not in _ALWAYS_WRITTEN]:
-        del value[key]
+    drop: list[str] = []
+    below: list[tuple[str, Any, SchemaNode]] = []
     for key, child in value.items():
-        sub = schema.get(key)
-        if sub is not None and child is not None:
-            _prune(child, sub, f"{path}.{key}" if path else key, unknown)
+        sub = schema.get(key, _ABSENT)
+        if sub is _ABSENT:
+            if not key.startswith("$"):  # strategic-merge directives are handled by the patcher
+                unknown.append(f"{path}.{key}" if path else key)
+                drop.append(key)
+        elif sub is None or child is None:
+            if child is None and isinstance(sub, tuple) and key not in _ALWAYS_WRITTEN:
+                drop.append(key)  # a null list or map: Go's omitempty leaves it out
+        elif isinstance(sub, tuple) and (child == [] or child == {}):
+            if key not in _ALWAYS_WRITTEN:
+                drop.append(key)  # an empty list or map, likewise
+        elif isinstance(child, (dict, list)):
+            below.append((key, child, sub))
+    for key in drop:
+        del value[key]
+    for key, child, sub in below:
+        _prune(child, sub, f"{path}.{key}" if path else key, unknown)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from kube.intstr import is_percent, parse_int64
 from kube.validation import regex_error, validate_dns1123_label, validate_label_key, validate_label_value
 from sim.validation import (
@@ -101,7 +103,32 @@ def validate_pod_template(template: dict[str, Any], path: str, errs: Errors) -> 
                                             "ephemeral containers not allowed in pod template"))
 
 
+# The errors of pod specs validated lately, by path and the spec's JSON: a ReplicaSet's or DaemonSet's pods share
+# one spec (their template's), which the sim validated again for every pod it created (issue 25). The errors are a
+# function of the spec and path alone, and frozen, so the same spec's are the first one's.
+_SPEC_ERRORS: dict[tuple[str, bytes], tuple[ApiFieldError, ...]] = {}
+_SPEC_ERRORS_KEPT = 64
+_encode = msgspec.json.encode
+
+
 def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
+    """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`."""
+    try:
+        key = (path, _encode(spec))
+    except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
+        _validate_pod_spec(spec, path, errs)
+        return
+    found = _SPEC_ERRORS.get(key)
+    if found is None:
+        mine: Errors = []
+        _validate_pod_spec(spec, path, mine)
+        found = _SPEC_ERRORS[key] = tuple(mine)
+        if len(_SPEC_ERRORS) > _SPEC_ERRORS_KEPT:
+            del _SPEC_ERRORS[next(iter(_SPEC_ERRORS))]  # the oldest
+    errs.extend(found)
+
+
+def _validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
     volumes = _validate_volumes(spec, f"{path}.volumes", errs)
     containers = items(spec, "containers", f"{path}.containers", errs)
     if not containers:
