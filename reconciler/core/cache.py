@@ -146,22 +146,22 @@ class Cache:
 
         An event of a kind no controller reads changes nothing: the namespaces an older ingest watched
         (for a stand-in controller since removed) stay in the streams it wrote."""
-        type_, uid = event.type, event.uid
+        type_, uid, kind = event.type, event.uid, event.kind
         if type_ == QUARANTINED:
             self.quarantined += 1
             return None
-        if event.kind not in MODELS:
+        model = MODELS.get(kind)
+        if model is None:
             return None
         deleted_at = self.deleted.get(uid)
         if seq <= (self.seqs.get(uid, 0) if deleted_at is None else deleted_at):
             # the cache already reflects this or a later state of the object
-            obj = decode_object(event)
+            obj = codec.decode(event.object, model)
             old, new = (obj, None) if type_ in _DELETIONS else (None, obj)
-            return Change(event.kind, event.namespace, event.name, uid, old, new, type_, True)
+            return Change(kind, event.namespace, event.name, uid, old, new, type_, True)
         if deleted_at is not None:
             self.stale += 1  # a later event of a deleted uid: a deletion is final
             return None
-        kind = event.kind
         table = self.objects[kind]
         old = table.get(uid)
         if old is not None and type_ != DELETED and _older(event, old, type_ == DELETED_FINAL_STATE_UNKNOWN):
@@ -178,7 +178,7 @@ class Cache:
             final = old if old is not None else _decode_final_state(event) if final_state else None
             return Change(kind, event.namespace, event.name, uid, final, None, type_)
         try:
-            new = decode_object(event)
+            new = codec.decode(event.object, model)
         except BaseException:
             # what unindexing first and then decoding did: the old state stays, out of the indexes
             if old is not None:
@@ -218,7 +218,11 @@ class Cache:
         facts = None
         if kind == "Pod":
             old_facts = self.pod_facts.get(uid)
-            facts = pod_facts(new, self._shared_labels(meta.labels), old_facts)
+            labels = meta.labels
+            # most updates keep the labels: the previous version's shared dict, without hashing them again
+            shared = old_facts.labels if old_facts is not None and old_facts.labels == labels else \
+                self._shared_labels(labels)
+            facts = pod_facts(new, shared, old_facts)
             same_controller = old_facts is not None and old_facts.controller_uid == facts.controller_uid
         else:
             old_ref, ref = get_controller_of(old_meta), get_controller_of(meta)

@@ -38,7 +38,8 @@ def status_of(rs: ReplicaSet, active: Sequence[PodFacts], terminating: int | Non
     # is_pod_available's test, `became_ready + minReadySeconds <= now`, with the sum's operand made once
     min_ready = timedelta(seconds=min_ready_seconds)
     fully_labeled = ready = available = 0
-    for _, _, _, _, labels, pod_ready, ready_since, *_ in active:
+    for facts in active:
+        labels, pod_ready, ready_since = facts[4], facts[5], facts[6]  # (no starred unpacking: a list per pod)
         if pairs <= labels.items() if pairs is not None else template_labels.matches(labels):
             fully_labeled += 1
         if pod_ready:
