@@ -589,8 +589,13 @@ class Controllers:
     def results(self, results: list[ActionResult], now: datetime) -> None:
         """What the executors report: expectations that will never be met, errors, requeues. The
         expectations changed are returned by the next `sync_ready` or `take_changes`."""
+        keys: dict[str, ControllerKey | None] = {}  # a round's results name one controller: parsed once
         for result in results:
-            key = parse_controller_key(result.controller)
+            controller = result.controller
+            if controller in keys:
+                key = keys[controller]
+            else:
+                key = keys[controller] = parse_controller_key(controller)
             action = ActionKind.of(result.action)
             if key is None or action is None:
                 continue  # a result an older kubus's controller left on the bus: no controller of ours waits on it
