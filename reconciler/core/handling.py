@@ -172,7 +172,7 @@ class OwnerHandlers(Generic[Owner]):
             return
         key = self.key(owner)
         wakeups.enqueue.append(key)
-        if not is_pod_ready(old) and is_pod_ready(cur) and owner.spec.min_ready_seconds > 0:
+        if owner.spec.min_ready_seconds > 0 and not is_pod_ready(old) and is_pod_ready(cur):
             # the pod becomes available minReadySeconds from now; +1 s against clock skew
             wakeups.enqueue_after.append((key, timedelta(seconds=owner.spec.min_ready_seconds + 1)))
 
