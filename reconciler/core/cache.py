@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -66,7 +66,8 @@ DELETED_MEMORY = timedelta(hours=1)
 class Change(NamedTuple):
     """What one applied event changed: the kube objects before and after (None when absent).
 
-    A named tuple (immutable, built in a fraction of a frozen dataclass's time): one per event."""
+    A named tuple (immutable, built in a fraction of a frozen dataclass's time): one per event. `Cache.apply`
+    builds it with tuple.__new__ (every field given), without the Python-level __new__ of Change(...)."""
 
     kind: str
     namespace: str
@@ -158,7 +159,7 @@ class Cache:
             # the cache already reflects this or a later state of the object
             obj = codec.decode(event.object, model)
             old, new = (obj, None) if type_ in _DELETIONS else (None, obj)
-            return Change(kind, event.namespace, event.name, uid, old, new, type_, True)
+            return _change(Change, (kind, event.namespace, event.name, uid, old, new, type_, True))
         if deleted_at is not None:
             self.stale += 1  # a later event of a deleted uid: a deletion is final
             return None
@@ -176,7 +177,7 @@ class Cache:
             self.deleted_expiry.append((self.deleted_clock + DELETED_MEMORY, uid, seq))
             table.pop(uid, None)
             final = old if old is not None else _decode_final_state(event) if final_state else None
-            return Change(kind, event.namespace, event.name, uid, final, None, type_)
+            return _change(Change, (kind, event.namespace, event.name, uid, final, None, type_, False))
         try:
             new = codec.decode(event.object, model)
         except BaseException:
@@ -191,7 +192,7 @@ class Cache:
             self._index(kind, uid, new)
         else:
             self._reindex(kind, uid, old, new)
-        return Change(kind, event.namespace, event.name, uid, old, new, type_)
+        return _change(Change, (kind, event.namespace, event.name, uid, old, new, type_, False))
 
     def _forget_deleted(self, observed_at: str) -> None:
         """Moves the deletions' clock to `observed_at` (never back; an unreadable time leaves it) and forgets
@@ -296,6 +297,9 @@ class Cache:
                 self.label_sets.clear()
             shared = self.label_sets[key] = labels
         return shared
+
+
+_change: Final = tuple.__new__
 
 
 def _older(event: ObservedEvent, cached: Any, tombstone: bool) -> bool:
