@@ -222,7 +222,7 @@ def _foreign(new: Any, old: Any, kind: str) -> bool:
     if old is not None:
         for ref in old.metadata.owner_references:
             if ref.controller:
-                return ref.kind != kind
+                return bool(ref.kind != kind)
     return True
 
 
