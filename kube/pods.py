@@ -226,9 +226,13 @@ def pod_facts(pod: Pod, labels: dict[str, str] | None = None, previous: PodFacts
         node = get_target_node_name(pod) if spec.affinity is not None else None
     head = ((((3 if spec.node_name else 0) + PHASE_ORDINAL.get(status.phase, 0)) * 2 + ready) << 32) + (
         (deletion_cost(annotations) if annotations and POD_DELETION_COST in annotations else 0) + _INT32_OFFSET)
-    return PodFacts(pod, controller, status.phase in _TERMINAL_PHASES, meta.deletion_timestamp is not None,
-                    meta.labels if labels is None else labels, ready, since, ready_us, created_us, meta.uid, head,
-                    regular, sidecar, meta.name, node)
+    # tuple.__new__: what PodFacts(...) does without its Python-level __new__ (half the cost of building one)
+    return _new_tuple(PodFacts, (pod, controller, status.phase in _TERMINAL_PHASES, meta.deletion_timestamp is not None,
+                                 meta.labels if labels is None else labels, ready, since, ready_us, created_us,
+                                 meta.uid, head, regular, sidecar, meta.name, node))
+
+
+_new_tuple: Final = tuple.__new__
 
 
 @functools.lru_cache(maxsize=65536)

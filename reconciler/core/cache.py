@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -66,7 +66,8 @@ DELETED_MEMORY = timedelta(hours=1)
 class Change(NamedTuple):
     """What one applied event changed: the kube objects before and after (None when absent).
 
-    A named tuple (immutable, built in a fraction of a frozen dataclass's time): one per event."""
+    A named tuple (immutable, built in a fraction of a frozen dataclass's time): one per event. `Cache.apply`
+    builds it with tuple.__new__ (every field given), without the Python-level __new__ of Change(...)."""
 
     kind: str
     namespace: str
@@ -146,22 +147,22 @@ class Cache:
 
         An event of a kind no controller reads changes nothing: the namespaces an older ingest watched
         (for a stand-in controller since removed) stay in the streams it wrote."""
-        type_, uid = event.type, event.uid
+        type_, uid, kind = event.type, event.uid, event.kind
         if type_ == QUARANTINED:
             self.quarantined += 1
             return None
-        if event.kind not in MODELS:
+        model = MODELS.get(kind)
+        if model is None:
             return None
         deleted_at = self.deleted.get(uid)
         if seq <= (self.seqs.get(uid, 0) if deleted_at is None else deleted_at):
             # the cache already reflects this or a later state of the object
-            obj = decode_object(event)
+            obj = codec.decode(event.object, model)
             old, new = (obj, None) if type_ in _DELETIONS else (None, obj)
-            return Change(event.kind, event.namespace, event.name, uid, old, new, type_, True)
+            return _change(Change, (kind, event.namespace, event.name, uid, old, new, type_, True))
         if deleted_at is not None:
             self.stale += 1  # a later event of a deleted uid: a deletion is final
             return None
-        kind = event.kind
         table = self.objects[kind]
         old = table.get(uid)
         if old is not None and type_ != DELETED and _older(event, old, type_ == DELETED_FINAL_STATE_UNKNOWN):
@@ -176,9 +177,9 @@ class Cache:
             self.deleted_expiry.append((self.deleted_clock + DELETED_MEMORY, uid, seq))
             table.pop(uid, None)
             final = old if old is not None else _decode_final_state(event) if final_state else None
-            return Change(kind, event.namespace, event.name, uid, final, None, type_)
+            return _change(Change, (kind, event.namespace, event.name, uid, final, None, type_, False))
         try:
-            new = decode_object(event)
+            new = codec.decode(event.object, model)
         except BaseException:
             # what unindexing first and then decoding did: the old state stays, out of the indexes
             if old is not None:
@@ -191,7 +192,7 @@ class Cache:
             self._index(kind, uid, new)
         else:
             self._reindex(kind, uid, old, new)
-        return Change(kind, event.namespace, event.name, uid, old, new, type_)
+        return _change(Change, (kind, event.namespace, event.name, uid, old, new, type_, False))
 
     def _forget_deleted(self, observed_at: str) -> None:
         """Moves the deletions' clock to `observed_at` (never back; an unreadable time leaves it) and forgets
@@ -218,7 +219,11 @@ class Cache:
         facts = None
         if kind == "Pod":
             old_facts = self.pod_facts.get(uid)
-            facts = pod_facts(new, self._shared_labels(meta.labels), old_facts)
+            labels = meta.labels
+            # most updates keep the labels: the previous version's shared dict, without hashing them again
+            shared = old_facts.labels if old_facts is not None and old_facts.labels == labels else \
+                self._shared_labels(labels)
+            facts = pod_facts(new, shared, old_facts)
             same_controller = old_facts is not None and old_facts.controller_uid == facts.controller_uid
         else:
             old_ref, ref = get_controller_of(old_meta), get_controller_of(meta)
@@ -292,6 +297,9 @@ class Cache:
                 self.label_sets.clear()
             shared = self.label_sets[key] = labels
         return shared
+
+
+_change: Final = tuple.__new__
 
 
 def _older(event: ObservedEvent, cached: Any, tombstone: bool) -> bool:

@@ -138,23 +138,33 @@ def claim_active(controller: ObjectMeta, selector: Selector, pods: Sequence[PodF
     uid = sys.intern(controller.uid)  # PodFacts.controller_uid is interned: compared by identity when equal
     pairs = selector.label_pairs  # matches(labels) is `pairs <= labels.items()` when not None
     matches = selector.matches
+    # the selector's answer for the last labels dict seen: the cache gives pods with equal labels one shared dict
+    # (a ReplicaSet's thousands of pods have one or a few), so it is worked out about once per dict
+    last_labels: dict[str, str] | None = None
+    last_matched = False
     for facts in pods:
-        pod, owner, terminal, pod_deleting, labels = facts[:5]
-        if terminal:
-            continue  # neither active nor terminating
-        if pod_deleting:
-            if owner == uid and (pairs <= labels.items() if pairs is not None else matches(labels)):
-                terminating.append(pod)
+        if facts[2]:  # terminal: neither active nor terminating
             continue
-        matched = pairs <= labels.items() if pairs is not None else matches(labels)
+        labels = facts[4]
+        if labels is last_labels:
+            matched = last_matched
+        else:
+            matched = pairs <= labels.items() if pairs is not None else matches(labels)
+            last_labels, last_matched = labels, matched
+        owner = facts[1]
+        if facts[3]:  # being deleted
+            if owner == uid and matched:
+                terminating.append(facts[0])
+            continue
         if owner is not None:
             if owner != uid:
                 continue
             if matched:
                 claimed.append(facts)
             elif not deleting:
-                claim.release.append(pod)
+                claim.release.append(facts[0])
             continue
+        pod = facts[0]
         if deleting or not matched or (controller.namespace and controller.namespace != pod.metadata.namespace):
             continue
         claim.adopt.append(pod)

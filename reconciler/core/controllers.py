@@ -263,18 +263,23 @@ class Controllers:
     def observe(self, changes: list[tuple[Change, int, str]], now: datetime) -> None:
         cache = self.cache
         handlers = self._handlers
+        shadow = self.settings.shadow
+        # one Wakeups for the whole batch: _wake empties each list it acts on (a change's wake-ups are acted on
+        # before the next change's handlers run, as with one Wakeups per change)
+        wakeups = Wakeups()
         for change, seq, msg_id in changes:
             if seq > self.last_seq:
                 self.last_seq = seq
-            wakeups = Wakeups()
-            for handle in handlers.get(change.kind, ()):
+            kind = change.kind
+            for handle in handlers.get(kind, ()):
                 handle(change, cache, wakeups)
             self._wake(wakeups, msg_id, now)
-            if self.settings.shadow:
+            if shadow:
                 self._order(change, msg_id, now)
-            if change.kind == "Pod" and change.new is None:
+            if kind == "Pod" and change.new is None:
                 self._gone(f"{change.namespace}/{change.name}")
-                self._shadow_counted.discard(f"{change.namespace}/{change.name}")
+                if shadow:  # (only shadow mode adds to it)
+                    self._shadow_counted.discard(f"{change.namespace}/{change.name}")
 
     def _order(self, change: Change, trigger: str, now: datetime) -> None:
         """Shadow mode: an owner whose pod shows an act of the acting controller before its cause (the owner's
@@ -338,10 +343,36 @@ class Controllers:
             self._set(key, self.expectations[key].deletion_observed(pod))
 
     def _wake(self, wakeups: Wakeups, trigger: str, now: datetime) -> None:
-        for key in wakeups.creations_observed:
+        """Acts on the wake-ups, in the order of their kinds, and empties them (observe reuses one Wakeups)."""
+        if wakeups.creations_observed:
+            self._creations(wakeups.creations_observed)
+        if wakeups.deletions_observed:
+            self._deletions(wakeups.deletions_observed)
+        if wakeups.expectations_deleted:
+            for key in wakeups.expectations_deleted:
+                self._drop(key)
+            wakeups.expectations_deleted.clear()
+        enqueue = wakeups.enqueue
+        if enqueue:
+            add, triggers = self.queue.add, self.triggers
+            for key in enqueue:
+                add(key)
+                triggers[key] = trigger
+            enqueue.clear()
+        if wakeups.enqueue_after:
+            for key, delay in wakeups.enqueue_after:
+                self.queue.add_after(key, delay, now)
+                self.triggers[key] = trigger
+            wakeups.enqueue_after.clear()
+
+    def _creations(self, observed: list[ControllerKey]) -> None:
+        for key in observed:
             if (current := self.expectations.get(key)) is not None:
                 self._set(key, current.creation_observed())
-        for key, pod_key in wakeups.deletions_observed:
+        observed.clear()
+
+    def _deletions(self, observed: list[tuple[ControllerKey, str]]) -> None:
+        for key, pod_key in observed:
             if (current := self.expectations.get(key)) is not None:
                 if self.settings.shadow:
                     # the acting controller deleted one of the owner's pods: which one it picked (of equal pods)
@@ -355,14 +386,7 @@ class Controllers:
                     self._set(key, current.deletion_counted(pod_key))
                 else:
                     self._set(key, self._controllers[key.kind].deletion_observed(current, pod_key))
-        for key in wakeups.expectations_deleted:
-            self._drop(key)
-        for key in wakeups.enqueue:
-            self.queue.add(key)
-            self.triggers[key] = trigger
-        for key, delay in wakeups.enqueue_after:
-            self.queue.add_after(key, delay, now)
-            self.triggers[key] = trigger
+        observed.clear()
 
     def _resync(self, now: datetime) -> None:
         """The informers' periodic resync, on the loop's clock: every `resync_period` each informer delivers
@@ -565,8 +589,13 @@ class Controllers:
     def results(self, results: list[ActionResult], now: datetime) -> None:
         """What the executors report: expectations that will never be met, errors, requeues. The
         expectations changed are returned by the next `sync_ready` or `take_changes`."""
+        keys: dict[str, ControllerKey | None] = {}  # a round's results name one controller: parsed once
         for result in results:
-            key = parse_controller_key(result.controller)
+            controller = result.controller
+            if controller in keys:
+                key = keys[controller]
+            else:
+                key = keys[controller] = parse_controller_key(controller)
             action = ActionKind.of(result.action)
             if key is None or action is None:
                 continue  # a result an older kubus's controller left on the bus: no controller of ours waits on it

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from kube.apps import DaemonSet, ReplicaSet
 from kube.core import Pod
@@ -118,6 +118,8 @@ class OwnerHandlers(Generic[Owner]):
     def on_pod(self, change: Change, view: CacheView, wakeups: Wakeups) -> None:
         """addPod/updatePod/deletePod."""
         old, new = change.old, change.new
+        if _foreign(new, old, self.kind_name):
+            return
         if change.replayed:
             self._observe_replayed(change, view, wakeups)
         elif new is None:
@@ -172,7 +174,7 @@ class OwnerHandlers(Generic[Owner]):
             return
         key = self.key(owner)
         wakeups.enqueue.append(key)
-        if not is_pod_ready(old) and is_pod_ready(cur) and owner.spec.min_ready_seconds > 0:
+        if owner.spec.min_ready_seconds > 0 and not is_pod_ready(old) and is_pod_ready(cur):
             # the pod becomes available minReadySeconds from now; +1 s against clock skew
             wakeups.enqueue_after.append((key, timedelta(seconds=owner.spec.min_ready_seconds + 1)))
 
@@ -201,6 +203,27 @@ class OwnerHandlers(Generic[Owner]):
         key = self.key(owner)
         wakeups.deletions_observed.append((key, pod_key(pod)))
         wakeups.enqueue.append(key)
+
+
+def _foreign(new: Any, old: Any, kind: str) -> bool:
+    """Whether a pod's change is nothing to the controller of `kind`: its new state (if any) names a controller of
+    another kind, and its old state (if any) none or one of another kind. Every path of on_pod acts only through the
+    controller reference of the old or new state (`resolve`, which looks no further when the kind is another's),
+    or on the labels of an orphan (a new state without a controller, or an added pod without one): so a pod of the
+    other controller (most of them) costs this test instead of the handler's walk to the same nothing."""
+    if new is not None:
+        for ref in new.metadata.owner_references:  # get_controller_of, inlined
+            if ref.controller:
+                if ref.kind == kind:
+                    return False
+                break
+        else:
+            return False  # an orphan: its labels are matched
+    if old is not None:
+        for ref in old.metadata.owner_references:
+            if ref.controller:
+                return bool(ref.kind != kind)
+    return True
 
 
 def _name(owner: DaemonSet | ReplicaSet) -> str:

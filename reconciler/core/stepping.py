@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -61,10 +61,31 @@ def partition_of_subject(subject: str) -> int:
 MALFORMED_SUBJECT_PARTITION = 0
 
 
+# subject -> its partition, per partition count, for the subjects classify found well-formed: an object's
+# events share its subject (and every event of a batch, every message of a bootstrap is classified)
+_PARTITIONS: dict[int | None, dict[str, int]] = {}
+PARTITIONS_REMEMBERED: Final = 1 << 16  # subjects remembered per partition count (forgotten all at once past it)
+
+
 def classify(subject: str, partition_count: int | None = None) -> tuple[int, codec.BadMessage | None]:
     """The partition a KUBUS_EVENTS (or KUBUS_STATE) message counts in, and what is wrong with its subject:
     `<prefix>.<events|state>.<partition>.<kind>.<uid>`, the partition `cluster` or a number below
     `partition_count`. A subject that is not such counts in MALFORMED_SUBJECT_PARTITION."""
+    known = _PARTITIONS.get(partition_count)
+    if known is None:
+        known = _PARTITIONS[partition_count] = {}
+    partition_number_ = known.get(subject)
+    if partition_number_ is not None:
+        return partition_number_, None
+    found = _classify(subject, partition_count)
+    if found[1] is None:
+        if len(known) >= PARTITIONS_REMEMBERED:
+            known.clear()
+        known[subject] = found[0]
+    return found
+
+
+def _classify(subject: str, partition_count: int | None) -> tuple[int, codec.BadMessage | None]:
     parts = subject.split(".")
     if len(parts) == 5:
         partition = parts[2]

@@ -198,3 +198,30 @@ def test_controller_ref_of_pods_is_the_replicasets() -> None:
     ref = new_controller_ref(rs.metadata, "apps/v1", "ReplicaSet")
     assert ref == OwnerReference(api_version="apps/v1", kind="ReplicaSet", name="web", uid=rs.metadata.uid,
                                  controller=True, block_owner_deletion=True)
+
+
+class CountingLabels(dict[str, str]):
+    """A pod's labels that count how often a selector reads them (`pairs <= labels.items()`)."""
+
+    reads = 0
+
+    def items(self):  # type: ignore[override]
+        self.reads += 1
+        return super().items()
+
+
+def test_claim_active_asks_the_selector_once_per_shared_labels_dict() -> None:
+    """The reconciler's cache gives pods with equal labels one dict (Cache._shared_labels): a ReplicaSet's
+    thousands of pods are matched against its selector once per dict, not once per pod, in every sync; the
+    outcome is the per-pod one (an orphan with another dict in between, a pod that does not match)."""
+    from reconciler.core.claiming import claim_active
+
+    ours, other = CountingLabels(PRODUCTION), CountingLabels(TESTING)
+    facts = [pod_facts(make(f"pod{i}", PRODUCTION, CTRL), ours) for i in range(300)]
+    facts.insert(150, pod_facts(make("orphan", PRODUCTION), ours))
+    facts.insert(100, pod_facts(make("released", TESTING, CTRL), other))
+    claim = claim_active(CTRL, SELECTOR, facts)
+    assert len(claim.claimed) == 301
+    assert names(claim.adopt) == ["orphan"]
+    assert names(claim.release) == ["released"]
+    assert (ours.reads, other.reads) == (2, 1)  # ours read again after the other dict came between

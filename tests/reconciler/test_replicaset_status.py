@@ -236,3 +236,18 @@ def test_next_availability_check(pod: Pod, min_ready: int, expected: timedelta |
 def test_min_next_availability_check(pods: list[Pod], expected: timedelta | None) -> None:
     """FindMinNextPodAvailabilityCheck: the soonest of the pods' checks."""
     assert min_next_availability_check(pods, 30, NOW) == expected
+
+
+def test_status_asks_the_template_once_per_shared_labels_dict() -> None:
+    """fullyLabeledReplicas over the pods' facts: pods sharing one labels dict (the cache's) are matched against
+    the template's labels once per dict, not once per pod; the counts are the per-pod ones."""
+    from kube.pods import pod_facts
+    from reconciler.core.replicaset.status import status_of
+    from tests.reconciler.test_claiming import CountingLabels
+
+    full, partial = CountingLabels(FULL_LABELS), CountingLabels({"name": "foo"})
+    facts = [pod_facts(upstream_pod(f"pod{i}", NOT_FULLY_LABELLED, POD_RUNNING), full) for i in range(200)]
+    facts += [pod_facts(upstream_pod(f"half{i}", NOT_FULLY_LABELLED, POD_RUNNING), partial) for i in range(50)]
+    status = status_of(FULLY_LABELLED, facts, None, None, NOW)
+    assert counts(status) == (250, 200, 250, 250)
+    assert (full.reads, partial.reads) == (1, 1)

@@ -38,10 +38,18 @@ def status_of(rs: ReplicaSet, active: Sequence[PodFacts], terminating: int | Non
     # is_pod_available's test, `became_ready + minReadySeconds <= now`, with the sum's operand made once
     min_ready = timedelta(seconds=min_ready_seconds)
     fully_labeled = ready = available = 0
-    for _, _, _, _, labels, pod_ready, ready_since, *_ in active:
-        if pairs <= labels.items() if pairs is not None else template_labels.matches(labels):
+    # the template's answer for the last labels dict seen (pods with equal labels share one: see claim_active)
+    last_labels: dict[str, str] | None = None
+    last_matched = False
+    for facts in active:
+        labels = facts[4]
+        if labels is not last_labels:
+            last_labels = labels
+            last_matched = pairs <= labels.items() if pairs is not None else template_labels.matches(labels)
+        if last_matched:
             fully_labeled += 1
-        if pod_ready:
+        if facts[5]:  # Ready
+            ready_since = facts[6]
             ready += 1
             if min_ready_seconds == 0 or (ready_since is not None and ready_since + min_ready <= now):
                 available += 1

@@ -91,9 +91,9 @@ def sync_replicaset(key: ControllerKey, view: CacheView, expectations: Expectati
     # sorted by name, the ranking's keys end with the uid, the status counts
     claim = claim_active(rs.metadata, selector, view.owned_or_orphan_pods(namespace, rs.metadata.uid))
     plan.adopt, plan.release = sorted(claim.adopt, key=_name), sorted(claim.release, key=_name)
-    active = [facts.pod for facts in claim.claimed]
+    active = len(claim.claimed)  # (the pods themselves only for the availability check below: rarely)
     replicas = replicas_of(rs)
-    plan.diff = len(active) - replicas
+    plan.diff = active - replicas
     plan.managed = plan.needs_sync and rs.metadata.deletion_timestamp is None
     own = _manage(plan, rs, claim.claimed, view, expectations, now, key_base, burst) if plan.managed else None
     if rs.metadata.deletion_timestamp is not None:
@@ -114,9 +114,10 @@ def sync_replicaset(key: ControllerKey, view: CacheView, expectations: Expectati
         # available. Current upstream plans it whatever manageReplicas returned (the older guard
         # `manageReplicasErr == nil` went with FindMinNextPodAvailabilityCheck); here it matters more, as the
         # error's rate-limited requeue came before this sync, not after it.
-        plan.requeue_after = (min_next_availability_check(active, rs.spec.min_ready_seconds, now)
+        plan.requeue_after = (min_next_availability_check([facts.pod for facts in claim.claimed],
+                                                          rs.spec.min_ready_seconds, now)
                               or timedelta(seconds=rs.spec.min_ready_seconds))
-    plan.explain.update({"replicas": replicas, "active": len(active), "diff": plan.diff,
+    plan.explain.update({"replicas": replicas, "active": active, "diff": plan.diff,
                          "needs_sync": plan.needs_sync})
     return plan
 
