@@ -5,7 +5,9 @@ aiosqlite runs sqlite3 on a thread of its own; every call is a trip there and ba
 statements themselves. SQLAlchemy's adapter (sqlalchemy.connectors.asyncio.AsyncAdapt_dbapi_cursor) makes a trip to
 create the cursor, one to execute, one to fetch the rows and one to close it. The cursor here does all four in one
 function run on aiosqlite's thread (cursor, execute or executemany, fetchall when the statement returns rows,
-close), and keeps what SQLAlchemy reads afterwards (description, rowcount, lastrowid, the rows).
+close), and keeps what SQLAlchemy reads afterwards (description, rowcount, lastrowid, the rows). A commit or a
+rollback with no transaction open (the pool resets every connection it takes back, after its commit) makes no trip:
+sqlite3 would do nothing with it.
 
 The same SQL, the same parameters and the same sqlite3 connection: what is written and read is unchanged, as are
 the errors (raised on the thread, translated by the adapter as before). Server-side cursors (stream results) keep
@@ -115,6 +117,23 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 class OneTripConnection(AsyncAdapt_aiosqlite_connection):
     __slots__ = ()
     _cursor_cls = OneTripCursor
+
+    def commit(self) -> None:
+        if self._idle():
+            return
+        super().commit()
+
+    def rollback(self) -> None:
+        if self._idle():
+            return  # the pool's reset of a connection returned after its commit: nothing to roll back
+        super().rollback()
+
+    def _idle(self) -> bool:
+        """No transaction open: sqlite3's commit() and rollback() then do nothing (they look at the same
+        sqlite3_get_autocommit), so the trip to the thread is saved. Read between statements (SQLAlchemy
+        runs one at a time on a connection), while the thread has nothing of this connection's to run."""
+        conn: sqlite3.Connection | None = self._connection._connection
+        return conn is not None and not conn.in_transaction
 
 
 class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):

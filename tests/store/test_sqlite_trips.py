@@ -87,3 +87,26 @@ async def test_an_error_is_the_drivers_and_rolls_back(sqlite_store: Store) -> No
             await tx.conn.execute(sa.insert(consumer_positions), [row])
     async with sqlite_store.transaction() as tx:
         assert await tx.positions("c") == {}
+
+
+async def test_a_write_transaction_is_begin_statement_commit(sqlite_store: Store,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """No trip for the pool's rollback of a connection it takes back after its commit (sqlite3 would do nothing)."""
+    with trips(monkeypatch) as ran:
+        async with sqlite_store.transaction() as tx:
+            await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
+    assert ran == ["_run", "_run", "commit"], ran  # BEGIN IMMEDIATE, the upsert, COMMIT
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {3: 10}
+
+
+async def test_a_rollback_in_a_transaction_still_rolls_back(sqlite_store: Store) -> None:
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async with sqlite_store.transaction() as tx:
+            await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
+            raise Boom
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {}
