@@ -110,3 +110,14 @@ async def test_a_rollback_in_a_transaction_still_rolls_back(sqlite_store: Store)
             raise Boom
     async with sqlite_store.transaction() as tx:
         assert await tx.positions("reconciler") == {}
+
+
+async def test_positions_of_several_partitions_are_one_statement(sqlite_store: Store,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's positions (one per partition it read, up to 17) were one upsert each; still monotonic per row."""
+    async with sqlite_store.transaction() as tx:
+        await positions.advance_all(tx.conn, "reconciler", {0: 5, 1: 50, 16: 7}, at=AT)
+        with trips(monkeypatch) as ran:
+            await positions.advance_all(tx.conn, "reconciler", {0: 9, 1: 40, 2: 3, 16: 7}, at=AT)
+        assert len(ran) == 1, ran
+        assert await tx.positions("reconciler") == {0: 9, 1: 50, 2: 3, 16: 7}
