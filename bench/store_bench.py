@@ -46,7 +46,8 @@ async def bench(batches: int, events: int, results: int) -> None:
         return await original(self, fn, *args, **kwargs)
 
     aiosqlite.Connection._execute = counted  # type: ignore[method-assign]
-    store = await open_store(None, tempfile.mkdtemp(prefix="kubus-bench-store-"))
+    workdir = tempfile.TemporaryDirectory(prefix="kubus-bench-store-")
+    store = await open_store(None, workdir.name)
     seq = key = 0
     batch_cpu: list[float] = []
     relay_cpu: list[float] = []
@@ -95,6 +96,7 @@ async def bench(batches: int, events: int, results: int) -> None:
     finally:
         await store.close()
         aiosqlite.Connection._execute = original  # type: ignore[method-assign]
+        workdir.cleanup()
     print(f"machine: {machine()}")
     print(f"batch of {results} results, {events} events, 2 decisions, 2 outbox rows: "
           f"{statistics.median(batch_cpu) * 1000:.2f} ms CPU (median of {batches}), "
