@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.types import TypeDecorator
 
-from store.tables import UtcDateTime
+from store.tables import UtcDateTime, _sqlite_text
 
 VALUES = [
     datetime(2026, 11, 28, 12, 1, 2, 345678, tzinfo=UTC),
@@ -42,7 +42,7 @@ def test_naive_is_refused() -> None:
 
 def test_postgresql_keeps_sqlalchemys() -> None:
     dialect = postgresql.dialect()
-    value = VALUES[3]
-    assert UtcDateTime().dialect_impl(dialect).bind_processor(dialect) is None or \
-        UtcDateTime().dialect_impl(dialect).bind_processor(dialect)(value) == value.astimezone(UTC)
+    processor = UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert processor is not _sqlite_text
+    assert processor(VALUES[3]) == VALUES[3].astimezone(UTC)  # process_bind_param: a datetime, asyncpg's to bind
 
