@@ -227,6 +227,8 @@ async def bench_scale(pods: int) -> None:
     print("CPU seconds over both scales: " + ", ".join(f"{k} {v - cpu_before[k]:.1f}" for k, v in cpu.items())
           + f" ({sum(cpu.values()) - sum(cpu_before.values()):.1f} in all, "
           f"{(sum(cpu.values()) - sum(cpu_before.values())) / (2 * pods) * 1000:.2f} ms per pod-operation)")
+    print(f"CPU ms per pod-operation ({2 * pods:,}: each pod created and deleted), from the first scale on: "
+          + ", ".join(f"{k} {(v - cpu_before[k]) * 1000 / (2 * pods):.3f}" for k, v in cpu.items()))
     print("  and before the scale (process start-up, the empty ReplicaSet's sync): "
           + ", ".join(f"{k} {v:.1f}" for k, v in cpu_before.items()))
     print("kube-controller-manager at its default 20 requests/s would need "

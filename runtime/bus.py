@@ -291,6 +291,7 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
     if all(error is not None for error in probes):
         raise NatsUnavailable(f"cannot reach NATS at {where(url)} ({probes[0]}); {HOW}")
     nc = Client()
+    nc._parse_header_lines = parse_header_lines  # type: ignore[method-assign]  # see parse_header_lines
     denials = _DENIALS.setdefault(nc, _Denials())
     # nats-py retries a refused first connection for ever too: the first refusal ends the attempt
     refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -343,6 +344,29 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
                               f"({type(exc).__name__}: {redact.text(str(exc))}); {HOW}") from None
     finally:
         refused.cancel()
+
+
+def parse_header_lines(raw: bytes) -> dict[str, str]:
+    """nats-py's Client._parse_header_lines (2.16), the same result at less than half the cost: it tests a header's
+    name for whitespace one character at a time through a generator, ~2.5 µs of the ~4.5 µs every message with
+    headers costs to parse (every event the reconciler reads carries two: Nats-Msg-Id and
+    Nats-Expected-Last-Subject-Sequence). A name containing whitespace is skipped, as there: str.split() breaks at
+    the characters str.isspace() accepts, so a name splits into itself alone exactly when it has none."""
+    out: dict[str, str] = {}
+    for line in raw.split(b"\r\n"):
+        if not line:
+            continue
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        try:
+            key = name.strip().decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if key and key.split() != [key]:
+            continue
+        out[key] = value.strip().decode("utf-8", "replace")
+    return out
 
 
 async def _abandon(nc: Client, attempt: asyncio.Future[None]) -> None:

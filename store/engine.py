@@ -35,6 +35,7 @@ from store import (
     results,
     retention,
     shadow,
+    sqlite_driver,
     streams,
 )
 from store.audit import ALL_TIME, ControllerHistory, PodHistory, Row, TimelineRows, TimeRange
@@ -62,7 +63,9 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
     """The engine for `target`; on PostgreSQL, every connection with `statement_timeout` seconds (None: the
     server's own setting, which is no limit unless its administrator set one: migrations run that way)."""
     if target.backend == "sqlite":
-        engine = create_async_engine(target.url, connect_args={"factory": _SqliteConnection})
+        # one trip to aiosqlite's thread per statement (store/sqlite_driver.py); a connection rolls back as it closes
+        engine = create_async_engine(target.url, module=sqlite_driver.dbapi(),
+                                     connect_args={"factory": _SqliteConnection})
         _configure_sqlite(engine)
         return engine
     import asyncpg  # type: ignore[import-untyped]  # only PostgreSQL needs it

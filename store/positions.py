@@ -6,6 +6,7 @@ consumer resumes exactly after what it committed (eventsourcing's "tracking" rec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -31,10 +32,22 @@ async def advance(conn: AsyncConnection, consumer: str, partition: int, seq: int
 
     Monotonic in SQL (the WHERE of the upsert), so a late, stale writer cannot move it back.
     """
-    stmt = sql.insert(conn, t).values(consumer=consumer, partition=partition, stream_seq=seq, updated_at=at)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[t.c.consumer, t.c.partition],
-        set_={"stream_seq": stmt.excluded.stream_seq, "updated_at": stmt.excluded.updated_at},
-        where=t.c.stream_seq < stmt.excluded.stream_seq,
-    )
-    await conn.execute(stmt)
+    await advance_all(conn, consumer, {partition: seq}, at=at)
+
+
+async def advance_all(conn: AsyncConnection, consumer: str, seqs: Mapping[int, int], *, at: datetime) -> None:
+    """`advance` for several partitions ({partition: seq}), in one statement."""
+    if not seqs:
+        return
+
+    def build() -> sql.Insert:
+        stmt = sql.insert(conn, t)
+        return stmt.on_conflict_do_update(
+            index_elements=[t.c.consumer, t.c.partition],
+            set_={"stream_seq": stmt.excluded.stream_seq, "updated_at": stmt.excluded.updated_at},
+            where=t.c.stream_seq < stmt.excluded.stream_seq,
+        )
+
+    stmt = sql.statement(conn, ("advance",), build)
+    await conn.execute(stmt, [{"consumer": consumer, "partition": partition, "stream_seq": seq, "updated_at": at}
+                              for partition, seq in seqs.items()])

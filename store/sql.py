@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,10 +13,32 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 Insert = sqlite.Insert | postgresql.Insert
 
 
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
 def values_of(row: Any) -> dict[str, Any]:
     """A row dataclass as column values: dataclasses.asdict without its deep copies (the values are
     immutable: str, int, datetime, frozenset), which cost more than the insert itself."""
-    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    names = _FIELDS.get(type(row))
+    if names is None:
+        names = _FIELDS[type(row)] = tuple(f.name for f in dataclasses.fields(row))
+    return {name: getattr(row, name) for name in names}
+
+
+# Statements built once per dialect and reused (they are immutable): building one, with its ON CONFLICT clause and
+# the `excluded` pseudo-table's columns, and generating its cache key cost more than executing it. Keyed by names
+# (a Column's == builds an expression, so columns are no dictionary keys).
+_STATEMENTS: dict[tuple[str, ...], Any] = {}
+
+
+def statement(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[], Any]) -> Any:
+    """The statement `build()` makes, built once per dialect of `conn` and `key` (which must name all `build` uses
+    besides the dialect)."""
+    full = (conn.dialect.name, *key)
+    stmt = _STATEMENTS.get(full)
+    if stmt is None:
+        stmt = _STATEMENTS[full] = build()
+    return stmt
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:
@@ -38,7 +60,8 @@ async def insert_or_ignore(conn: AsyncConnection, table: sa.Table, rows: Sequenc
     """
     if not rows:
         return []
-    stmt = insert(conn, table).on_conflict_do_nothing().returning(returning)
+    stmt = statement(conn, ("insert_or_ignore", table.name, returning.name),
+                     lambda: insert(conn, table).on_conflict_do_nothing().returning(returning))
     result = await conn.execute(stmt, list(rows))
     return list(result.scalars())
 
@@ -51,6 +74,9 @@ async def upsert(conn: AsyncConnection, table: sa.Table, rows: Sequence[dict[str
     keys = [c.name for c in table.primary_key.columns]
     # PostgreSQL refuses to update one row twice in a statement: the last value for a key wins.
     rows = list({tuple(r[k] for k in keys): r for r in rows}.values())
-    stmt = insert(conn, table)
-    stmt = stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in update})
-    await conn.execute(stmt, list(rows))
+
+    def build() -> Insert:
+        stmt = insert(conn, table)
+        return stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in update})
+
+    await conn.execute(statement(conn, ("upsert", table.name, *update), build), list(rows))

@@ -50,11 +50,33 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
             raise ValueError(f"naive datetime {value!r}: store timestamps must be timezone-aware")
         return value.astimezone(UTC)
 
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """On SQLite, process_bind_param and SQLite's DATETIME text in one function: the same text for ~1 µs less a
+        value (~1.4 instead of ~2.4 µs on the 2-core machine; a batch binds two per event and two per result)."""
+        impl = self.impl_instance.dialect_impl(dialect)
+        if dialect.name != "sqlite" or getattr(impl, "_storage_format", None) != _SQLITE_DATETIME:
+            return super().bind_processor(dialect)
+        return _sqlite_text
+
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# SQLAlchemy's default storage format for SQLite's DATETIME (sqlalchemy.dialects.sqlite.DATETIME), which
+# _sqlite_text writes
+_SQLITE_DATETIME = ("%(year)04d-%(month)02d-%(day)02d %(hour)02d:%(minute)02d:%(second)02d.%(microsecond)06d")
+
+
+def _sqlite_text(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: store timestamps must be timezone-aware")
+    # "YYYY-MM-DD HH:MM:SS.ffffff+00:00" (the year and the microseconds always in full): without its offset
+    return value.astimezone(UTC).isoformat(" ", "microseconds")[:-6]
 
 
 def _at(name: str, nullable: bool = False) -> sa.Column[datetime]:

@@ -72,8 +72,7 @@ class Transaction:
                     for row in outbox.rows_of(sync, decision_id, commit.at)]
             if rows:
                 await self.enqueue(rows)
-        for partition, seq in commit.positions.items():
-            await self.advance(commit.consumer, partition, seq)
+        await positions.advance_all(self.conn, commit.consumer, commit.positions, at=self._now())
         for tick in commit.ticks(ids):
             await self.record_tick(tick)
         await streams.check(self.conn, streams.RECONCILER, fence.stream)
