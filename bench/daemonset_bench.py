@@ -76,6 +76,8 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = ControllerKey(ControllerKind.DAEMON_SET, "bench", "agent")
 MAX_UNAVAILABLE = "10%"
 TARGETS_MS = {1_000: 10.0, 5_000: 50.0}  # issue 5: one sync, by node count
+ROLLING_TARGETS_MS = {5_000: 25.0}  # issue 25: the 5,000-node rolling step
+ROLLOUT_TARGET_S = 30.0  # issue 25: the full rolling update of the 5,000-node DaemonSet
 
 
 # --- sync ---------------------------------------------------------------------------------------
@@ -213,10 +215,12 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         del rolling, check
         gc.collect()
         target = TARGETS_MS.get(n, 50.0 * n / 5_000)
+        rolling_target = ROLLING_TARGETS_MS.get(n, 25.0 * n / 5_000)
         figures[n] = {"steady": t_steady[0], "rolling": t_rolling[0], "engine": t_engine[0], "frozen": t_frozen[0]}
         print(f"{n:>6,} nodes: steady {t_steady[0]:6.2f} ms (fastest {t_steady[1]:.2f}; target < {target:.0f} ms, "
               f"ratio {t_steady[0] / target:.2f}) | rolling step deleting {budget} old pods {t_rolling[0]:6.2f} ms "
-              f"(fastest {t_rolling[1]:.2f}; ratio {t_rolling[0] / target:.2f}) | the same with actions built "
+              f"(fastest {t_rolling[1]:.2f}; target < {rolling_target:.0f} ms, "
+              f"ratio {t_rolling[0] / rolling_target:.2f}) | the same with actions built "
               f"{t_engine[0]:6.2f} ms (fastest {t_engine[1]:.2f}) | rolling step, cache frozen out of the GC "
               f"{t_frozen[0]:6.2f} ms (fastest {t_frozen[1]:.2f})  (medians of {runs})")
     if profile is not None:
@@ -377,7 +381,8 @@ async def bench_rollout(nodes: int, termination_seconds: float) -> None:
     print(f"kubus: DaemonSet applied -> {nodes:,} available in {up:.1f} s ({nodes / up:,.0f} pods/s; target <= 15 s, "
           f"ratio {up / 15:.2f}); kube-controller-manager at its default 20 requests/s: >= {nodes / 20:,.0f} s")
     print(f"kubus: rolling update (maxUnavailable {MAX_UNAVAILABLE}) -> {nodes:,} updated and available in "
-          f"{rolled:.1f} s (target <= 60 s, ratio {rolled / 60:.2f}); kube-controller-manager at 20 requests/s: "
+          f"{rolled:.1f} s (target <= {ROLLOUT_TARGET_S:g} s, ratio {rolled / ROLLOUT_TARGET_S:.2f}); "
+          f"kube-controller-manager at 20 requests/s: "
           f">= {2 * nodes / 20:,.0f} s for the deletes and creates alone")
     print("CPU seconds over both phases: " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()), flush=True)
     bare = start_sim(*sim_flags)

@@ -8,14 +8,16 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime import logs
 from runtime.running import install_fast_loop
-from sim.cluster import SimCluster, SimConfig
 from sim.faults import FAULTS
 from sim.nodes import generate, load_file, parse_capacity, parse_labels, parse_taint
 from sim.tls import TlsUnavailable
+
+if TYPE_CHECKING:  # the cluster (the API server, the official client's models) is imported only to run one:
+    from sim.cluster import SimConfig  # `kubus reconcile` and the other services parse `kubus up --sim`'s flags
 
 log = logging.getLogger("kubus.sim")
 
@@ -73,6 +75,8 @@ def add_sim_arguments(p: argparse.ArgumentParser, *, kubeconfig: bool = True) ->
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
+    from sim.cluster import SimConfig
+
     taints = [parse_taint(t) for t in args.node_taint]
     capacity = parse_capacity(args.node_capacity) if args.node_capacity else None
     nodes = generate(args.nodes, args.node_prefix, parse_labels(args.node_labels), taints, capacity)
@@ -87,6 +91,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
 
 
 async def serve(config: SimConfig) -> None:
+    from sim.cluster import SimCluster
+
     cluster = SimCluster(config)
     try:
         url = await cluster.start()

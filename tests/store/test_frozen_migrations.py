@@ -29,7 +29,7 @@ from store.engine import Store
 
 SNAPSHOT = Path(__file__).with_name("frozen_migrations.json")
 VERSIONS = Path(migrating.SCRIPT_LOCATION) / "versions"
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 ALLOWED_IMPORTS = {"__future__", "alembic", "sqlalchemy"}
 
 
