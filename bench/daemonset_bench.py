@@ -76,7 +76,7 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = ControllerKey(ControllerKind.DAEMON_SET, "bench", "agent")
 MAX_UNAVAILABLE = "10%"
 TARGETS_MS = {1_000: 10.0, 5_000: 50.0}  # issue 5: one sync, by node count
-ROLLING_TARGETS_MS = {5_000: 25.0}  # issue 25: the 5,000-node rolling step
+ROLLING_TARGET_MS = 25.0  # issue 25: the 5,000-node rolling step (other sizes: in proportion)
 ROLLOUT_TARGET_S = 30.0  # issue 25: the full rolling update of the 5,000-node DaemonSet
 
 
@@ -215,7 +215,7 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         del rolling, check
         gc.collect()
         target = TARGETS_MS.get(n, 50.0 * n / 5_000)
-        rolling_target = ROLLING_TARGETS_MS.get(n, 25.0 * n / 5_000)
+        rolling_target = ROLLING_TARGET_MS * n / 5_000
         figures[n] = {"steady": t_steady[0], "rolling": t_rolling[0], "engine": t_engine[0], "frozen": t_frozen[0]}
         print(f"{n:>6,} nodes: steady {t_steady[0]:6.2f} ms (fastest {t_steady[1]:.2f}; target < {target:.0f} ms, "
               f"ratio {t_steady[0] / target:.2f}) | rolling step deleting {budget} old pods {t_rolling[0]:6.2f} ms "
