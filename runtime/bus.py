@@ -350,6 +350,20 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
         refused.cancel()
 
 
+def stream_sequence(msg: Msg) -> int:
+    """`msg.metadata.sequence.stream`, the stream sequence of a message a JetStream consumer delivered, read from its
+    reply subject (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`) without
+    nats-py's whole Metadata (two dataclasses, a datetime and six ints per message: ~3% of the reconciler's CPU while
+    it reads events). Any other reply (the longer form with a domain and an account, none) is nats-py's to read, with
+    its errors."""
+    reply = msg.reply
+    if reply:
+        tokens = reply.split(".")
+        if len(tokens) == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+            return int(tokens[5])
+    return msg.metadata.sequence.stream
+
+
 def parse_header_lines(raw: bytes) -> dict[str, str]:
     """nats-py's Client._parse_header_lines (2.16), the same result at less than half the cost: it tests a header's
     name for whitespace one character at a time through a generator, ~2.5 µs of the ~4.5 µs every message with

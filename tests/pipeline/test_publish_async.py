@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import nats.errors
 import nats.js.errors
 import pytest
 from nats.aio.msg import Msg
@@ -14,7 +15,7 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError
 
 from messages import subjects
-from runtime.bus import Bus, JetStream, jetstream, publish_async, stored
+from runtime.bus import Bus, JetStream, jetstream, publish_async, stored, stream_sequence
 
 
 def answer(js: JetStream, future_of: asyncio.Future[PubAck], data: dict[str, object],
@@ -106,3 +107,18 @@ async def test_the_window_holds_and_a_stop_while_waiting_is_nats_pys_error(bus: 
         f.cancel()
     await asyncio.sleep(0)
     assert js.publish_async_pending() == 0
+
+
+async def test_a_delivered_messages_stream_sequence_is_read_as_nats_py_reads_it(bus: Bus) -> None:
+    subject = subjects.result_subject("1", bus.prefix)
+    for i in range(3):
+        await bus.js.publish(subject, b"x", headers={"Nats-Msg-Id": f"result/seq{i}"})
+    sub = await bus.js.pull_subscribe(subject, durable="seq", stream=bus.stream(subjects.RESULTS_STREAM))
+    msgs = await sub.fetch(3, timeout=10)
+    assert [stream_sequence(m) for m in msgs] == [m.metadata.sequence.stream for m in msgs]
+    assert len(msgs) == 3 and msgs[0].reply.count(".") == 8  # the short form this server sends: read here
+    # the long form (a domain and an account): nats-py reads it
+    long = Msg(bus.nc, subject=subject, reply="$JS.ACK.hub.ACC.S.C.1.42.7.1700000000000000000.0.x")
+    assert stream_sequence(long) == long.metadata.sequence.stream == 42
+    with pytest.raises(nats.errors.NotJSMessageError):
+        stream_sequence(Msg(bus.nc, subject=subject, reply="_INBOX.x"))
