@@ -52,7 +52,7 @@ from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from runtime import failpoints, logs, serving
-from runtime.bus import Bus, bus_away, events_info, identity, renew_state
+from runtime.bus import Bus, bus_away, events_info, identity, renew_state, stream_sequence
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.errors import database_away, describe
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
@@ -387,7 +387,7 @@ class Reconciler:
         # what the batch is given beyond the events (the results fed, the clock, the caught-up flag) is
         # recorded in its tick, which is what `kubus replay` feeds run_batch again
         caught_up = self.caught_up
-        messages = [(m.metadata.sequence.stream, m.subject, m.data) for m in msgs]
+        messages = [(stream_sequence(m), m.subject, m.data) for m in msgs]
         now = self.clock()
         pending, self._results = self._results, []
         try:

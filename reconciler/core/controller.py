@@ -26,6 +26,7 @@ from messages.keys import ControllerKey, ControllerKind
 from reconciler.core.audit_targets import Known
 from reconciler.core.cache import Change
 from reconciler.core.expectations import Expectations
+from reconciler.core.handling import OwnerHandlers
 from reconciler.core.view import BadInput, CacheView, Wakeups
 
 # one event handler: the change, the cache with it applied, the wake-ups it adds to
@@ -107,7 +108,13 @@ class Controller(Protocol):
         ...
 
     def watches(self) -> Mapping[str, Handler]:
-        """The handlers of the object kinds it watches, by kind."""
+        """The handlers of the object kinds it watches, by kind; its pods' events aside (:attr:`pods`)."""
+        ...
+
+    @property
+    def pods(self) -> OwnerHandlers[Any]:
+        """The handlers of its pods' events: the dispatcher runs every controller's through one
+        :func:`reconciler.core.handling.pod_handler`, which reads a pod's controller reference once."""
         ...
 
     def keys(self, view: CacheView) -> list[ControllerKey]:

@@ -45,6 +45,7 @@ from reconciler.core.controller import Controller, Handler, ManageError, Requeue
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.controller import DaemonSetController
 from reconciler.core.expectations import Expectations
+from reconciler.core.handling import pod_handler
 from reconciler.core.replicaset.controller import ReplicaSetController
 from reconciler.core.shadow_order import NODE_CAUSE, REVISION_KIND, early_cause
 from reconciler.core.sizing import fit_actions
@@ -206,11 +207,12 @@ class Controllers:
         self._controllers: dict[ControllerKind, Controller] = {
             controller.kind: controller for controller in (self.replicasets, self.daemonsets)}
         self._handlers: dict[str, tuple[Handler, ...]] = {}
-        for controller in self._controllers.values():
-            if controller.kind not in self.settings.controllers:
-                continue  # --controllers: its objects wake nothing, so they are never synced
+        enabled = [c for c in self._controllers.values() if c.kind in self.settings.controllers]
+        for controller in enabled:  # --controllers: a disabled one's objects wake nothing, so are never synced
             for kind, handler in controller.watches().items():
                 self._handlers[kind] = (*self._handlers.get(kind, ()), handler)
+        if enabled:  # every controller's pod handlers as one, in the same order
+            self._handlers["Pod"] = (pod_handler([c.pods for c in enabled]),)
         # the informers' next periodic resync: set by the first sync after catching up (see `_resync`)
         self.next_resync: datetime | None = None
         self.expectations: dict[ControllerKey, Expectations] = {}

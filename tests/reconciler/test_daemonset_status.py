@@ -17,7 +17,7 @@ from kube.apps import DaemonSet, DaemonSetCondition, DaemonSetStatus
 from kube.core import EVENT_WARNING, POD_FAILED, POD_RUNNING, POD_SUCCEEDED, Node, Pod
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.testing import PodBuilder, daemonset, node, pod
-from reconciler.core.daemonset.placement import Placement
+from reconciler.core.daemonset.placement import Placement, node_should_run_daemon_pod
 from reconciler.core.daemonset.status import (
     SELECTING_ALL_MESSAGE,
     SELECTING_ALL_REASON,
@@ -375,3 +375,29 @@ def test_selecting_all_event(selector: LabelSelector | None, event: DaemonSetEve
 def test_selecting_all_event_text() -> None:
     assert SELECTING_ALL_REASON == "SelectingAll"
     assert SELECTING_ALL_MESSAGE == "This daemon set is selecting all pods. A non-empty selector is required."
+
+
+def _pinned(node_name: str) -> DaemonSet:
+    ds = daemonset("pinned").selector(SIMPLE).build()
+    ds.spec.template.spec.node_name = node_name
+    return ds
+
+
+@pytest.mark.parametrize("ds", [DS, MIN_READY_DS, _pinned("tainted")],
+                         ids=["everywhere-untainted", "node-selector", "node-name"])
+def test_placement_computed_here_is_node_should_run_daemon_pod_on_every_node(ds: DaemonSet) -> None:
+    """Without `placements`, each node's placement is worked out here (an untainted node skips the taint check when
+    the template has no nodeName, nodeSelector or affinity): the same counts as NodeShouldRunDaemonPod's answers."""
+    blue = dict(NODE_LABELS)
+    node_list = [
+        node("plain").labels(blue).build(),
+        node("no-schedule").labels(blue).taint("dedicated", "user1", "NoSchedule").build(),
+        node("no-execute").labels(blue).taint("dedicated", "user1", "NoExecute").build(),
+        node("tainted").labels(blue).taint("dedicated", "user1", "NoSchedule").build(),
+        node("tolerated").labels(blue).taint("node.kubernetes.io/unschedulable", "", "NoSchedule").build(),
+        node("unlabelled").build(),
+    ]
+    pods = by_node(*(daemon_pod(f"p-{n.metadata.name}", n.metadata.name).ready(LONG_AGO).build() for n in node_list))
+    answers = {n.metadata.name: node_should_run_daemon_pod(n, ds) for n in node_list}
+    assert counts(status_of(ds, node_list, pods)) == counts(status_of(ds, node_list, pods, placements=answers))
+    assert len({answer for answer in answers.values()}) > 1  # the nodes are not all alike to this DaemonSet

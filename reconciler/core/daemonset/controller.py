@@ -53,6 +53,7 @@ _REVISION_WRITES: Final = frozenset({ActionKind.CREATE_CONTROLLER_REVISION, Acti
 
 class DaemonSetController:
     kind: Final = ControllerKind.DAEMON_SET
+    pods: Final = handlers.HANDLERS
 
     def __init__(self, gates: FeatureGates, backoff: Mapping[str, FailedPodBackoff] | None = None) -> None:
         self.gates = gates
@@ -68,7 +69,7 @@ class DaemonSetController:
 
     # --- events ---------------------------------------------------------------------------------------------
     def watches(self) -> Mapping[str, Handler]:
-        return {"Pod": handlers.on_pod, "DaemonSet": self._on_daemonset, "Node": self._on_node,
+        return {"DaemonSet": self._on_daemonset, "Node": self._on_node,
                 "ControllerRevision": self._on_revision}
 
     @staticmethod

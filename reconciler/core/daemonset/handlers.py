@@ -83,20 +83,20 @@ def daemonset_key(ds: DaemonSet) -> ControllerKey:
 # does not parse makes the whole owner lookup fail, so nothing is found (the apps/v1 lister returns an error
 # there, where the ReplicaSet's and the old extensions/v1beta1 one skip it); an update to a deleting pod observes
 # the deletion of the current pod only, never also the old one when its labels changed.
-_HANDLERS: Final = OwnerHandlers(ControllerKind.DAEMON_SET, DaemonSet, invalid_selector_fails_lookup=True,
+HANDLERS: Final = OwnerHandlers(ControllerKind.DAEMON_SET, DaemonSet, invalid_selector_fails_lookup=True,
                                  old_owner_sees_deletion=False)
-on_daemonset = _HANDLERS.on_owner
-on_pod = _HANDLERS.on_pod
+on_daemonset = HANDLERS.on_owner
+on_pod = HANDLERS.on_pod
 
 
 def pod_daemonsets(pod: Pod, view: CacheView) -> list[DaemonSet]:
     """GetPodDaemonSets (apps/v1 lister): the namespace's DaemonSets whose non-empty selector matches the pod."""
-    return _HANDLERS.matching(pod, view)
+    return HANDLERS.matching(pod, view)
 
 
 def history_daemonsets(history: ControllerRevision, view: CacheView) -> list[DaemonSet]:
     """GetHistoryDaemonSets (apps/v1 lister): the DaemonSets whose non-empty selector matches the revision."""
-    return _HANDLERS.matching(history, view)
+    return HANDLERS.matching(history, view)
 
 
 # --- ControllerRevisions ----------------------------------------------------------------------------------
@@ -123,19 +123,19 @@ def _add_history(history: ControllerRevision, view: CacheView, wakeups: Wakeups)
         return
     if get_controller_of(history.metadata) is not None:
         return  # owned (resolvable or not): upstream only logs it
-    _HANDLERS.enqueue_all(history_daemonsets(history, view), wakeups)
+    HANDLERS.enqueue_all(history_daemonsets(history, view), wakeups)
 
 
 def _update_history(old: ControllerRevision, cur: ControllerRevision, view: CacheView, wakeups: Wakeups) -> None:
     if cur.metadata.resource_version == old.metadata.resource_version:
         return  # a resync
-    ds = _HANDLERS.follow(old, cur, view, wakeups)
+    ds = HANDLERS.follow(old, cur, view, wakeups)
     if ds is not None:
         wakeups.enqueue.append(daemonset_key(ds))
 
 
 def _delete_history(history: ControllerRevision, view: CacheView, wakeups: Wakeups) -> None:
-    ds = _HANDLERS.resolve(history.metadata.namespace, get_controller_of(history.metadata), view)
+    ds = HANDLERS.resolve(history.metadata.namespace, get_controller_of(history.metadata), view)
     if ds is not None:  # nobody cares about an orphan going
         wakeups.enqueue.append(daemonset_key(ds))
 
@@ -152,10 +152,10 @@ def on_node(change: Change, view: CacheView, wakeups: Wakeups, *, comparison_ope
         return
     gate = comparison_operators
     if old is None:
-        _HANDLERS.enqueue_all((ds for ds in all_daemonsets(view)
+        HANDLERS.enqueue_all((ds for ds in all_daemonsets(view)
                                if node_should_run_daemon_pod(new, ds, comparison_operators=gate).should_run), wakeups)
     elif isinstance(old, Node) and not should_ignore_node_update(old, new):
-        _HANDLERS.enqueue_all((ds for ds in all_daemonsets(view)
+        HANDLERS.enqueue_all((ds for ds in all_daemonsets(view)
                                if node_should_run_daemon_pod(old, ds, comparison_operators=gate)
                                != node_should_run_daemon_pod(new, ds, comparison_operators=gate)), wakeups)
 

@@ -34,7 +34,7 @@ from kube.pods import PodFacts
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
 from reconciler.core.daemonset.manage import facts_by_node
-from reconciler.core.daemonset.placement import Placement, daemon_placer
+from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
 from reconciler.core.daemonset.rollout import TEMPLATE_GENERATION_LABEL, template_generation
 
 __all__ = [
@@ -118,7 +118,11 @@ def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: M
     min_ready_delta = timedelta(seconds=min_ready)
     if placements is None:
         place = daemon_placer(ds, comparison_operators=comparison_operators)
-        pairs: Iterable[tuple[str, Placement]] = ((node.metadata.name, place(node)) for node in nodes)
+        if untainted_everywhere(ds):  # as manage_facts: an untainted node is EVERYWHERE without asking `place`
+            pairs: Iterable[tuple[str, Placement]] = (
+                (node.metadata.name, place(node) if node.spec.taints else EVERYWHERE) for node in nodes)
+        else:
+            pairs = ((node.metadata.name, place(node)) for node in nodes)
     else:
         pairs = placements.items()
     desired = current = misscheduled = ready = available = updated = 0

@@ -24,13 +24,14 @@ from reconciler.core.view import CacheView, Wakeups
 
 class ReplicaSetController:
     kind: Final = ControllerKind.REPLICA_SET
+    pods: Final = handlers.HANDLERS
 
     def __init__(self, gates: FeatureGates | None = None) -> None:
         self.gates = gates or FeatureGates()
         self.reported: dict[ControllerKey, ManageError | None] = {}  # the error the last judging sync reported
 
     def watches(self) -> Mapping[str, Handler]:
-        return {"Pod": handlers.on_pod, "ReplicaSet": self._on_replicaset}
+        return {"ReplicaSet": self._on_replicaset}
 
     @staticmethod
     def _on_replicaset(change: Change, view: CacheView, wakeups: Wakeups) -> None:

@@ -29,15 +29,15 @@ def controller_key(namespace: str, name: str) -> ControllerKey:
 
 # addRS/updateRS/deleteRS, addPod/updatePod/deletePod. A ReplicaSet whose selector does not parse is skipped by
 # the owner lookup; an update to a deleting pod whose labels changed is a deletion for the old labels' owner too.
-_HANDLERS: Final = OwnerHandlers(ControllerKind.REPLICA_SET, ReplicaSet, invalid_selector_fails_lookup=False,
+HANDLERS: Final = OwnerHandlers(ControllerKind.REPLICA_SET, ReplicaSet, invalid_selector_fails_lookup=False,
                                  old_owner_sees_deletion=True)
-on_replicaset = _HANDLERS.on_owner
-on_pod = _HANDLERS.on_pod
+on_replicaset = HANDLERS.on_owner
+on_pod = HANDLERS.on_pod
 
 
 def pod_replicasets(pod: Pod, view: CacheView) -> list[ReplicaSet]:
     """GetPodReplicaSets: the namespace's ReplicaSets whose (valid, non-empty) selector matches."""
-    return _HANDLERS.matching(pod, view)
+    return HANDLERS.matching(pod, view)
 
 
 def all_replicasets(view: CacheView) -> list[ReplicaSet]:
