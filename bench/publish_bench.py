@@ -52,7 +52,11 @@ async def one_run(js: JetStreamContext, tag: str, messages: int, size: int, wind
     return time.process_time() - start
 
 
-async def bench(messages: int, size: int, window: int, subjects: int, runs: int) -> None:
+async def bench(messages: int, size: int, window: int, subjects: int, runs: int) -> dict[str, list[float]]:
+    """Both paths, alternating; each one's CPU seconds per run."""
+    if subjects < window:  # a subject's expected last sequence is known once its previous window is acked
+        raise ValueError(f"--subjects ({subjects}) must be at least --window ({window}): each message of a window "
+                         f"must be on a subject of its own, whose last sequence the previous windows' acks told")
     print(f"machine: {machine()}; {messages:,} messages of {size:,} bytes, windows of {window}, "
           f"{subjects:,} subjects", flush=True)
     with tempfile.TemporaryDirectory(prefix="kubus-publish-bench-") as tmp:
@@ -77,6 +81,7 @@ async def bench(messages: int, size: int, window: int, subjects: int, runs: int)
             ours, theirs = statistics.median(cpu["kubus"]), statistics.median(cpu["nats-py"])
             print(f"median CPU per message: kubus {ours / messages * 1e6:.1f} us, nats-py {theirs / messages * 1e6:.1f}"
                   f" us; ratio to the baseline {ours / theirs:.2f}")
+            return cpu
         finally:
             await nc.close()
             await server.stop()
