@@ -121,13 +121,23 @@ async def leases(conn: AsyncConnection) -> list[Lease]:
     return [_lease(r) for r in await conn.execute(sa.select(t).order_by(t.c.partition))]
 
 
+# The statements every commit's fence check runs, built once with their values as parameters (building one costs
+# more than running it on SQLite); the same SQL and parameter types as built with the values in place
+# (tests/store/test_prebuilt_statements.py compares them).
+LOCK = (sa.select(t).where(t.c.partition.in_(sa.bindparam("partitions", expanding=True))).order_by(t.c.partition)
+        .with_for_update())
+EXTEND = (sa.update(t).where(t.c.partition.in_(sa.bindparam("partitions", expanding=True)))
+          .values(expires_at=sa.case((t.c.expires_at < sa.bindparam("until", type_=t.c.expires_at.type),
+                                      sa.bindparam("until_then", type_=sa.DateTime(timezone=True))),
+                                     else_=t.c.expires_at)))
+
+
 async def _lock(conn: AsyncConnection, partitions: Collection[int]) -> dict[int, Lease]:
     """The rows of `partitions`, locked until the transaction ends (PostgreSQL; SQLite has one
     writer anyway), always in partition order, so two lease transactions never deadlock."""
     if not partitions:
         return {}
-    stmt = sa.select(t).where(t.c.partition.in_(sorted(partitions))).order_by(t.c.partition).with_for_update()
-    return {int(r.partition): _lease(r) for r in await conn.execute(stmt)}
+    return {int(r.partition): _lease(r) for r in await conn.execute(LOCK, {"partitions": sorted(partitions)})}
 
 
 async def acquire(conn: AsyncConnection, me: str, partitions: Iterable[int], *, now: datetime,
@@ -162,8 +172,7 @@ def _valid(lease: Lease | None, me: str, epoch: int, now: datetime) -> bool:
 
 async def _extend(conn: AsyncConnection, partitions: Collection[int], until: datetime) -> None:
     if partitions:
-        await conn.execute(sa.update(t).where(t.c.partition.in_(sorted(partitions)))
-                           .values(expires_at=sa.case((t.c.expires_at < until, until), else_=t.c.expires_at)))
+        await conn.execute(EXTEND, {"partitions": sorted(partitions), "until": until, "until_then": until})
 
 
 async def renew(conn: AsyncConnection, me: str, held: Mapping[int, int], *, now: datetime, ttl: float) -> set[int]:

@@ -48,9 +48,13 @@ class Reset:
     instance: str
 
 
+# Built once (every commit checks the identity): building a select costs more than running it on SQLite.
+IDENTITY = sa.select(stream_identities.c.created).where(stream_identities.c.name == sa.bindparam("name"))
+
+
 async def identity(conn: AsyncConnection, name: str) -> str | None:
     """The stream creation time `name` refers to; None when never recorded."""
-    created = await conn.scalar(sa.select(stream_identities.c.created).where(stream_identities.c.name == name))
+    created = await conn.scalar(IDENTITY, {"name": name})
     return None if created is None else str(created)
 
 

@@ -1,0 +1,95 @@
+"""The statements store/ builds once, with their values as parameters, against the same statements built with the
+values in place (as before they were prebuilt): the same SQL in both dialects, up to the parameters' names, and the
+same parameter types and bound values, so that what they write and compare is unchanged."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+
+from store import leases, outbox, streams
+from store.tables import outbox as outbox_t
+from store.tables import partition_leases, stream_identities
+
+AT = datetime(2026, 11, 28, 23, 40, 1, 123456, tzinfo=UTC)
+DIALECTS = [sqlite.dialect(), postgresql.dialect()]
+
+
+def _shape(stmt: Any, dialect: Dialect, values: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]]:
+    """The statement's SQL with its parameters numbered in order of appearance, and each parameter's type and
+    bound value (after the type's bind processing) in that order."""
+    compiled = stmt.compile(dialect=dialect)
+    sql = compiled.string
+    if compiled.positional:  # SQLite's "?": the names in the order they appear
+        order = list(compiled.positiontup or [])
+    else:
+        order = [a or b for a, b in re.findall(r"%\((\w+)\)s|__\[POSTCOMPILE_(\w+)\]", sql)]
+    assert order, sql
+    for i, name in enumerate(order):
+        sql = sql.replace(f"%({name})s", f"<{i}>").replace(f"__[POSTCOMPILE_{name}]", f"<{i}>")
+    params = compiled.construct_params(values)
+    typed = []
+    for name in order:
+        bind = compiled.binds[name]
+        value = params[name]
+        process = bind.type._cached_bind_processor(dialect)
+        if process is not None:
+            value = [process(v) for v in value] if bind.expanding else process(value)
+        typed.append((repr(bind.type), value))
+    return sql, typed
+
+
+def _same(old: Any, new: Any, dialect: Dialect, new_values: dict[str, Any]) -> None:
+    old_sql, old_params = _shape(old, dialect, {})
+    new_sql, new_params = _shape(new, dialect, new_values)
+    assert new_sql == old_sql
+    assert new_params == old_params
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_stream_identity(dialect: Dialect) -> None:
+    old = sa.select(stream_identities.c.created).where(stream_identities.c.name == "reconciler")
+    _same(old, streams.IDENTITY, dialect, {"name": "reconciler"})
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_lease_lock(dialect: Dialect) -> None:
+    t = partition_leases
+    old = sa.select(t).where(t.c.partition.in_([0, 3])).order_by(t.c.partition).with_for_update()
+    _same(old, leases.LOCK, dialect, {"partitions": [0, 3]})
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_lease_extend(dialect: Dialect) -> None:
+    t = partition_leases
+    old = (sa.update(t).where(t.c.partition.in_([0, 3]))
+           .values(expires_at=sa.case((t.c.expires_at < AT, AT), else_=t.c.expires_at)))
+    _same(old, leases.EXTEND, dialect, {"partitions": [0, 3], "until": AT, "until_then": AT})
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_outbox_mark_sent(dialect: Dialect) -> None:
+    t = outbox_t
+    old = (sa.update(t).where(t.c.key.in_(["a", "b"]), t.c.state == "pending")
+           .values(state="sent", sent_at=AT, attempts=t.c.attempts + 1))
+    _same(old, outbox.MARK_SENT, dialect, {"keys": ["a", "b"], "at": AT})
+
+
+def test_a_changed_type_is_seen() -> None:
+    """The comparison can fail: the CASE's THEN typed as the column (UtcDateTime) rather than as the value alone
+    was (DateTime) binds another parameter type."""
+    t = partition_leases
+    old = (sa.update(t).where(t.c.partition.in_([0]))
+           .values(expires_at=sa.case((t.c.expires_at < AT, AT), else_=t.c.expires_at)))
+    wrong = (sa.update(t).where(t.c.partition.in_(sa.bindparam("partitions", expanding=True)))
+             .values(expires_at=sa.case((t.c.expires_at < sa.bindparam("until", type_=t.c.expires_at.type),
+                                         sa.bindparam("until_then", type_=t.c.expires_at.type)),
+                                        else_=t.c.expires_at)))
+    with pytest.raises(AssertionError):
+        _same(old, wrong, sqlite.dialect(), {"partitions": [0], "until": AT, "until_then": AT})
