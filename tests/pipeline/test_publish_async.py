@@ -122,3 +122,20 @@ async def test_a_delivered_messages_stream_sequence_is_read_as_nats_py_reads_it(
     assert stream_sequence(long) == long.metadata.sequence.stream == 42
     with pytest.raises(nats.errors.NotJSMessageError):
         stream_sequence(Msg(bus.nc, subject=subject, reply="_INBOX.x"))
+
+
+async def test_a_late_ack_of_a_publish_given_up_settles_no_other(bus: Bus) -> None:
+    """`stored` cancels a publish whose ack is late and publishes it again; the first attempt's ack may still come.
+    Its token is never handed out again, so it finds nothing to settle."""
+    js = jetstream(bus.nc)
+    subject = f"{bus.prefix}.nostream.late"
+    given_up = await js.publish_async(subject, b"1", headers={"Nats-Msg-Id": "1"})
+    late = answer(js, given_up, {"stream": "S", "seq": 1})
+    given_up.cancel()
+    await asyncio.sleep(0)  # its done-callback (call_soon) forgets its token
+    later = [await js.publish_async(subject, b"2", headers={"Nats-Msg-Id": f"2.{i}"}) for i in range(3)]
+    assert late.subject not in {answer(js, f, {}).subject for f in later}
+    await js._handle_async_reply(late)
+    assert not any(f.done() for f in later)
+    for f in later:
+        f.cancel()
