@@ -456,7 +456,8 @@ async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
         try:
             partitions = await _ensure_all(js, prefix, partitions, history_max_age, settings)
             return Bus(nc, js, prefix, partitions, settings)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError) as exc:
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError,
+                PeersCatchingUp) as exc:
             refused = denied(nc, "$JS.API.STREAM.")
             if refused is not None:  # the server dropped the request: waiting will not change that
                 # nats-py lower-cases the server's error; the API's tokens and kubus's stream names are upper-case
@@ -467,6 +468,9 @@ async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
                 raise StreamError("JetStream does not answer on this NATS: start nats-server with JetStream "
                                   "(-js, or a jetstream block in its configuration)") from None
             # no answer yet, or "JetStream system temporarily unavailable" (a cluster electing leaders)
+            if loop.time() > deadline and isinstance(exc, PeersCatchingUp):
+                raise StreamError(f"cannot place the replicas of stream {exc}, for {ENSURE_TIMEOUT:g} s; see "
+                                  "--stream-replicas") from None
             if loop.time() > deadline:
                 raise StreamError(f"JetStream did not answer within {ENSURE_TIMEOUT:g} s ({_why(exc)}); is it "
                                   "enabled (-js) and, on a cluster, does it have a quorum?") from None
@@ -598,6 +602,22 @@ async def _info(js: JetStreamContext, name: str) -> StreamInfo | None:
 
 
 STREAM_NAME_IN_USE = 10058  # JetStream's err_code: a stream of that name exists with another configuration
+NO_SUITABLE_PEERS = 10005  # JetStream's err_code: no peers for a stream's placement, with the reasons after it
+
+
+class PeersCatchingUp(Exception):
+    """JetStream placed no replicas only because a peer is offline to its meta leader: a server restarting, or a
+    cluster just started whose leader has not heard from every peer yet. ensure_streams waits for it."""
+
+
+def peers_catching_up(exc: APIError) -> bool:
+    """Whether a stream's placement failed for offline peers alone ("no suitable peers for placement, peer
+    offline"), which passes as they report in; not for too little storage or too few servers, which does not."""
+    if exc.err_code != NO_SUITABLE_PEERS:
+        return False
+    _, _, reasons = (exc.description or "").partition("placement")
+    found = {r.strip() for r in reasons.strip(" ,:").split(",") if r.strip()}
+    return bool(found) and found <= {"peer offline"}
 
 
 async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSettings) -> None:
@@ -612,6 +632,8 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
         except ServiceUnavailableError:
             raise  # JetStream is electing its leaders: ensure_streams waits for it
         except APIError as exc:
+            if peers_catching_up(exc):
+                raise PeersCatchingUp(f"{want.name}: {exc.description}") from None
             if exc.err_code != STREAM_NAME_IN_USE:  # else another service created it first: checked below
                 raise StreamError(f"cannot create stream {want.name} ({settings.replicas} replicas, max_bytes "
                                   f"{_bytes(want.max_bytes)}): {exc.description or exc}; see --stream-replicas "
