@@ -468,10 +468,10 @@ async def ensure_streams(nc: Client, *, prefix: str = subjects.PREFIX,
                 raise StreamError("JetStream does not answer on this NATS: start nats-server with JetStream "
                                   "(-js, or a jetstream block in its configuration)") from None
             # no answer yet, or "JetStream system temporarily unavailable" (a cluster electing leaders)
-            if loop.time() > deadline and isinstance(exc, PeersCatchingUp):
-                raise StreamError(f"cannot place the replicas of stream {exc}, for {ENSURE_TIMEOUT:g} s; see "
-                                  "--stream-replicas") from None
             if loop.time() > deadline:
+                if isinstance(exc, PeersCatchingUp):
+                    raise StreamError(f"cannot place the replicas of stream {exc}, for {ENSURE_TIMEOUT:g} s; see "
+                                      "--stream-replicas") from None
                 raise StreamError(f"JetStream did not answer within {ENSURE_TIMEOUT:g} s ({_why(exc)}); is it "
                                   "enabled (-js) and, on a cluster, does it have a quorum?") from None
             log.info("waiting for JetStream: %s", _why(exc))

@@ -220,48 +220,40 @@ def pod_handler(owners: Sequence[OwnerHandlers[Any]]) -> Callable[[Change, Cache
     owners = tuple(owners)
 
     def on_pod(change: Change, view: CacheView, wakeups: Wakeups) -> None:
-        new, old = change.new, change.old
-        new_kind = old_kind = None
-        orphan = False  # a new state without a controller: its labels are matched by every kind
-        if new is not None:
-            for ref in new.metadata.owner_references:  # get_controller_of, inlined
-                if ref.controller:
-                    new_kind = ref.kind
-                    break
-            else:
-                orphan = True
-        if old is not None:
-            for ref in old.metadata.owner_references:
-                if ref.controller:
-                    old_kind = ref.kind
-                    break
+        kinds = _concerned_kinds(change.new, change.old)
         for owner in owners:
-            kind = owner.kind_name
-            if orphan or new_kind == kind or old_kind == kind:
+            if kinds is None or owner.kind_name in kinds:
                 owner.on_concerning_pod(change, view, wakeups)
 
     return on_pod
 
 
 def _foreign(new: Any, old: Any, kind: str) -> bool:
-    """Whether a pod's change is nothing to the controller of `kind`: its new state (if any) names a controller of
-    another kind, and its old state (if any) none or one of another kind. Every path of on_pod acts only through the
+    """Whether a pod's change is nothing to the controller of `kind`. Every path of on_pod acts only through the
     controller reference of the old or new state (`resolve`, which looks no further when the kind is another's),
     or on the labels of an orphan (a new state without a controller, or an added pod without one): so a pod of the
     other controller (most of them) costs this test instead of the handler's walk to the same nothing."""
+    kinds = _concerned_kinds(new, old)
+    return kinds is not None and kind not in kinds
+
+
+def _concerned_kinds(new: Any, old: Any) -> tuple[str | None, str | None] | None:
+    """The controller kinds a pod's change concerns: those of its new and old states' controller references (None
+    where a state is absent or has none); None for every kind when the new state has no controller (an orphan,
+    whose labels every kind matches)."""
+    new_kind = None
     if new is not None:
-        for ref in new.metadata.owner_references:  # get_controller_of, inlined
-            if ref.controller:
-                if ref.kind == kind:
-                    return False
-                break
-        else:
-            return False  # an orphan: its labels are matched
-    if old is not None:
-        for ref in old.metadata.owner_references:
-            if ref.controller:
-                return bool(ref.kind != kind)
-    return True
+        new_kind = _controller_kind(new)
+        if new_kind is None:
+            return None
+    return new_kind, None if old is None else _controller_kind(old)
+
+
+def _controller_kind(obj: Any) -> str | None:
+    for ref in obj.metadata.owner_references:  # get_controller_of, inlined: a kind is all that is read
+        if ref.controller:
+            return str(ref.kind)
+    return None
 
 
 def _name(owner: DaemonSet | ReplicaSet) -> str:

@@ -118,11 +118,9 @@ def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: M
     min_ready_delta = timedelta(seconds=min_ready)
     if placements is None:
         place = daemon_placer(ds, comparison_operators=comparison_operators)
-        if untainted_everywhere(ds):  # as manage_facts: an untainted node is EVERYWHERE without asking `place`
-            pairs: Iterable[tuple[str, Placement]] = (
-                (node.metadata.name, place(node) if node.spec.taints else EVERYWHERE) for node in nodes)
-        else:
-            pairs = ((node.metadata.name, place(node)) for node in nodes)
+        untainted = untainted_everywhere(ds)  # as manage_facts: an untainted node is EVERYWHERE without `place`
+        pairs: Iterable[tuple[str, Placement]] = (
+            (node.metadata.name, EVERYWHERE if untainted and not node.spec.taints else place(node)) for node in nodes)
     else:
         pairs = placements.items()
     desired = current = misscheduled = ready = available = updated = 0
