@@ -11,7 +11,7 @@ matches, and its errors are reported only when no other term matched.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import ItemsView, Sequence
 from dataclasses import dataclass
 
 from kube.core import (
@@ -26,7 +26,7 @@ from kube.core import (
     PodSpec,
 )
 from kube.fields import FieldRequirement, FieldSelector
-from kube.labels import Selector, everything, selector_from_set
+from kube.labels import Selector, everything
 from kube.selection import Operator, SelectorError, new_requirement
 from kube.validation import FieldError
 
@@ -147,13 +147,14 @@ class RequiredNodeAffinity:
     """GetRequiredNodeAffinity(pod): a pod spec's nodeSelector and required node affinity terms, parsed once, to
     be matched against many nodes (a DaemonSet's sync asks about every node of the cluster)."""
 
-    selector: Selector | None  # the nodeSelector; None: there is none
+    node_selector: ItemsView[str, str] | None  # the nodeSelector's pairs, every one of them on the node; None: none
     terms: tuple[_Term, ...] | None  # the required terms that are not empty; None: no required affinity
 
     def matches(self, node: Node) -> bool:
         """Match(node): the nodeSelector AND (without required affinity, or) one term that parsed matches."""
         meta = node.metadata
-        if self.selector is not None and not self.selector.matches(meta.labels):
+        # labels.SelectorFromSet(nodeSelector).Matches: equality on every pair, a subset test in C
+        if self.node_selector is not None and not self.node_selector <= meta.labels.items():
             return False
         if self.terms is None:
             return True
@@ -164,7 +165,7 @@ class RequiredNodeAffinity:
 def required_node_affinity(pod_spec: PodSpec) -> RequiredNodeAffinity:
     """The spec's :class:`RequiredNodeAffinity`: the terms parsed as :func:`match_node_selector_terms` parses
     them, skipping the empty ones (an empty term matches nothing)."""
-    selector = selector_from_set(pod_spec.node_selector) if pod_spec.node_selector else None
+    selector = dict(pod_spec.node_selector).items() if pod_spec.node_selector else None
     node_affinity = pod_spec.affinity.node_affinity if pod_spec.affinity else None
     required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
     terms = None if required is None else tuple(
