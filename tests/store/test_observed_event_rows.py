@@ -145,3 +145,15 @@ async def test_a_naive_datetime_is_refused(store: Store) -> None:
             await tx.record_events([_row(1, observed_at=datetime(2026, 11, 28, 12))])
     async with store.engine.connect() as conn:
         assert (await conn.execute(sa.text("SELECT count(*) FROM observed_events"))).scalar() == 0
+
+
+async def test_a_large_batch_is_counted_whole(store: Store) -> None:
+    """More rows than one statement's page of values (SQLAlchemy's insertmanyvalues sends 1,000 a statement), half of
+    them recorded before: the count is of the new ones, all of them."""
+    async with store.transaction() as tx:
+        assert await tx.record_events([_row(seq) for seq in range(0, 2500, 2)]) == 1250
+    async with store.transaction() as tx:
+        assert await tx.record_events([_row(seq) for seq in range(2500)]) == 1250
+    async with store.engine.connect() as conn:
+        assert (await conn.execute(sa.text("SELECT count(*), min(stream_seq), max(stream_seq) "
+                                           "FROM observed_events"))).one() == (2500, 0, 2499)
