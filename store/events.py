@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -20,8 +19,11 @@ from store import sql
 from store.tables import observed_events as t
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ObservedEventRow:
+class ObservedEventRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A row of observed_events, all but recorded_at. A msgspec Struct, not a frozen dataclass: the reconciler builds
+    one per event it consumes, and a frozen dataclass's __init__ (a object.__setattr__ per field) cost ~1.5 µs of
+    the ~4 µs its row took to build; a Struct's ~0.1 µs (bench/observed_rows_bench.py)."""
+
     stream_seq: int
     msg_id: str
     kind: str
