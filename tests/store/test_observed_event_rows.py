@@ -157,3 +157,12 @@ async def test_a_large_batch_is_counted_whole(store: Store) -> None:
     async with store.engine.connect() as conn:
         assert (await conn.execute(sa.text("SELECT count(*), min(stream_seq), max(stream_seq) "
                                            "FROM observed_events"))).one() == (2500, 0, 2499)
+
+
+async def test_a_batch_of_one(store: Store) -> None:
+    """One row is one execution, not a batch of them (SQLAlchemy and the drivers take another path): counted alike."""
+    async with store.transaction() as tx:
+        assert await tx.record_events([_row(1)]) == 1
+        assert await tx.record_events([_row(1, name="again")]) == 0
+    async with store.engine.connect() as conn:
+        assert (await conn.execute(sa.text("SELECT stream_seq, name FROM observed_events"))).all() == [(1, "pod-1")]
