@@ -102,8 +102,9 @@ async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[S
     would build a parameter dictionary per row and run every processor per value), and sent as the driver takes
     them: on SQLite one executemany of tuples (sqlite3 sums the rows each execution changed: 0 for a row ON
     CONFLICT DO NOTHING skipped), on PostgreSQL one INSERT .. SELECT from unnest of one array per column (asyncpg
-    encodes the arrays in C; the count is the INSERT's command tag, the rows inserted). No RETURNING: SQLite
-    refuses an executemany that returns rows, and RETURNING a list only to count it costs a row per row.
+    encodes each array itself; the count is the INSERT's command tag, the rows inserted). No RETURNING: sqlite3's
+    executemany drops the rows a statement returns (and counts none), and returning a row per row only to count
+    them costs a row per row.
     """
     assert not isinstance(columns[0], Same)
     count = len(columns[0])
