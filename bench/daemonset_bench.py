@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import msgspec
@@ -87,9 +87,15 @@ def _event(obj: Any, kind: str, seq: int) -> ObservedEvent:
                          ingest="bench", object=msgspec.Raw(codec.encode(obj)))
 
 
-def _daemonset(image: str, generation: int) -> DaemonSet:
-    ds = (daemonset("agent").ns("bench").uid("ds-agent").generation(generation).image(image)
-          .rolling_update(max_unavailable=MAX_UNAVAILABLE, max_surge=0).build())
+OS_LABEL: Final = {"kubernetes.io/os": "linux"}  # the nodeSelector most DaemonSets carry (kube-proxy, CNI agents)
+
+
+def _daemonset(image: str, generation: int, node_selector: bool = False) -> DaemonSet:
+    builder = (daemonset("agent").ns("bench").uid("ds-agent").generation(generation).image(image)
+               .rolling_update(max_unavailable=MAX_UNAVAILABLE, max_surge=0))
+    ds = builder.build()
+    if node_selector:
+        ds.spec.template.spec.node_selector = dict(OS_LABEL)
     return ds
 
 
@@ -102,15 +108,16 @@ def _revision(ds: DaemonSet, number: int) -> ControllerRevision:
     return revision
 
 
-def cache_with(nodes: int, *, rolling: bool) -> Cache:
+def cache_with(nodes: int, *, rolling: bool, node_selector: bool = False) -> Cache:
     """``nodes`` Ready nodes with one Running, Ready pod of the DaemonSet each.
 
     rolling=False: the pods are of the current revision. rolling=True: the template changed after
     they were created (generation 2, revision 2 exists), so every pod is of the old revision 1.
+    node_selector: the template selects the nodes by OS_LABEL, which every node carries.
     """
-    old = _daemonset("registry.k8s.io/agent:1", 1)
+    old = _daemonset("registry.k8s.io/agent:1", 1, node_selector)
     old_revision = _revision(old, 1)
-    ds = _daemonset("registry.k8s.io/agent:2", 2) if rolling else old
+    ds = _daemonset("registry.k8s.io/agent:2", 2, node_selector) if rolling else old
     revisions = [old_revision, _revision(ds, 2)] if rolling else [old_revision]
     cache = Cache()
     seq = 0
@@ -126,7 +133,7 @@ def cache_with(nodes: int, *, rolling: bool) -> Cache:
     width = len(str(nodes - 1))
     names = [f"node-{i:0{width}d}" for i in range(nodes)]
     for name in names:
-        add(node(name).ready(at=NOW - timedelta(days=1)).build(), "Node")
+        add(node(name).ready(at=NOW - timedelta(days=1)).labels(OS_LABEL if node_selector else {}).build(), "Node")
     factory = DaemonPodFactory(old, old_revision.metadata.labels[UNIQUE_LABEL_KEY])
     for i, name in enumerate(names):
         body = factory.body(name, f"bench/create/{name}")
@@ -189,6 +196,13 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         del steady, check
         gc.collect()
 
+        selecting = settled(cache_with(n, rolling=False, node_selector=True))
+        check = sync_daemonset(KEY, selecting, None, {}, NOW, "k")
+        assert (check.creates, check.deletes, check.status) == ([], [], None), check.explain
+        t_selecting = timed(functools.partial(sync_daemonset, KEY, selecting, None, {}, NOW, "k"), runs)
+        del selecting, check
+        gc.collect()
+
         rolling = settled(cache_with(n, rolling=True))
         check = sync_daemonset(KEY, rolling, None, {}, NOW, "k")
         budget = min(-(-n * 10 // 100), 250)  # 10% of the nodes, rounded up, capped at burstReplicas
@@ -216,9 +230,11 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         gc.collect()
         target = TARGETS_MS.get(n, 50.0 * n / 5_000)
         rolling_target = ROLLING_TARGET_MS * n / 5_000
-        figures[n] = {"steady": t_steady[0], "rolling": t_rolling[0], "engine": t_engine[0], "frozen": t_frozen[0]}
+        figures[n] = {"steady": t_steady[0], "rolling": t_rolling[0], "engine": t_engine[0], "frozen": t_frozen[0],
+                      "selecting": t_selecting[0]}
         print(f"{n:>6,} nodes: steady {t_steady[0]:6.2f} ms (fastest {t_steady[1]:.2f}; target < {target:.0f} ms, "
-              f"ratio {t_steady[0] / target:.2f}) | rolling step deleting {budget} old pods {t_rolling[0]:6.2f} ms "
+              f"ratio {t_steady[0] / target:.2f}) | steady, with a nodeSelector {t_selecting[0]:6.2f} ms (fastest "
+              f"{t_selecting[1]:.2f}) | rolling step deleting {budget} old pods {t_rolling[0]:6.2f} ms "
               f"(fastest {t_rolling[1]:.2f}; target < {rolling_target:.0f} ms, "
               f"ratio {t_rolling[0] / rolling_target:.2f}) | the same with actions built "
               f"{t_engine[0]:6.2f} ms (fastest {t_engine[1]:.2f}) | rolling step, cache frozen out of the GC "

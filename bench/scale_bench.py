@@ -3,12 +3,14 @@
     .venv/bin/python -m bench.scale_bench                                  # 1,000 / 2,000 / 5,000 / 10,000 / 15,000
     .venv/bin/python -m bench.scale_bench --sizes 500,1000 --svg /tmp/scale.svg
     .venv/bin/python -m bench.scale_bench --no-bare                        # without the bare client's baseline
+    .venv/bin/python -m bench.scale_bench --node-selector                  # the DaemonSet selects kubernetes.io/os
 
 For each node count N, on a fresh cluster: a `kubus sim` of N nodes (kubelet delay 0), an embedded
 nats-server, and `kubus ingest`, `kubus reconcile` and `kubus execute` as processes (SQLite store, client
 rate limiter off: --qps 0), set up as bench/daemonset_bench.py's rollout does (a warm-up DaemonSet for no
 node, then until the reconciler has folded every node). A DaemonSet (RollingUpdate, maxUnavailable 10%) is
-applied, and measured:
+applied (with --node-selector, one selecting the nodes by `kubernetes.io/os: linux`, as most DaemonSets do and as
+every node of the sim is labelled), and measured:
 
 - apply -> all available: seconds until its status shows desiredNumberScheduled == numberAvailable == N;
 - CPU seconds per process (utime + stime from /proc/PID/stat) spent during that apply, for the reconciler,
@@ -53,6 +55,7 @@ from bench import loadgen
 from bench.daemonset_bench import (
     KEY,
     NOW,
+    OS_LABEL,
     _cpu_seconds,
     _json,
     _manifest,
@@ -149,7 +152,8 @@ def pure_sync_ms(nodes: int, runs: int) -> float:
     return statistics.median(samples)
 
 
-async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = False) -> None:
+async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = False,
+                           node_selector: bool = False) -> None:
     """The apply on a fresh sim of figures.nodes nodes: time, CPU, peak RSS, store and stream bytes."""
     nodes = figures.nodes
     sim = start_sim("--nodes", str(nodes), "--kubelet-delay", "0", "--watch-history", str(max(20_000, 20 * nodes)),
@@ -183,7 +187,10 @@ async def measure_pipeline(figures: Figures, timeout: float, profiling: bool = F
                                timeout)
             await _wait_nodes_folded(workdir / "data" / "kubus.db", nodes, procs, timeout)
             before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-            await _json(session, "POST", base, _manifest("registry.k8s.io/agent:1"))
+            applied = _manifest("registry.k8s.io/agent:1")
+            if node_selector:
+                applied["spec"]["template"]["spec"]["nodeSelector"] = dict(OS_LABEL)
+            await _json(session, "POST", base, applied)
             figures.available_s = await _wait_status(
                 session, f"{base}/agent",
                 lambda s: s.get("desiredNumberScheduled") == nodes and s.get("numberAvailable", 0) == nodes,
@@ -329,14 +336,16 @@ def svg(results: list[Figures], title: str) -> str:
     return "\n".join(out) + "\n"
 
 
-async def run(sizes: list[int], *, bare: bool, sync_runs: int, timeout_per_node: float) -> list[Figures]:
+async def run(sizes: list[int], *, bare: bool, sync_runs: int, timeout_per_node: float,
+              node_selector: bool = False) -> list[Figures]:
     print(f"machine: {machine()}", flush=True)
     results = []
     for n in sizes:
         figures = Figures(n)
         started = time.perf_counter()
         await measure_pipeline(figures, timeout=max(120.0, timeout_per_node * n),
-                               profiling=bool(os.environ.get("BENCH_PROFILE")) and n == sizes[-1])
+                               profiling=bool(os.environ.get("BENCH_PROFILE")) and n == sizes[-1],
+                               node_selector=node_selector)
         if bare:
             await measure_bare(figures)
         figures.sync_ms = pure_sync_ms(n, sync_runs)
@@ -359,13 +368,15 @@ def main(argv: list[str] | None = None) -> list[Figures]:
     parser.add_argument("--timeout-per-node", type=float, default=0.06,
                         help="seconds allowed per node for each wait (at least 120 s)")
     parser.add_argument("--svg", type=Path, default=None, help="where to write the log-log plot")
+    parser.add_argument("--node-selector", action="store_true",
+                        help="the DaemonSet selects the nodes by kubernetes.io/os: linux (every sim node has it)")
     args = parser.parse_args(argv)
     if args.sizes != sorted(args.sizes) or len(set(args.sizes)) != len(args.sizes):
         parser.error(f"--sizes must be distinct and ascending, got {args.sizes}")
     import uvloop
 
     results = uvloop.run(run(args.sizes, bare=not args.no_bare, sync_runs=args.sync_runs,
-                             timeout_per_node=args.timeout_per_node))
+                             timeout_per_node=args.timeout_per_node, node_selector=args.node_selector))
     print(table(results), flush=True)
     if args.svg is not None and len(results) >= 2:
         args.svg.write_text(svg(results, f"kubus: a DaemonSet onto {results[0].nodes:,} to {results[-1].nodes:,} "

@@ -11,7 +11,7 @@ matches, and its errors are reported only when no other term matched.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import ItemsView, Sequence
 from dataclasses import dataclass
 
 from kube.core import (
@@ -26,17 +26,19 @@ from kube.core import (
     PodSpec,
 )
 from kube.fields import FieldRequirement, FieldSelector
-from kube.labels import Selector, everything, selector_from_set
+from kube.labels import Selector, everything
 from kube.selection import Operator, SelectorError, new_requirement
 from kube.validation import FieldError
 
 __all__ = [
+    "RequiredNodeAffinity",
     "get_target_node_name",
     "match_node_selector_terms",
     "node_matches_node_selector_terms",
     "node_selector_errors",
     "pod_matches_node_selector_and_affinity",
     "replace_daemon_node_affinity",
+    "required_node_affinity",
 ]
 
 _LABEL_OPERATORS = {
@@ -137,11 +139,39 @@ def node_matches_node_selector_terms(node: Node | None, selector: NodeSelector) 
 
 def pod_matches_node_selector_and_affinity(pod_spec: PodSpec, node: Node) -> bool:
     """GetRequiredNodeAffinity(pod).Match(node): nodeSelector AND required node affinity."""
-    if pod_spec.node_selector and not selector_from_set(pod_spec.node_selector).matches(node.metadata.labels):
-        return False
+    return required_node_affinity(pod_spec).matches(node)
+
+
+@dataclass(frozen=True)
+class RequiredNodeAffinity:
+    """GetRequiredNodeAffinity(pod): a pod spec's nodeSelector and required node affinity terms, parsed once, to
+    be matched against many nodes (a DaemonSet's sync asks about every node of the cluster)."""
+
+    node_selector: ItemsView[str, str] | None  # the nodeSelector's pairs, every one of them on the node; None: none
+    terms: tuple[_Term, ...] | None  # the required terms that are not empty; None: no required affinity
+
+    def matches(self, node: Node) -> bool:
+        """Match(node): the nodeSelector AND (without required affinity, or) one term that parsed matches."""
+        meta = node.metadata
+        # labels.SelectorFromSet(nodeSelector).Matches: equality on every pair, a subset test in C
+        if self.node_selector is not None and not self.node_selector <= meta.labels.items():
+            return False
+        if self.terms is None:
+            return True
+        fields = {OBJECT_NAME_FIELD: meta.name} if meta.name else {}
+        return any(not term.errors and term.matches(meta.labels, fields) for term in self.terms)
+
+
+def required_node_affinity(pod_spec: PodSpec) -> RequiredNodeAffinity:
+    """The spec's :class:`RequiredNodeAffinity`: the terms parsed as :func:`match_node_selector_terms` parses
+    them, skipping the empty ones (an empty term matches nothing)."""
+    selector = dict(pod_spec.node_selector).items() if pod_spec.node_selector else None
     node_affinity = pod_spec.affinity.node_affinity if pod_spec.affinity else None
     required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
-    return required is None or node_matches_node_selector_terms(node, required)
+    terms = None if required is None else tuple(
+        _parse_term(term, f"nodeSelectorTerms[{i}]") for i, term in enumerate(required.node_selector_terms)
+        if term.match_expressions or term.match_fields)
+    return RequiredNodeAffinity(selector, terms)
 
 
 def get_target_node_name(pod: Pod) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -20,8 +19,11 @@ from store import sql
 from store.tables import observed_events as t
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ObservedEventRow:
+class ObservedEventRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A row of observed_events, all but recorded_at. A msgspec Struct, not a frozen dataclass: the reconciler builds
+    one per event it consumes, and a frozen dataclass's __init__ (a object.__setattr__ per field) cost ~1.5 µs of
+    the ~4 µs its row took to build; a Struct's ~0.1 µs (bench/observed_rows_bench.py)."""
+
     stream_seq: int
     msg_id: str
     kind: str
@@ -37,8 +39,13 @@ class ObservedEventRow:
 
 async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at: datetime) -> int:
     """Record the events not recorded yet (by stream_seq); how many were new."""
-    values = [{**sql.values_of(e), "recorded_at": at} for e in rows]
-    return len(await sql.insert_or_ignore(conn, t, values, returning=t.c.stream_seq))
+    rows = list(rows)
+    # column by column, in the table's order (sql.insert_new): a list per column costs less than a dict per row
+    return await sql.insert_new(conn, t, [
+        [e.stream_seq for e in rows], [e.msg_id for e in rows], [e.kind for e in rows],
+        [e.event_type for e in rows], [e.namespace for e in rows], [e.name for e in rows], [e.uid for e in rows],
+        [e.resource_version for e in rows], [e.observed_at for e in rows], sql.Same(at),
+        [e.owner for e in rows], [e.facts for e in rows]])
 
 
 def row_of(event: ObservedEvent, seq: int, obj: Any = None) -> ObservedEventRow:

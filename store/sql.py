@@ -1,4 +1,4 @@
-"""Dialect-specific statements the repositories share: insert-or-ignore and upsert."""
+"""Dialect-specific statements the repositories share: insert-or-ignore, upsert, and the count-only bulk insert."""
 
 from __future__ import annotations
 
@@ -80,3 +80,67 @@ async def upsert(conn: AsyncConnection, table: sa.Table, rows: Sequence[dict[str
         return stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in update})
 
     await conn.execute(statement(conn, ("upsert", table.name, *update), build), list(rows))
+
+
+Processor = Callable[[Any], Any] | None  # a type's bind processor in a dialect; None: the driver takes the value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Same:
+    """A column's value in every row of an `insert_new` (bound once, not once a row)."""
+
+    value: Any
+
+
+async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[Sequence[Any] | Same]) -> int:
+    """Insert the rows whose primary key is new (also within the batch: the first of a key wins); how many were.
+    `columns`: per column of `table`, in the table's order, its values (all of the same length, at least the first
+    column a sequence) or `Same(value)`.
+
+    The same rows as `insert_or_ignore` writes, at less CPU a row for a caller that only counts them: the values
+    are bound column by column, each column's values by its type's own bind processor in one pass (SQLAlchemy
+    would build a parameter dictionary per row and run every processor per value), and sent as the driver takes
+    them: on SQLite one executemany of tuples (sqlite3 sums the rows each execution changed: 0 for a row ON
+    CONFLICT DO NOTHING skipped), on PostgreSQL one INSERT .. SELECT from unnest of one array per column (asyncpg
+    encodes each array itself; the count is the INSERT's command tag, the rows inserted). No RETURNING: sqlite3's
+    executemany drops the rows a statement returns (and counts none), and returning a row per row only to count
+    them costs a row per row.
+    """
+    assert not isinstance(columns[0], Same)
+    count = len(columns[0])
+    if not count:
+        return 0
+    sql, processors = statement(conn, ("insert_new", table.name), lambda: _insert_new(conn.dialect, table))
+    processed = [_bound(process, values, count) for process, values in zip(processors, columns, strict=True)]
+    if conn.dialect.name == "postgresql":
+        result = await conn.exec_driver_sql(sql, tuple(processed))
+    else:
+        result = await conn.exec_driver_sql(sql, list(zip(*processed, strict=True)))
+    return int(result.rowcount)
+
+
+def _bound(process: Processor, values: Sequence[Any] | Same, count: int) -> Sequence[Any]:
+    """A column's values as the driver takes them: each through its type's bind processor (`process`, None for
+    a type the driver takes as it is), a `Same` value once."""
+    if isinstance(values, Same):
+        return [values.value if process is None else process(values.value)] * count
+    return values if process is None else list(map(process, values))
+
+
+def _insert_new(dialect: sa.Dialect, table: sa.Table) -> tuple[str, list[Processor]]:
+    """`insert_new`'s SQL in `dialect`, and the bind processor of each column (None: the value as it is)."""
+    names = [c.name for c in table.columns]
+    processors: list[Processor] = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.columns]
+    if dialect.name == "postgresql":
+        # $n::<type>[]: the column's type as the schema compiles it in PostgreSQL (BIGINT, JSONB, TIMESTAMP WITH
+        # TIME ZONE, ...); unnest of several arrays yields their rows side by side, in order
+        quote = dialect.identifier_preparer
+        arrays = ", ".join(f"${i}::{c.type.compile(dialect)}[]" for i, c in enumerate(table.columns, 1))
+        sql = (f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(n) for n in names)}) "
+               f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING")
+        return sql, processors
+    if dialect.name != "sqlite":
+        raise NotImplementedError(f"kubus's store supports SQLite and PostgreSQL, not {dialect.name}")
+    compiled = sqlite.insert(table).on_conflict_do_nothing().compile(dialect=dialect, column_keys=names)
+    assert list(compiled.positiontup or []) == names, compiled.positiontup  # "?" in the columns' order
+    return compiled.string, processors

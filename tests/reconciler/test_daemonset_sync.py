@@ -28,7 +28,12 @@ from reconciler.core.daemonset.handlers import controller_key
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY, construct_history
 from reconciler.core.daemonset.manage import FAILED_DAEMON_POD, DaemonEvent
 from reconciler.core.daemonset.pods import create_key
-from reconciler.core.daemonset.rollout import MAX_UNAVAILABLE_FIELD, RolloutValueError, unavailable_count
+from reconciler.core.daemonset.rollout import (
+    MAX_UNAVAILABLE_FIELD,
+    RolloutValueError,
+    unavailable_count,
+    updated_desired_node_counts,
+)
 from reconciler.core.daemonset.status import SELECTING_ALL_MESSAGE, SELECTING_ALL_REASON
 from reconciler.core.daemonset.sync import BadInput, DaemonSetPlan, sync_daemonset
 from reconciler.core.expectations import Expectations, expect
@@ -200,6 +205,41 @@ def test_rolling_update_with_max_unavailable_1_deletes_one_old_pod_per_sync() ->
     cluster.add(ds_pod("new-0", ds, "node-0", hash_).build())
     third = sync(cluster)
     assert (names(third.deletes), third.creates) == (["old-1"], [])
+
+
+def converged_cluster(builder: DaemonSetBuilder, tainted: int = 0) -> tuple[Cluster, DaemonSet]:
+    """Every node the daemon should run on runs a ready pod of the current revision; ``tainted`` more nodes carry
+    a NoSchedule taint the daemon does not tolerate, and no pod."""
+    ds = builder.build()
+    current = revision_of(ds)
+    pods = [ds_pod(f"pod-{i}", ds, n, hash_of(current)).build() for i, n in enumerate(NODES)]
+    others = [node(f"tainted-{i}").ready().taint("dedicated", "db").build() for i in range(tainted)]
+    return Cluster(*[node(n).ready().build() for n in NODES], *others, ds, current, *pods), ds
+
+
+@pytest.mark.parametrize(("max_unavailable", "max_surge", "tainted"), [
+    (1, 0, 0), ("50%", 0, 2), ("10%", None, 1), (0, "34%", 0), (0, "100%", 3), (0, 0, 1), ("150%", 0, 0)])
+def test_a_converged_rolling_update_works_out_upstreams_budgets(max_unavailable: int | str, max_surge: int | str | None,
+                                                               tainted: int) -> None:
+    # nothing to replace: the step skips rollingUpdate's walk, and still states updatedDesiredNodeCounts' budgets
+    # over the nodes the daemon should run on (the tainted ones not among them)
+    cluster, ds = converged_cluster(new_ds().rolling_update(max_unavailable=max_unavailable, max_surge=max_surge),
+                                    tainted)
+    plan = sync(cluster)
+    counts = updated_desired_node_counts(
+        ds, {**{n: True for n in NODES}, **{f"tainted-{i}": False for i in range(tainted)}}, {})
+    assert plan.explain["rollout"] == {"max_surge": counts.max_surge, "max_unavailable": counts.max_unavailable,
+                                       "desired": len(NODES), "deleting": [], "surging_on": []}
+    assert (plan.creates, plan.deletes, plan.failed, plan.rolled) == ([], [], None, True)
+
+
+def test_a_converged_rolling_update_with_a_bad_max_surge_fails_as_upstream() -> None:
+    cluster, ds = converged_cluster(new_ds().rolling_update(max_unavailable=0, max_surge="x%"))
+    with pytest.raises(RolloutValueError) as raised:
+        updated_desired_node_counts(ds, {n: True for n in NODES}, {})
+    plan = sync(cluster)
+    assert plan.failed == f"couldn't get unavailable numbers: {raised.value}"
+    assert (plan.creates, plan.deletes, plan.rolled) == ([], [], False)
 
 
 def test_on_delete_replaces_nothing() -> None:

@@ -60,10 +60,11 @@ def test_a_changed_ranking_diverges_at_the_scale_down(bundles: list[Bundle], mon
 
 
 def test_without_compare_nothing_is_checked(bundles: list[Bundle], monkeypatch: pytest.MonkeyPatch) -> None:
+    import reconciler.core.daemonset.rollout as rollout
     import reconciler.core.daemonset.sync as ds_sync
-    from reconciler.core.daemonset.rollout import updated_desired_node_counts as counts
-    monkeypatch.setattr(ds_sync, "updated_desired_node_counts",
-                        lambda *a, **k: dataclasses.replace(counts(*a, **k), max_unavailable=4))
+    budgets = rollout.rollout_budgets
+    monkeypatch.setattr(rollout, "rollout_budgets", lambda ds, desired: (budgets(ds, desired)[0], 4))
+    monkeypatch.setattr(ds_sync, "rollout_budgets", lambda ds, desired: (budgets(ds, desired)[0], 4))
     engine = Engine()
     engine.run(bundles)
     assert engine.divergence is None and engine.stats.compared == 0

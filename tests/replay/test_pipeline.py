@@ -167,10 +167,13 @@ def test_the_replay_decides_exactly_what_the_reconciler_decided(recording: Recor
 @pytest.mark.real
 def test_a_changed_line_of_the_rolling_update_diverges_at_the_first_decision_it_touches(
         recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test double: maxUnavailable one higher in updatedDesiredNodeCounts. The first decision it
-    changes is the first sync that ran a rolling-update step (the step's budget is in its summary)."""
+    """The test double: maxUnavailable one higher in updatedDesiredNodeCounts' budgets (rollout_budgets, which
+    the sync also asks alone when no pod is left to replace). The first decision it changes is the first sync
+    that ran a rolling-update step (the step's budget is in its summary)."""
+    import reconciler.core.daemonset.rollout as rollout
     import reconciler.core.daemonset.sync as ds_sync
-    from reconciler.core.daemonset.rollout import updated_desired_node_counts as counts
+
+    budgets = rollout.rollout_budgets
 
     first_rollout = None
     for bundle in _load(recording.file):
@@ -181,8 +184,12 @@ def test_a_changed_line_of_the_rolling_update_diverges_at_the_first_decision_it_
         if first_rollout is not None:
             break
     assert first_rollout is not None, "no rolling-update step was recorded"
-    monkeypatch.setattr(ds_sync, "updated_desired_node_counts", lambda *a, **k: dataclasses.replace(
-        counts(*a, **k), max_unavailable=counts(*a, **k).max_unavailable + 1))
+    def bumped(ds: Any, desired: int) -> tuple[int, int]:
+        max_surge, max_unavailable = budgets(ds, desired)
+        return max_surge, max_unavailable + 1
+
+    monkeypatch.setattr(rollout, "rollout_budgets", bumped)
+    monkeypatch.setattr(ds_sync, "rollout_budgets", bumped)
     engine = Engine(compare=True)
     engine.run(_load(recording.file))
     divergence = engine.divergence

@@ -22,6 +22,7 @@ from kube.nodeaffinity import (
     node_matches_node_selector_terms,
     pod_matches_node_selector_and_affinity,
     replace_daemon_node_affinity,
+    required_node_affinity,
 )
 from kube.testing import node, pod
 
@@ -56,52 +57,66 @@ def pinned(name: str) -> NodeSelector:
 NODE = Node(metadata=ObjectMeta(name="node-1", labels={"zone": "a", "gpu": "true", "cores": "8"}))
 
 
-@pytest.mark.parametrize(
-    ("selector", "expected"),
-    [
-        pytest.param(required(), False, id="no-terms-match-nothing"),
-        pytest.param(required(term()), False, id="empty-term-matches-nothing"),
-        pytest.param(required(term(expr("zone", "In", "a", "b"))), True, id="in"),
-        pytest.param(required(term(expr("zone", "In", "b"))), False, id="in-other-value"),
-        pytest.param(required(term(expr("zone", "NotIn", "b"))), True, id="notin"),
-        pytest.param(required(term(expr("missing", "NotIn", "b"))), True, id="notin-missing-key"),
-        pytest.param(required(term(expr("gpu", "Exists"))), True, id="exists"),
-        pytest.param(required(term(expr("gpu", "DoesNotExist"))), False, id="does-not-exist"),
-        pytest.param(required(term(expr("cores", "Gt", "4"))), True, id="gt"),
-        pytest.param(required(term(expr("cores", "Lt", "4"))), False, id="lt"),
-        pytest.param(required(term(expr("zone", "Gt", "4"))), False, id="gt-non-integer-label"),
-        pytest.param(required(term(expr("cores", "Gt", "4", "5"))), False, id="gt-two-values-is-an-error"),
-        pytest.param(required(term(expr("cores", "Gt", "four"))), False, id="gt-non-integer-value-is-an-error"),
-        pytest.param(
-            required(term(expr("zone", "In", "a"), expr("gpu", "DoesNotExist"))), False, id="expressions-anded"
-        ),
-        pytest.param(required(term(expr("zone", "In", "b")), term(expr("gpu", "Exists"))), True, id="terms-ored"),
-        pytest.param(
-            required(term(expr("zone", "Foo", "a")), term(expr("gpu", "Exists"))), True, id="bad-term-skipped"
-        ),
-        pytest.param(required(term(), term(expr("gpu", "Exists"))), True, id="empty-term-skipped"),
-        pytest.param(pinned("node-1"), True, id="match-fields-in"),
-        pytest.param(pinned("node-2"), False, id="match-fields-other-node"),
-        pytest.param(required(term(fields=[expr("metadata.name", "NotIn", "node-2")])), True, id="match-fields-notin"),
-        pytest.param(
-            required(term(fields=[expr("metadata.name", "In", "node-1", "node-2")])), False, id="fields-two-values"
-        ),
-        pytest.param(required(term(fields=[expr("metadata.name", "Exists")])), False, id="fields-bad-operator"),
-        pytest.param(
-            required(term(expr("zone", "In", "a"), fields=[expr("metadata.name", "In", "node-2")])),
-            False,
-            id="expressions-and-fields-anded",
-        ),
-        pytest.param(
-            required(term(expr("zone", "In", "a"), fields=[expr("metadata.name", "In", "node-1")])),
-            True,
-            id="expressions-and-fields-both-match",
-        ),
-    ],
-)
+SELECTOR_CASES = [
+    pytest.param(required(), False, id="no-terms-match-nothing"),
+    pytest.param(required(term()), False, id="empty-term-matches-nothing"),
+    pytest.param(required(term(expr("zone", "In", "a", "b"))), True, id="in"),
+    pytest.param(required(term(expr("zone", "In", "b"))), False, id="in-other-value"),
+    pytest.param(required(term(expr("zone", "NotIn", "b"))), True, id="notin"),
+    pytest.param(required(term(expr("missing", "NotIn", "b"))), True, id="notin-missing-key"),
+    pytest.param(required(term(expr("gpu", "Exists"))), True, id="exists"),
+    pytest.param(required(term(expr("gpu", "DoesNotExist"))), False, id="does-not-exist"),
+    pytest.param(required(term(expr("cores", "Gt", "4"))), True, id="gt"),
+    pytest.param(required(term(expr("cores", "Lt", "4"))), False, id="lt"),
+    pytest.param(required(term(expr("zone", "Gt", "4"))), False, id="gt-non-integer-label"),
+    pytest.param(required(term(expr("cores", "Gt", "4", "5"))), False, id="gt-two-values-is-an-error"),
+    pytest.param(required(term(expr("cores", "Gt", "four"))), False, id="gt-non-integer-value-is-an-error"),
+    pytest.param(
+        required(term(expr("zone", "In", "a"), expr("gpu", "DoesNotExist"))), False, id="expressions-anded"
+    ),
+    pytest.param(required(term(expr("zone", "In", "b")), term(expr("gpu", "Exists"))), True, id="terms-ored"),
+    pytest.param(
+        required(term(expr("zone", "Foo", "a")), term(expr("gpu", "Exists"))), True, id="bad-term-skipped"
+    ),
+    pytest.param(required(term(), term(expr("gpu", "Exists"))), True, id="empty-term-skipped"),
+    pytest.param(pinned("node-1"), True, id="match-fields-in"),
+    pytest.param(pinned("node-2"), False, id="match-fields-other-node"),
+    pytest.param(required(term(fields=[expr("metadata.name", "NotIn", "node-2")])), True, id="match-fields-notin"),
+    pytest.param(
+        required(term(fields=[expr("metadata.name", "In", "node-1", "node-2")])), False, id="fields-two-values"
+    ),
+    pytest.param(required(term(fields=[expr("metadata.name", "Exists")])), False, id="fields-bad-operator"),
+    pytest.param(
+        required(term(expr("zone", "In", "a"), fields=[expr("metadata.name", "In", "node-2")])),
+        False,
+        id="expressions-and-fields-anded",
+    ),
+    pytest.param(
+        required(term(expr("zone", "In", "a"), fields=[expr("metadata.name", "In", "node-1")])),
+        True,
+        id="expressions-and-fields-both-match",
+    ),
+]
+
+
+@pytest.mark.parametrize(("selector", "expected"), SELECTOR_CASES)
 def test_node_selector_terms(selector: NodeSelector, expected: bool) -> None:
     """Terms are ORed, empty terms match nothing, a term's expressions and fields are ANDed."""
     assert node_matches_node_selector_terms(NODE, selector) is expected
+
+
+@pytest.mark.parametrize(("selector", "expected"), SELECTOR_CASES)
+def test_the_affinity_parsed_once_matches_as_each_node_is_asked(selector: NodeSelector, expected: bool) -> None:
+    """A DaemonSet's sync parses the template's affinity once for all nodes: the same answers, node by node."""
+    spec = PodSpec(affinity=with_required(selector))
+    others = [NODE, Node(metadata=ObjectMeta(name="node-2", labels={"zone": "b", "cores": "2"})),
+              Node(metadata=ObjectMeta(labels={"zone": "a"}))]
+    parsed = required_node_affinity(spec)
+    assert parsed.matches(NODE) is expected
+    assert [parsed.matches(n) for n in others] == [node_matches_node_selector_terms(n, selector) for n in others]
+    with_selector = PodSpec(node_selector={"zone": "a"}, affinity=with_required(selector))
+    assert [required_node_affinity(with_selector).matches(n) for n in others] == [
+        n.metadata.labels.get("zone") == "a" and node_matches_node_selector_terms(n, selector) for n in others]
 
 
 def test_match_fields_are_ignored_for_a_node_without_name() -> None:

@@ -23,7 +23,7 @@ from typing import Any, Final, NamedTuple
 
 from kube.apps import DaemonSet
 from kube.core import OBJECT_NAME_FIELD, Affinity, Node, PodSpec, Taint, Toleration
-from kube.nodeaffinity import pod_matches_node_selector_and_affinity, replace_daemon_node_affinity
+from kube.nodeaffinity import RequiredNodeAffinity, replace_daemon_node_affinity, required_node_affinity
 from kube.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -104,18 +104,19 @@ def node_should_run_daemon_pod(node: Node, ds: DaemonSet, *, comparison_operator
     """
     spec = ds.spec.template.spec
     return _placement(spec, _with_daemon_tolerations(spec.tolerations, spec.host_network), comparison_operators,
-                      node)
+                      _node_affinity(spec), node)
 
 
 def daemon_placer(ds: DaemonSet, *, comparison_operators: bool = False) -> Callable[[Node], Placement]:
     """:func:`node_should_run_daemon_pod` for ``ds``, as a function of the node alone.
 
-    The same answers, node by node; the pod's tolerations (the template's plus the daemon ones) are
-    worked out once instead of once per node, which matters when it runs for every node of a sync.
+    The same answers, node by node; the pod's tolerations (the template's plus the daemon ones) and its
+    nodeSelector and required node affinity are worked out once instead of once per node, which matters when it
+    runs for every node of a sync.
     """
     spec = ds.spec.template.spec
     tolerations = _with_daemon_tolerations(spec.tolerations, spec.host_network)
-    return functools.partial(_placement, spec, tolerations, comparison_operators)
+    return functools.partial(_placement, spec, tolerations, comparison_operators, _node_affinity(spec))
 
 
 EVERYWHERE: Final = Placement(True, True)
@@ -131,14 +132,20 @@ def untainted_everywhere(ds: DaemonSet) -> bool:
     return not spec.node_name and not spec.node_selector and spec.affinity is None
 
 
-def _placement(spec: PodSpec, tolerations: Sequence[Toleration], comparison_operators: bool, node: Node) -> Placement:
+def _node_affinity(spec: PodSpec) -> RequiredNodeAffinity | None:
+    """The template's required node affinity, None without a nodeSelector or an affinity (then every node matches)."""
+    return required_node_affinity(spec) if spec.node_selector or spec.affinity is not None else None
+
+
+def _placement(spec: PodSpec, tolerations: Sequence[Toleration], comparison_operators: bool,
+               affinity: RequiredNodeAffinity | None, node: Node) -> Placement:
     # A template pinned to another node by nodeName runs nowhere else. NewPod then sets nodeName to this
     # node, so upstream's fitsNodeName predicate always holds past this check.
     if spec.node_name and spec.node_name != node.metadata.name:
         return _NOWHERE
     # GetRequiredNodeAffinity(pod).Match(node), parse errors ignored: a term that cannot parse never matches.
     # (Without a nodeSelector or an affinity it always matches: skipped, this runs for every node.)
-    if (spec.node_selector or spec.affinity is not None) and not pod_matches_node_selector_and_affinity(spec, node):
+    if affinity is not None and not affinity.matches(node):
         return _NOWHERE
     taints = node.spec.taints
     if not taints:

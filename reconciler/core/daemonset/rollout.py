@@ -48,6 +48,7 @@ __all__ = [
     "find_updated_pods_on_node",
     "is_pod_updated",
     "rolling_update",
+    "rollout_budgets",
     "surge_count",
     "template_generation",
     "unavailable_count",
@@ -172,11 +173,19 @@ def updated_desired_node_counts(ds: DaemonSet, should_run: Mapping[str, bool] | 
             desired += 1
             extended.setdefault(node_name, [])
         augmented = extended
+    max_surge, max_unavailable = rollout_budgets(ds, desired)
+    return NodeCounts(max_surge, max_unavailable, desired, augmented)
+
+
+def rollout_budgets(ds: DaemonSet, desired: int) -> tuple[int, int]:
+    """updatedDesiredNodeCounts' budgets for ``desired`` nodes: ``(maxSurge, maxUnavailable)``, both scaled and
+    rounded up, ``maxUnavailable`` 1 when both come out 0 for a non-empty DaemonSet. Raises
+    :class:`RolloutValueError` for a value that cannot be scaled, unavailability first."""
     max_unavailable = unavailable_count(ds, desired)
     max_surge = surge_count(ds, desired)
     if desired > 0 and max_unavailable == 0 and max_surge == 0:
         max_unavailable = 1
-    return NodeCounts(max_surge, max_unavailable, desired, augmented)
+    return max_surge, max_unavailable
 
 
 # --- pods ---------------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from reconciler.core.daemonset.rollout import (
     RolloutValueError,
     daemon_facts_by_node,
     rolling_update,
+    rollout_budgets,
     surge_count,
     template_generation,
     unavailable_count,
@@ -288,18 +289,25 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
     placements = result.placements
     by_node = daemon_facts_by_node(pods_by_node, hash_, generation)
     try:
-        counts = updated_desired_node_counts(ds, ((name, p.should_run) for name, p in placements.items()), by_node)
-        decision = RolloutDecision()
         # rollingUpdate deletes old pods and surges beside old pods, nothing else (with no old pod it does not
         # even look a node up): when every pod is of the current revision, as in the steady state, its walk
-        # over all the nodes can only decide nothing, and is skipped
-        if not by_node.all_updated():
+        # over all the nodes can only decide nothing, and is skipped, and so is the map of every node's pods
+        # that updatedDesiredNodeCounts hands it; its budgets are still worked out (a value that cannot be
+        # scaled fails this step as upstream's does)
+        if by_node.all_updated():
+            desired = sum(map(_SHOULD_RUN, placements.values()))
+            max_surge, max_unavailable = rollout_budgets(ds, desired)
+            decision = RolloutDecision()
+        else:
+            counts = updated_desired_node_counts(
+                ds, ((name, p.should_run) for name, p in placements.items()), by_node)
+            desired, max_surge, max_unavailable = (counts.desired_number_scheduled, counts.max_surge,
+                                                   counts.max_unavailable)
             decision = rolling_update(
-                counts.node_to_pods, max_surge=counts.max_surge, max_unavailable=counts.max_unavailable,
-                desired_number_scheduled=counts.desired_number_scheduled,
-                min_ready_seconds=ds.spec.min_ready_seconds, now=now,
+                counts.node_to_pods, max_surge=max_surge, max_unavailable=max_unavailable,
+                desired_number_scheduled=desired, min_ready_seconds=ds.spec.min_ready_seconds, now=now,
                 # read by the walk with surge alone
-                should_run={name: p.should_run for name, p in placements.items()} if counts.max_surge else None)
+                should_run={name: p.should_run for name, p in placements.items()} if max_surge else None)
     except RolloutValueError as exc:
         plan.explain["rollout"] = plan.failed = f"couldn't get unavailable numbers: {exc}"
         return False
@@ -317,8 +325,7 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
     plan.creates.extend(step.creates)
     plan.deletes.extend(step.deletes)
     plan.expectations = step.expectations
-    plan.explain["rollout"] = {"max_surge": counts.max_surge, "max_unavailable": counts.max_unavailable,
-                               "desired": counts.desired_number_scheduled,
+    plan.explain["rollout"] = {"max_surge": max_surge, "max_unavailable": max_unavailable, "desired": desired,
                                "deleting": [p.metadata.name for p in step.deletes],
                                "surging_on": [c[0] for c in step.creates]}
     return True
@@ -417,6 +424,7 @@ def _earliest(*delays: timedelta | None) -> timedelta | None:
 
 
 _NAME: Final = attrgetter("metadata.name")
+_SHOULD_RUN: Final = attrgetter("should_run")
 EXPLAINED_NODES: Final = 500  # the most nodes a sync's summary names (see _explain)
 _FACTS_NAME: Final = attrgetter("name")
 
