@@ -120,9 +120,19 @@ async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[S
     return int(result.rowcount)
 
 
-# SQLite's limit on a statement's host parameters ("?"), SQLITE_MAX_VARIABLE_NUMBER: 32766 since 3.32.0 (999
-# before); a multi-row VALUES of `insert_new_returning` holds at most this many values
-SQLITE_MAX_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
+def _sqlite_max_variables() -> int:
+    """SQLite's limit on a statement's host parameters ("?"), SQLITE_MAX_VARIABLE_NUMBER, as the library this
+    process links was built with (32766 by default since 3.32.0, 999 before; a distribution may build another):
+    a multi-row VALUES of `insert_new_returning` holds at most this many values. Asked of a throwaway in-memory
+    connection of the same library, at most 32766 (a longer statement gains nothing)."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        return min(probe.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), 32766)
+    finally:
+        probe.close()
+
+
+SQLITE_MAX_VARIABLES = _sqlite_max_variables()
 
 
 async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: Sequence[Sequence[Any] | Same],

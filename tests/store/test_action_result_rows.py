@@ -5,10 +5,13 @@ recording was made cheaper (issue 25): what is written and returned must not cha
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 import sqlalchemy as sa
 
+from store import sql
 from store.engine import Store
 from store.results import ResultRow
 from tests.store.builders import FakeClock
@@ -140,3 +143,26 @@ async def test_a_batch_of_many_chunks(store: Store) -> None:
         stored = dict((await conn.execute(sa.text("SELECT key, attempts FROM action_results"))).all())
     assert len(stored) == len(seen)
     assert all(stored[r.key] == r.attempts for r in expected)
+
+
+async def test_a_library_built_with_a_lower_parameter_limit(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks as a library built with SQLITE_MAX_VARIABLE_NUMBER 45 gets them (three rows of 15 a statement): the
+    same new keys, in order, a repeat and a key recorded before among them (the limit itself is the real library's,
+    which this does not lower)."""
+    monkeypatch.setattr(sql, "SQLITE_MAX_VARIABLES", 45)
+    at = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+    async with store.transaction() as tx:
+        assert await tx.record_results([_row("k3")], at) == ["k3"]
+    batch = [_row(f"k{i}") for i in range(10)] + [_row("k1"), _row("k10")]
+    async with store.transaction() as tx:
+        assert await tx.record_results(batch, at) == [f"k{i}" for i in range(11) if i != 3]
+    async with store.engine.connect() as conn:
+        assert (await conn.execute(sa.text("SELECT count(*) FROM action_results"))).scalar() == 11
+
+
+def test_the_parameter_limit_is_the_linked_librarys() -> None:
+    probe = sqlite3.connect(":memory:")
+    try:
+        assert min(probe.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), 32766) == sql.SQLITE_MAX_VARIABLES
+    finally:
+        probe.close()
