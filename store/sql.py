@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -119,6 +120,64 @@ async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[S
     return int(result.rowcount)
 
 
+def _sqlite_max_variables() -> int:
+    """SQLite's limit on a statement's host parameters ("?"), SQLITE_MAX_VARIABLE_NUMBER, as the library this
+    process links was built with (32766 by default since 3.32.0, 999 before; a distribution may build another):
+    a multi-row VALUES of `insert_new_returning` holds at most this many values. Asked of a throwaway in-memory
+    connection of the same library, at most 32766 (a longer statement gains nothing)."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        return min(probe.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), 32766)
+    finally:
+        probe.close()
+
+
+SQLITE_MAX_VARIABLES = _sqlite_max_variables()
+
+
+async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: Sequence[Sequence[Any] | Same],
+                               returning: sa.Column[Any]) -> list[Any]:
+    """`insert_new` for a caller that needs to know which rows were new: `returning` of each row inserted, in the
+    rows' order (the first of a key; a key already stored or earlier in the batch is not returned), as
+    `insert_or_ignore` returns them.
+
+    Bound as `insert_new` binds them (column by column, one pass of each type's bind processor), but each
+    statement returns its rows, so not as an executemany (sqlite3's drops them): on SQLite one multi-row
+    INSERT .. VALUES (?, ..), (?, ..) .. RETURNING per chunk of as many rows as SQLITE_MAX_VARIABLES holds, on
+    PostgreSQL `insert_new`'s INSERT .. SELECT FROM unnest(..) with RETURNING, one statement.
+    """
+    assert not isinstance(columns[0], Same)
+    count = len(columns[0])
+    if not count:
+        return []
+    sql, processors = statement(conn, ("insert_new", table.name, returning.name),
+                                lambda: _insert_new(conn.dialect, table, returning))
+    processed = [_bound(process, values, count) for process, values in zip(processors, columns, strict=True)]
+    if conn.dialect.name == "postgresql":
+        return list((await conn.exec_driver_sql(sql, tuple(processed))).scalars())
+    # SQLite: `sql` is the statement of one row; the VALUES group repeated for a chunk, its values flat, row by row
+    head, group, tail = statement(conn, ("insert_new_values", table.name, returning.name), lambda: _values_group(sql))
+    width = len(processed)
+    chunk = SQLITE_MAX_VARIABLES // width
+    keys: list[Any] = []
+    for start in range(0, count, chunk):
+        stop = min(start + chunk, count)
+        flat: list[Any] = [None] * ((stop - start) * width)
+        for i, values in enumerate(processed):
+            flat[i::width] = values[start:stop]
+        result = await conn.exec_driver_sql(f"{head}{', '.join([group] * (stop - start))}{tail}", tuple(flat))
+        keys.extend(result.scalars())
+    return keys
+
+
+def _values_group(sql: str) -> tuple[str, str, str]:
+    """An SQLite INSERT of one row as (what precedes its VALUES group, the group "(?, ?, ..)", what follows)."""
+    head, values, rest = sql.partition(" VALUES ")
+    group, close, tail = rest.partition(")")
+    assert values and close and set(group[1:].split(", ")) == {"?"}, sql
+    return head + values, group + close, tail
+
+
 def _bound(process: Processor, values: Sequence[Any] | Same, count: int) -> Sequence[Any]:
     """A column's values as the driver takes them: each through its type's bind processor (`process`, None for
     a type the driver takes as it is), a `Same` value once."""
@@ -127,8 +186,10 @@ def _bound(process: Processor, values: Sequence[Any] | Same, count: int) -> Sequ
     return values if process is None else list(map(process, values))
 
 
-def _insert_new(dialect: sa.Dialect, table: sa.Table) -> tuple[str, list[Processor]]:
-    """`insert_new`'s SQL in `dialect`, and the bind processor of each column (None: the value as it is)."""
+def _insert_new(dialect: sa.Dialect, table: sa.Table,
+                returning: sa.Column[Any] | None = None) -> tuple[str, list[Processor]]:
+    """`insert_new`'s SQL in `dialect` (of one row on SQLite), RETURNING `returning` if given, and the bind
+    processor of each column (None: the value as it is)."""
     names = [c.name for c in table.columns]
     processors: list[Processor] = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.columns]
     if dialect.name == "postgresql":
@@ -138,9 +199,12 @@ def _insert_new(dialect: sa.Dialect, table: sa.Table) -> tuple[str, list[Process
         arrays = ", ".join(f"${i}::{c.type.compile(dialect)}[]" for i, c in enumerate(table.columns, 1))
         sql = (f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(n) for n in names)}) "
                f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING")
+        if returning is not None:
+            sql += f" RETURNING {quote.quote(returning.name)}"
         return sql, processors
     if dialect.name != "sqlite":
         raise NotImplementedError(f"kubus's store supports SQLite and PostgreSQL, not {dialect.name}")
-    compiled = sqlite.insert(table).on_conflict_do_nothing().compile(dialect=dialect, column_keys=names)
+    stmt = sqlite.insert(table).on_conflict_do_nothing()
+    compiled = (stmt if returning is None else stmt.returning(returning)).compile(dialect=dialect, column_keys=names)
     assert list(compiled.positiontup or []) == names, compiled.positiontup  # "?" in the columns' order
     return compiled.string, processors
