@@ -39,13 +39,8 @@ class ObservedEventRow(msgspec.Struct, frozen=True, kw_only=True):
 
 async def record(conn: AsyncConnection, rows: Iterable[ObservedEventRow], *, at: datetime) -> int:
     """Record the events not recorded yet (by stream_seq); how many were new."""
-    rows = list(rows)
-    # column by column, in the table's order (sql.insert_new): a list per column costs less than a dict per row
-    return await sql.insert_new(conn, t, [
-        [e.stream_seq for e in rows], [e.msg_id for e in rows], [e.kind for e in rows],
-        [e.event_type for e in rows], [e.namespace for e in rows], [e.name for e in rows], [e.uid for e in rows],
-        [e.resource_version for e in rows], [e.observed_at for e in rows], sql.Same(at),
-        [e.owner for e in rows], [e.facts for e in rows]])
+    # column by column (sql.insert_new): a list per column costs less than a dict per row
+    return await sql.insert_new(conn, t, sql.columns_of(t, list(rows), recorded_at=at))
 
 
 def row_of(event: ObservedEvent, seq: int, obj: Any = None) -> ObservedEventRow:

@@ -34,14 +34,8 @@ class ResultRow:
 
 async def record(conn: AsyncConnection, rows: Iterable[ResultRow], *, at: datetime) -> list[str]:
     """Record the results not recorded yet; the keys of those that were new."""
-    rows = list(rows)
-    # column by column, in the table's order (sql.insert_new): a list per column costs less than a dict per row
-    return await sql.insert_new_returning(conn, t, [
-        [r.key for r in rows], [r.action_key for r in rows], [r.decision_id for r in rows], [r.action for r in rows],
-        [r.outcome for r in rows], [r.code for r in rows], [r.reason for r in rows], [r.message for r in rows],
-        [r.object_uid for r in rows], [r.executor for r in rows], [r.attempts for r in rows],
-        [r.finished_at for r in rows], sql.Same(at), [r.subject for r in rows], [r.resource_version for r in rows]],
-        returning=t.c.key)
+    # column by column (sql.insert_new_returning): a list per column costs less than a dict per row
+    return await sql.insert_new_returning(conn, t, sql.columns_of(t, list(rows), recorded_at=at), returning=t.c.key)
 
 
 async def for_decision(conn: AsyncConnection, decision_id: int) -> list[ResultRow]:

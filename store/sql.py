@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -93,6 +94,12 @@ class Same:
     value: Any
 
 
+def columns_of(table: sa.Table, rows: Sequence[Any], **same: Any) -> list[Sequence[Any] | Same]:
+    """`insert_new`'s columns from row objects whose attributes are named as `table`'s columns: per column, in the
+    table's order, every row's value of it, or `Same(value)` for a column given in `same`."""
+    return [Same(same[c.name]) if c.name in same else list(map(attrgetter(c.name), rows)) for c in table.columns]
+
+
 async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[Sequence[Any] | Same]) -> int:
     """Insert the rows whose primary key is new (also within the batch: the first of a key wins); how many were.
     `columns`: per column of `table`, in the table's order, its values (all of the same length, at least the first
@@ -107,12 +114,9 @@ async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[S
     executemany drops the rows a statement returns (and counts none), and returning a row per row only to count
     them costs a row per row.
     """
-    assert not isinstance(columns[0], Same)
-    count = len(columns[0])
-    if not count:
+    sql, processed = _prepared(conn, table, columns)
+    if not processed[0]:
         return 0
-    sql, processors = statement(conn, ("insert_new", table.name), lambda: _insert_new(conn.dialect, table))
-    processed = [_bound(process, values, count) for process, values in zip(processors, columns, strict=True)]
     if conn.dialect.name == "postgresql":
         result = await conn.exec_driver_sql(sql, tuple(processed))
     else:
@@ -146,13 +150,10 @@ async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: 
     INSERT .. VALUES (?, ..), (?, ..) .. RETURNING per chunk of as many rows as SQLITE_MAX_VARIABLES holds, on
     PostgreSQL `insert_new`'s INSERT .. SELECT FROM unnest(..) with RETURNING, one statement.
     """
-    assert not isinstance(columns[0], Same)
-    count = len(columns[0])
+    sql, processed = _prepared(conn, table, columns, returning)
+    count = len(processed[0])
     if not count:
         return []
-    sql, processors = statement(conn, ("insert_new", table.name, returning.name),
-                                lambda: _insert_new(conn.dialect, table, returning))
-    processed = [_bound(process, values, count) for process, values in zip(processors, columns, strict=True)]
     if conn.dialect.name == "postgresql":
         return list((await conn.exec_driver_sql(sql, tuple(processed))).scalars())
     # SQLite: `sql` is the statement of one row; the VALUES group repeated for a chunk, its values flat, row by row
@@ -176,6 +177,19 @@ def _values_group(sql: str) -> tuple[str, str, str]:
     group, close, tail = rest.partition(")")
     assert values and close and set(group[1:].split(", ")) == {"?"}, sql
     return head + values, group + close, tail
+
+
+def _prepared(conn: AsyncConnection, table: sa.Table, columns: Sequence[Sequence[Any] | Same],
+              returning: sa.Column[Any] | None = None) -> tuple[str, list[Sequence[Any]]]:
+    """The statement of `insert_new` (RETURNING `returning` if given) in the connection's dialect, built once, and
+    every column's values bound (none when the first column is empty)."""
+    assert not isinstance(columns[0], Same)
+    count = len(columns[0])
+    key = ("insert_new", table.name) if returning is None else ("insert_new", table.name, returning.name)
+    sql, processors = statement(conn, key, lambda: _insert_new(conn.dialect, table, returning))
+    if not count:
+        return sql, [[]]
+    return sql, [_bound(process, values, count) for process, values in zip(processors, columns, strict=True)]
 
 
 def _bound(process: Processor, values: Sequence[Any] | Same, count: int) -> Sequence[Any]:
