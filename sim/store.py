@@ -82,7 +82,10 @@ class ObjectStore:
 
     # --- reads -------------------------------------------------------------------------------
     def get(self, resource: ApiResource, namespace: str, name: str) -> Entry | None:
-        return self._tables.get(resource, {}).get(namespace, {}).get(name)
+        # without `.get(key, {})` chains: the hottest read (several per pod write) allocated two empty dicts
+        spaces = self._tables.get(resource)
+        names = spaces.get(namespace) if spaces is not None else None
+        return names.get(name) if names is not None else None
 
     def by_uid(self, uid: str) -> tuple[ApiResource, str, str] | None:
         return self._uids.get(uid)
