@@ -4,13 +4,14 @@
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \
         .venv/bin/python -m bench.sim_cpu_bench 2000        # and again with 0: the difference is the pods'
 
-A `SimCluster` (100 nodes, kubelet delay 0, termination 0) serves on a local port; one watch of all pods reads
-every event (as ingest does), and a bare client (raw HTTP/1.1 on 16 keep-alive connections, requests encoded
-before the clock starts) creates PODS ReplicaSet-like pods with generateName and an owner, waits until the
-watch saw each bound and Running, deletes them all with a uid precondition, and waits until the watch saw each
-gone. So every pod is created, bound by the scheduler, run by the kubelet, marked deleting, finished by the
-kubelet and removed: the sim's whole share of a pod's life in `bench.replicaset_bench scale`, in one process,
-with a client that costs little next to it. The run is deterministic enough (seeded uids and names,
+A `SimCluster` (100 nodes, kubelet delay 0, termination 0) serves on a local port; one watch of all pods reads every
+event, beside watches of the four other kinds ingest watches (nodes, DaemonSets, ReplicaSets, ControllerRevisions:
+idle here, but each wakes on every write, as in the pipeline), and a bare client (raw HTTP/1.1 on 16 keep-alive
+connections, requests encoded before the clock starts) creates PODS ReplicaSet-like pods with generateName and an
+owner, waits until the watch saw each bound and Running, deletes them all with a uid precondition, and waits until
+the watch saw each gone. So every pod is created, bound by the scheduler, run by the kubelet, marked deleting,
+finished by the kubelet and removed: the sim's whole share of a pod's life in `bench.replicaset_bench scale`, in one
+process, with a client that costs little next to it. The run is deterministic enough (seeded uids and names,
 PYTHONHASHSEED=0) for callgrind's counts to compare code before and after a change.
 """
 
@@ -28,6 +29,8 @@ from sim import resources as R
 from sim.cluster import SimCluster, SimConfig
 
 IN_FLIGHT = 16
+_IDLE_WATCHES = ("/api/v1/nodes", "/apis/apps/v1/daemonsets", "/apis/apps/v1/replicasets",
+                 "/apis/apps/v1/controllerrevisions")
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
@@ -64,18 +67,20 @@ async def _send_all(port: int, requests: list[bytes]) -> list[bytes]:
 
 
 class _Watch:
-    """Counts the events of one chunked watch of every pod."""
+    """Counts the events of one chunked watch (of every pod, unless told another path)."""
 
     def __init__(self) -> None:
         self.events = 0
         self._wanted = 0
         self._reached = asyncio.Event()
+        self.ready = asyncio.Event()  # the sim answered the watch: it sees every write from here on
 
-    async def run(self, port: int) -> None:
+    async def run(self, port: int, path: str = "/api/v1/pods") -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion=0 HTTP/1.1\r\n"
-                     b"Host: sim\r\n\r\n")
+        writer.write(f"GET {path}?watch=true&allowWatchBookmarks=true&resourceVersion=0 HTTP/1.1\r\n"
+                     "Host: sim\r\n\r\n".encode())
         await reader.readuntil(b"\r\n\r\n")
+        self.ready.set()
         while True:
             size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
             chunk = await reader.readexactly(size + 2)
@@ -110,7 +115,9 @@ async def lifecycle(pods: int) -> float:
         creates = [_request("POST", "/api/v1/namespaces/default/pods", body)] * pods
         watch = _Watch()
         watching = asyncio.create_task(watch.run(port))
-        await watch.until(0)
+        idle = [_Watch() for _ in _IDLE_WATCHES]
+        idling = [asyncio.create_task(w.run(port, path)) for w, path in zip(idle, _IDLE_WATCHES, strict=True)]
+        await asyncio.gather(*(w.ready.wait() for w in (watch, *idle)))
         start = time.thread_time()
         created = await _send_all(port, creates)
         await watch.until(3 * pods)  # ADDED, bound, Running
@@ -122,7 +129,8 @@ async def lifecycle(pods: int) -> float:
         await _send_all(port, deletes)
         await watch.until(5 * pods)  # marked deleting, DELETED
         seconds = time.thread_time() - start
-        watching.cancel()
+        for task in (watching, *idling):
+            task.cancel()
         assert sim.store.count(R.PODS) == 0
         return seconds
     finally:
