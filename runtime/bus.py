@@ -877,8 +877,12 @@ _BUS_AWAY = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.error
 
 def wire_size(payload: bytes, headers: dict[str, str] | None = None) -> int:
     """What NATS counts against max_payload for a message: its payload and its headers together."""
-    head = sum(len(k) + len(v) + 4 for k, v in (headers or {}).items())
-    return len(payload) + (head + HEADER_OVERHEAD if headers else 0)
+    if not headers:
+        return len(payload)
+    size = len(payload) + HEADER_OVERHEAD
+    for key, value in headers.items():  # a loop, not sum() over a generator: called for every message published
+        size += len(key) + len(value) + 4
+    return size
 
 
 def payload_limit(nc: Client) -> int:
@@ -918,19 +922,23 @@ async def publish_async_bounded(js: JetStreamContext, subject: str, payload: byt
     refuse for its size (the server counts the headers too and closes the connection of a client that
     sends more than max_payload): such a message, or a write that failed, is a future holding the error
     (TooLarge for the size), to be handled with the others' acks."""
-    failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
     size, limit = wire_size(payload, headers), max_payload_of(js)
     if limit is not None and size > limit:
-        failed.set_exception(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
-        return failed
+        return _failed(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
     try:
         return await js.publish_async(subject, payload, headers=headers)
     except asyncio.CancelledError:
         raise
     except _AFTER_REGISTERING as exc:
         _release_orphan(js)
-        failed.set_exception(exc)
-        return failed
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> asyncio.Future[PubAck]:
+    """A future holding `exc`: made only when a publish fails, not for every message beforehand."""
+    failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+    failed.set_exception(exc)
+    return failed
 
 
 def max_payload_of(js: JetStreamContext) -> int | None:
