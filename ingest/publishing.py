@@ -364,10 +364,11 @@ class OrderedPublisher:
                 pass  # counted when it was found stale
             elif entry.ack is None:
                 pass  # dropped, refused for its size: counted and logged in _resend
+            # inc(), not `+= 1`: that reads the series' value first (under its lock) to add the difference
             elif entry.ack.duplicate:
-                self._counters.duplicates[self.kind] += 1
+                self._counters.duplicates.inc(self.kind)
             else:
-                self._counters.published[(self.kind, entry.event_type)] += 1
+                self._counters.published.inc((self.kind, entry.event_type))
             if entry.ack is not None:
                 self.max_seq = max(self.max_seq, entry.ack.seq)
                 self._remember(entry, entry.ack)
