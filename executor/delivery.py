@@ -14,7 +14,8 @@ from executor.effects import Effect
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from executor.ownership import Proven
-from kube.times import Clock, format_micro_time
+from executor.stamps import format_micro_time
+from kube.times import Clock
 from messages.actions import Action, ActionResult
 
 Report = Callable[[ActionResult], Awaitable[None]]
