@@ -40,10 +40,9 @@ from typing import Final, Generic, TypeVar
 
 import msgspec
 
-from executor.stamps import format_time
 from kube.core import Event
 from kube.meta import ObjectMeta
-from kube.times import Clock
+from kube.times import Clock, format_time
 
 MAX_LRU_CACHE_ENTRIES: Final = 4096  # maxLruCacheEntries
 AGGREGATE_MAX_EVENTS: Final = 10  # defaultAggregateMaxEvents

@@ -14,8 +14,7 @@ from executor.effects import Effect
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from executor.ownership import Proven
-from executor.stamps import format_micro_time
-from kube.times import Clock
+from kube.times import Clock, format_micro_time
 from messages.actions import Action, ActionResult
 
 Report = Callable[[ActionResult], Awaitable[None]]

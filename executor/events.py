@@ -38,11 +38,10 @@ from executor.effects import Effect, failed, succeeded_with
 from executor.errors import NAMESPACE_TERMINATING, api_status
 from executor.kubeapi import KubeApi
 from executor.resources import EVENT, PATCH_TYPES
-from executor.stamps import format_time
 from kube import codec
 from kube.core import Event, EventSource
 from kube.meta import ObjectMeta, ObjectReference
-from kube.times import Clock, utcnow
+from kube.times import Clock, format_time, utcnow
 from messages.actions import FAILED, SKIPPED, SUCCEEDED, OptionalRaw
 
 log = logging.getLogger("kubus.executor.events")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from kube import names
+from kube import names, times
 from kube.times import Clock, utcnow
 from sim import defaulting, patching, schema, validating
 from sim import resources as R
@@ -63,21 +63,9 @@ PATCH_APPLY = "application/apply-patch+yaml"
 
 
 def format_time(t: datetime) -> str:
-    # A busy sim stamps many writes within one second (a pod's creation, binding, start and deletion), and strftime
-    # costs twice what the check costs: the last UTC second's text is kept. Only for UTC datetimes (the sim's clock):
-    # in a zone with folds, or naive in local time, equal datetimes need not be the same instant.
-    global _last_time
-    if t.tzinfo is not UTC:
-        return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    second = t.replace(microsecond=0)
-    if second == _last_time[0]:
-        return _last_time[1]
-    text = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-    _last_time = (second, text)
-    return text
-
-
-_last_time: tuple[datetime | None, str] = (None, "")
+    # kube.times keeps the last UTC second's text (a busy sim stamps a pod's creation, binding, start and deletion
+    # within a few seconds); another zone, or a naive datetime (local time), as before
+    return times.format_time(t) if t.tzinfo is UTC else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Registry:
