@@ -4,6 +4,10 @@
     .venv/bin/python -m bench.ingest_bench live --pods 5000
     .venv/bin/python -m bench.ingest_bench catchup --replicas 1
 
+events N (`python -m bench.ingest_bench events 400`) ingest's CPU per watch event in one process: N pods' five
+         watch lines each through KindWatcher._handle against an embedded nats-server; made to be run under
+         `PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=builtin_min` (instructions
+         of the measured part alone), as the machine's other load moves CPU times by +-20%.
 live     ingest runs while the load generator creates N pods (16 requests in flight); each pod makes
          three watch events (create, binding, Running). Figure: 3N / (time the last of them is in
          KUBUS_EVENTS - first create). The sim's own write rate bounds it: a baseline run first
@@ -36,11 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import nats
 from nats.aio.client import Client
 
 from bench.loadgen import Process, machine, pod_body, post_all, start_sim
 from ingest.config import IngestConfig
+from ingest.observing import Origin
 from ingest.service import Ingest
 from messages import subjects
 from runtime.natsserver import EmbeddedNats
@@ -285,7 +291,119 @@ async def bench(parts: list[str], pods: int, replica_counts: list[int]) -> None:
             await server.stop()
 
 
+# --- ingest's CPU per watch event, in one process (run as `python -m bench.ingest_bench events ...`) -----------
+
+def watched_pod(i: int, rv: int, phase: str, node: str | None, deleting: bool) -> dict[str, Any]:
+    """Pod i as the API shows it at one step of its life (a ReplicaSet's pod, ~2 kB of JSON)."""
+    meta: dict[str, Any] = {
+        "name": f"web-abcde-{i:05d}", "generateName": "web-abcde-", "namespace": f"ns{i % 7}",
+        "uid": f"{i:08x}-0000-4000-8000-{i:012d}", "resourceVersion": str(rv),
+        "creationTimestamp": "2026-11-29T06:00:00Z", "labels": {"app": "bench", "pod-template-hash": "abcde"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abcde",
+                             "uid": "11111111-2222-3333-4444-555555555555", "controller": True,
+                             "blockOwnerDeletion": True}]}
+    if deleting:
+        meta.update(deletionTimestamp="2026-11-29T06:01:00Z", deletionGracePeriodSeconds=0)
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                        "terminationMessagePath": "/dev/termination-log", "imagePullPolicy": "IfNotPresent"}],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                         "tolerationSeconds": 300}]}
+    if node:
+        spec["nodeName"] = node
+    status: dict[str, Any] = {"phase": phase, "qosClass": "Burstable"}
+    if phase == "Running":
+        status.update({
+            "hostIP": "10.0.0.1", "podIP": f"10.1.{i // 250 % 250}.{i % 250}", "startTime": "2026-11-29T06:00:01Z",
+            "conditions": [{"type": t, "status": "True", "lastTransitionTime": "2026-11-29T06:00:01Z"}
+                           for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+            "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0,
+                                   "image": "registry.k8s.io/pause:3.9", "imageID": "",
+                                   "state": {"running": {"startedAt": "2026-11-29T06:00:01Z"}}}]})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def watch_lines(first: int, pods: int) -> list[bytes]:
+    """The watch lines of pods first.. first+pods-1 created, scheduled, Running, deleted (5 events each), 64 pods
+    at a time going through each step together, as a ReplicaSet's do."""
+    lines, rv = [], 1000 + 5 * first
+    steps = [("ADDED", "Pending", None, False), ("MODIFIED", "Pending", "node-1", False),
+             ("MODIFIED", "Running", "node-1", False), ("MODIFIED", "Running", "node-1", True),
+             ("DELETED", "Running", "node-1", True)]
+    for group in range(first, first + pods, 64):
+        for event_type, phase, node, deleting in steps:
+            for i in range(group, min(group + 64, first + pods)):
+                rv += 1
+                lines.append(msgspec.json.encode({"type": event_type,
+                                                  "object": watched_pod(i, rv, phase, node, deleting)}))
+    return lines
+
+
+async def handle_all(watcher: Any, lines: list[bytes], chunk: int = 32) -> None:
+    origin = Origin("bench", "2026-11-29T06:00:00.000000Z")
+    for first in range(0, len(lines), chunk):
+        for line in lines[first:first + chunk]:
+            await watcher._handle(line, origin)
+        await asyncio.sleep(0)  # between two chunks of the watch: the loop reads the acks in
+    await watcher.publisher.drain()
+
+
+def events(pods: int) -> None:
+    """N pods' watch lines through KindWatcher._handle (parse, observe, fit, publish in order) against an embedded
+    nats-server, on uvloop as `kubus ingest` runs. The measured part runs inside min()'s key function, so that
+    `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=builtin_min` counts it alone."""
+    import uvloop
+
+    from ingest.backoff import Backoff
+    from ingest.counting import Counters
+    from ingest.kinds import KINDS
+    from ingest.publishing import OrderedPublisher
+    from ingest.watching import KindWatcher
+    from runtime.bus import close, connect, ensure_streams, jetstream
+
+    loop = uvloop.new_event_loop()
+    with tempfile.TemporaryDirectory(prefix="kubus-ingest-events-") as tmp:
+        server = EmbeddedNats(Path(tmp) / "jetstream")
+        loop.run_until_complete(server.start())
+
+        async def setup() -> tuple[Client, KindWatcher, Counters]:
+            nc = await connect(server.url, "bench")
+            bus = await ensure_streams(nc, prefix="bench", partitions=subjects.DEFAULT_PARTITIONS)
+            counters = Counters()
+            publisher = OrderedPublisher(jetstream(nc, publish_async_max_pending=512 * 5 + 1), "Pod", counters,
+                                         stream=bus.stream(subjects.EVENTS_STREAM),
+                                         subjects_filter=f"{bus.prefix}.events.*.Pod.*", window=512)
+            watcher = KindWatcher(KINDS["Pod"], bus=bus, publisher=publisher, call=None,  # type: ignore[arg-type]
+                                  checkpoints=None, counters=counters,  # type: ignore[arg-type]
+                                  instance="bench", backoff=Backoff(), watch_timeout=60, list_page_size=500)
+            return nc, watcher, counters
+
+        nc, watcher, counters = loop.run_until_complete(setup())
+        loop.run_until_complete(handle_all(watcher, watch_lines(10 ** 7, 200)))  # warm-up: other pods
+        lines = watch_lines(0, pods)
+        cpu = time.process_time()
+
+        def measured(_: int) -> int:
+            loop.run_until_complete(handle_all(watcher, lines))
+            return 0
+
+        min([0], key=measured)
+        cpu = time.process_time() - cpu
+        snap = counters.snapshot()
+        print(f"{len(lines):,} watch events: {cpu / len(lines) * 1e6:.1f} µs CPU each; published "
+              f"{snap['published_total']:,} (with the warm-up's), superseded {snap['superseded_total']}", flush=True)
+        loop.run_until_complete(close(nc))
+        loop.run_until_complete(server.stop())
+    loop.close()
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "events":
+        events(int(sys.argv[2]))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "replica":
         with contextlib.suppress(ImportError):
             import uvloop

@@ -64,10 +64,13 @@ class Process:
 
 def profiling(name: str) -> list[str]:
     """The interpreter arguments that write a cProfile of a benchmark's process `name` when BENCH_PROFILE is set:
-    to BENCH_PROFILE_DIR (default /tmp) as <name>.prof. Empty otherwise."""
-    if not os.environ.get("BENCH_PROFILE"):
+    to BENCH_PROFILE_DIR (default /tmp) as <name>.prof; timed by the main thread's CPU clock when it is `cpu`
+    (bench.cpuprofile), else by the wall clock. Empty otherwise."""
+    how = os.environ.get("BENCH_PROFILE")
+    if not how:
         return []
-    return ["-m", "cProfile", "-o", str(Path(os.environ.get("BENCH_PROFILE_DIR", "/tmp")) / f"{name}.prof")]
+    out = str(Path(os.environ.get("BENCH_PROFILE_DIR", "/tmp")) / f"{name}.prof")
+    return ["-m", "bench.cpuprofile", "-o", out] if how == "cpu" else ["-m", "cProfile", "-o", out]
 
 
 def start_sim(*flags: str, profile: str = "") -> Process:

@@ -162,6 +162,7 @@ async def bench_scale(pods: int) -> None:
         for service in ("ingest", "reconcile", "execute"):
             log = open(workdir / f"{service}.log", "wb")  # noqa: SIM115 - owned by the child
             # BENCH_PROFILE=1 writes a cProfile of each service (and the sim) to $BENCH_PROFILE_DIR/<service>.prof
+            # (=cpu: timed by the main thread's CPU clock, bench/cpuprofile.py)
             profile = profiling(service)
             procs.append(subprocess.Popen(
                 [sys.executable, *profile, "-m", "kubus", service, "--nats-url", nats_url, "--prefix", "bench",

@@ -29,7 +29,8 @@ It prints a table with each figure per size, its growth exponent between success
 log cost against log nodes: 1 is linear, 2 quadratic) and over the whole range, and writes a log-log plot
 of every cost relative to its value at the smallest size as an SVG (--svg; no plotting library).
 BENCH_KEEP=1 keeps each size's work directory (logs, SQLite store); BENCH_PROFILE=1 writes a cProfile of each
-service and the sim at the largest size to $BENCH_PROFILE_DIR/scale-<service>.prof (default /tmp).
+service and the sim at the largest size to $BENCH_PROFILE_DIR/scale-<service>.prof (default /tmp); BENCH_PROFILE=cpu
+times it by each process's main-thread CPU clock instead of the wall clock (bench/cpuprofile.py).
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ An answer is final unless client-go's rest client would send the request again:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from kube import codec
@@ -31,9 +29,9 @@ MAX_RETRY_AFTER = 60.0
 NO_ANSWER = 0  # a Reply's status when the server never answered
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """An HTTP answer, body unparsed: callers decode only the fields they need."""
+class Reply(msgspec.Struct, frozen=True, gc=False):
+    """An HTTP answer, body unparsed: callers decode only the fields they need. A frozen msgspec Struct, built
+    in C, for one is made per API call (a frozen dataclass sets each field through object.__setattr__)."""
 
     status: int
     data: bytes

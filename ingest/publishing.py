@@ -182,7 +182,8 @@ class OrderedPublisher:
         self._pending.append(entry)
         self._inflight[subject] = entry
         # account for acks that have already arrived, so the resume point keeps up under load
-        while self._pending and self._head_done():
+        self._settle_acked()
+        while self._pending and self._head_done():  # a failure among them: resent or recovered, in order
             await self._settle_head()
 
     def mark(self, position: str) -> None:
@@ -208,6 +209,21 @@ class OrderedPublisher:
     def _headers(self, entry: _Entry) -> dict[str, str]:
         stored = self._stored.get(entry.subject)
         return {MSG_ID: entry.msg_id, EXPECTED_LAST_SUBJECT_SEQ: str(stored.seq if stored is not None else 0)}
+
+    def _settle_acked(self) -> None:
+        """What _settle_head does for the heads that are position markers or whose ack is in, without a coroutine
+        per head (under load most publishes find one or two acked); stops at the first head it would wait for, or
+        whose publish failed (_settle_head resends or recovers those)."""
+        pending = self._pending
+        while pending:
+            head = pending[0]
+            future = head.future
+            if future is not None and head.ack is None and not head.stale:
+                if not future.done() or future.cancelled() or future.exception() is not None:
+                    return
+                head.ack = future.result()
+            pending.popleft()
+            self._account(head)
 
     async def _settle_head(self) -> None:
         head = self._pending[0]
@@ -364,10 +380,11 @@ class OrderedPublisher:
                 pass  # counted when it was found stale
             elif entry.ack is None:
                 pass  # dropped, refused for its size: counted and logged in _resend
+            # inc(), not `+= 1`: that reads the series' value first (under its lock) to add the difference
             elif entry.ack.duplicate:
-                self._counters.duplicates[self.kind] += 1
+                self._counters.duplicates.inc(self.kind)
             else:
-                self._counters.published[(self.kind, entry.event_type)] += 1
+                self._counters.published.inc((self.kind, entry.event_type))
             if entry.ack is not None:
                 self.max_seq = max(self.max_seq, entry.ack.seq)
                 self._remember(entry, entry.ack)

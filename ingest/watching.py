@@ -50,6 +50,8 @@ from runtime.deadletter import Halts
 
 log = logging.getLogger("kubus.ingest")
 
+_SUBJECT_BASES = 10_000  # namespaces whose subject (less the uid) a watcher remembers
+
 
 class Gone(Exception):
     """410: the resourceVersion asked for is older than the API's history."""
@@ -82,6 +84,7 @@ class KindWatcher:
         self._halts = halts or Halts()
         self.wanted: str | None = None  # the KUBUS_EVENTS (identity) the kind must be listed into
         self.listed: str | None = None  # the one it was: by its last list, or its resume from a checkpoint
+        self._subject_base: dict[str, str] = {}  # namespace -> the subject of its objects but their uid
 
     def relist_into(self, stream: str) -> None:
         """Lists the kind again, into the stream `stream` (created anew): the watch open now is ended."""
@@ -239,6 +242,15 @@ class KindWatcher:
             await self._publish(event, position=event.resource_version or None)
             self.cursor = event.resource_version or self.cursor
 
+    def _subject_of(self, namespace: str) -> str:
+        """The subject of this kind's objects in `namespace`, less the uid, remembered: the partition is a crc32
+        of the namespace, the same for every event of it."""
+        if len(self._subject_base) >= _SUBJECT_BASES:
+            self._subject_base.clear()  # namespaces come and go: bounded, not a leak
+        base = self._subject_base[namespace] = subjects.event_subject(
+            self._bus.partition_of(namespace), self.kind, "", self._bus.prefix)
+        return base
+
     def _observe(self, event_type: str, raw: msgspec.Raw, origin: Origin) -> ObservedEvent | None:
         try:
             event = observe(self.spec, event_type, raw, origin)
@@ -253,8 +265,10 @@ class KindWatcher:
         return event
 
     async def _publish(self, event: ObservedEvent, position: str | None) -> None:
-        subject = subjects.event_subject(self._bus.partition_of(event.namespace), self.kind, event.uid,
-                                         self._bus.prefix)
+        base = self._subject_base.get(event.namespace)
+        if base is None:
+            base = self._subject_of(event.namespace)
+        subject = base + event.uid
         # the limit as the server's INFO says now (it is read again at every reconnect)
         payload, too_large = fitted(event, payload_limit(self._bus.nc))
         if too_large is not None:

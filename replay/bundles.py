@@ -12,6 +12,7 @@ Every source (an exported file, or the store with JetStream) yields the same bun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,11 +48,20 @@ class Bundle:
     messages: list[Message]
     results: list[ActionResult]
     decisions: list[RecordedDecision] | None  # None: the source has no decisions
-    line: int = 0  # the tick's line in a file (0: not from a file)
+    line: int = 0  # the tick's line in a file (0: not from a file), counted after `lines_before`'s lines
+    # the lines before those its reader read, when it read a file's end (replay.parallel's second half): worked
+    # out only to show a line number (the count costs a read of everything before)
+    lines_before: Callable[[], int] | None = None
+
+    @property
+    def line_in_file(self) -> int:
+        """The tick's line in the file (0: not from a file)."""
+        return self.line + self.lines_before() if self.lines_before is not None and self.line else self.line
 
     @property
     def where(self) -> str:
-        return f"tick {self.tick.id}" + (f" (line {self.line})" if self.line else "")
+        line = self.line_in_file
+        return f"tick {self.tick.id}" + (f" (line {line})" if line else "")
 
 
 def restarts_reading(tick: Tick) -> bool:

@@ -141,17 +141,17 @@ def compare_decisions(bundle: Bundle, replayed: list[Decided]) -> Divergence | N
         rep_fields = None if rep is None else replayed_fields(rep)
         if rec_fields is None:
             assert rep is not None
-            return Divergence(tick.id, tick.at, bundle.line, index, rep.controller_key, "",
+            return Divergence(tick.id, tick.at, bundle.line_in_file, index, rep.controller_key, "",
                               f"the replay decided more: {rep.correlation_id} was never recorded", None, rep_fields)
         if rep_fields is None:
             assert rec is not None
-            return Divergence(tick.id, tick.at, bundle.line, index, rec.controller_key, rec.correlation_id,
+            return Divergence(tick.id, tick.at, bundle.line_in_file, index, rec.controller_key, rec.correlation_id,
                               "recorded, but the replay did not decide it", rec_fields, None)
         what = first_difference(rec_fields, rep_fields)
         if what is not None:
             assert rec is not None
-            return Divergence(tick.id, tick.at, bundle.line, index, rec.controller_key, rec.correlation_id, what,
-                              rec_fields, rep_fields)
+            return Divergence(tick.id, tick.at, bundle.line_in_file, index, rec.controller_key, rec.correlation_id,
+                              what, rec_fields, rep_fields)
     return None
 
 
@@ -163,7 +163,7 @@ def compare_state(bundle: Bundle, replayed: Stored, recorded: Stored) -> Diverge
         return None
     tick = bundle.tick
     assert tick.id is not None
-    return Divergence(tick.id, tick.at, bundle.line, -1, "", "", f"loaded {what}")
+    return Divergence(tick.id, tick.at, bundle.line_in_file, -1, "", "", f"loaded {what}")
 
 
 def _state_json(stored: Stored) -> dict[str, Any]:

@@ -26,7 +26,7 @@ lines around it) or written by a newer kubus (a newer format or event schema).
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any, Final
 
@@ -238,6 +238,9 @@ class Reader:
         self.header: Header | None = None
         self.counts = dict.fromkeys(KINDS, 0)
         self.lines = 0
+        # set when the lines read are a file's end: what the lines before them number (see Bundle.lines_before;
+        # `lines` and the lines of FormatError then count from there)
+        self.lines_before: Callable[[], int] | None = None
         # the lines read are the end of a file from a bundle's first line on (replay.parallel's second half): the end
         # line's counts are not checked here (replay.parallel checks them against both halves' lines)
         self.partial = False
@@ -359,7 +362,7 @@ class Reader:
                 tick = _tick(line, n)
                 self._check_tick(tick, messages, message_kind, first_message_line, results, n)
                 _check_read_order(tick, messages, first_message_line, took)
-                current = Bundle(tick, messages, results, [] if header.decisions else None, n)
+                current = Bundle(tick, messages, results, [] if header.decisions else None, n, self.lines_before)
                 messages, message_kind, results = [], "", []
                 append = messages.append
                 counts["tick"] += 1

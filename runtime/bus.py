@@ -30,9 +30,10 @@ from urllib.parse import urlsplit
 
 import msgspec
 import nats
+import nats.aio.client
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
+from nats.aio.client import _HEADER_KEY_RE, Client, _validate_subject
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -780,8 +781,53 @@ class JetStream(JetStreamContext):
         self._publish_async_futures[token] = future
         if self._publish_async_completed_event.is_set():
             self._publish_async_completed_event.clear()
-        await self._nc.publish(subject, payload, reply=self._reply_prefix + token, headers=headers)
+        await self._write(subject, payload, self._reply_prefix + token, headers)
         return future
+
+    async def _write(self, subject: str, payload: bytes, reply: str, headers: dict[str, Any] | None) -> None:
+        """`self._nc.publish(subject, payload, reply=reply, headers=headers)`: the same bytes handed to the
+        connection's pending buffer, the same errors, the same statistics and flush.
+
+        nats-py builds a message's headers with a bytearray extended piece by piece, a regular expression
+        matched against every key, a strip, translate and encode of every value, then copies the payload twice
+        into the command (`hdr + payload`, `+ CRLF`); for ingest's ~2,5 kB events with their two headers that
+        was its largest own cost per event. Here the keys seen are validated and encoded once, a value is only
+        translated when it holds a CR or LF, and the command is joined once. The checks nats-py makes first (the
+        subjects, the connection's state, the payload's size) are its own: only a connected client, a payload
+        within max_payload and headers whose keys nats-py keeps as they are take this path; anything else (and
+        any nats-py but the one this copies, _NATS_PY) goes through nc.publish, which raises what it raises."""
+        nc = self._nc
+        if (not _WRITES_AS_NATS_PY or not headers or nc._status != Client.CONNECTED
+                or len(payload) > nc._max_payload):
+            await nc.publish(subject, payload, reply=reply, headers=headers)
+            return
+        if not nc._skip_subject_validation:
+            _validate_subject(subject)
+            _validate_subject(reply)
+        parts = [_HEADER_LINE]
+        keys = _HEADER_KEYS
+        for key, value in headers.items():
+            name = keys.get(key)
+            if name is None:
+                if not _plain_header_key(key):
+                    await nc.publish(subject, payload, reply=reply, headers=headers)  # skips or refuses it
+                    return
+                name = keys[key] = key.encode() + b": "
+            value = value.strip()
+            if "\r" in value or "\n" in value:
+                value = value.translate(_HEADER_VALUE_NEWLINES)
+            parts.append(name)
+            parts.append(value.encode())
+            parts.append(_CRLF)
+        parts.append(_CRLF)
+        head = b"".join(parts)
+        command = b"".join((f"HPUB {subject} {reply} {len(head)} {len(head) + len(payload)}\r\n".encode(),
+                            head, payload, _CRLF))
+        nc.stats["out_msgs"] += 1
+        nc.stats["out_bytes"] += len(payload)
+        await nc._send_command(command)
+        if nc._flush_queue is not None and nc._flush_queue.empty():
+            await nc._flush_pending()
 
     def _settled(self, token: str, _: asyncio.Future[PubAck]) -> None:
         """nats-py's done-callback of an async publish: forgets the future and gives its slot back."""
@@ -811,6 +857,24 @@ class JetStream(JetStreamContext):
             future = self._publish_async_futures.get(token)
             if future is not None and not future.done():
                 future.set_exception(exc)
+
+
+# JetStream._write writes a message as this nats-py's Client._send_publish does (tests/pipeline/test_publish_async.py
+# compares the bytes); another version's publish may differ, so it is left to nats-py's own code
+_NATS_PY: Final = "2.16.0"
+_WRITES_AS_NATS_PY: Final = nats.aio.client.__version__ == _NATS_PY
+_HEADER_LINE: Final = b"NATS/1.0\r\n"
+_CRLF: Final = b"\r\n"
+_HEADER_VALUE_NEWLINES: Final = str.maketrans({"\r": " ", "\n": " "})  # nats-py's: a CR or LF becomes a space
+# header key -> its bytes and ": ", for the keys already found plain (the few kubus sends: Nats-Msg-Id and the like)
+_HEADER_KEYS: dict[str, bytes] = {}
+
+
+def _plain_header_key(key: object) -> bool:
+    """A key nats-py writes as it is: a str of a header token's characters only (nats-py's _HEADER_KEY_RE, which
+    has no space, so its strip() changes nothing); it strips spaces around one, skips an empty one and refuses
+    other characters."""
+    return isinstance(key, str) and _HEADER_KEY_RE.fullmatch(key) is not None
 
 
 class _PlainAck(msgspec.Struct, forbid_unknown_fields=True):
@@ -877,8 +941,12 @@ _BUS_AWAY = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.error
 
 def wire_size(payload: bytes, headers: dict[str, str] | None = None) -> int:
     """What NATS counts against max_payload for a message: its payload and its headers together."""
-    head = sum(len(k) + len(v) + 4 for k, v in (headers or {}).items())
-    return len(payload) + (head + HEADER_OVERHEAD if headers else 0)
+    if not headers:
+        return len(payload)
+    size = len(payload) + HEADER_OVERHEAD
+    for key, value in headers.items():  # a loop, not sum() over a generator: called for every message published
+        size += len(key) + len(value) + 4
+    return size
 
 
 def payload_limit(nc: Client) -> int:
@@ -918,19 +986,23 @@ async def publish_async_bounded(js: JetStreamContext, subject: str, payload: byt
     refuse for its size (the server counts the headers too and closes the connection of a client that
     sends more than max_payload): such a message, or a write that failed, is a future holding the error
     (TooLarge for the size), to be handled with the others' acks."""
-    failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
     size, limit = wire_size(payload, headers), max_payload_of(js)
     if limit is not None and size > limit:
-        failed.set_exception(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
-        return failed
+        return _failed(TooLarge(f"{size} bytes on {subject}, over NATS's max_payload {limit}"))
     try:
         return await js.publish_async(subject, payload, headers=headers)
     except asyncio.CancelledError:
         raise
     except _AFTER_REGISTERING as exc:
         _release_orphan(js)
-        failed.set_exception(exc)
-        return failed
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> asyncio.Future[PubAck]:
+    """A future holding `exc`: made only when a publish fails, not for every message beforehand."""
+    failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+    failed.set_exception(exc)
+    return failed
 
 
 def max_payload_of(js: JetStreamContext) -> int | None:

@@ -59,20 +59,31 @@ class _Map(Mapping[Any, float]):
         self.metric = metric
         self._series: dict[tuple[str, ...], Any] = {}  # label values -> the prometheus child, looked up once
 
+    def _found(self, key: Any) -> Any:
+        """The series `key` if written, else None. Callers pass label values that are str (a kind, a tuple of
+        them) nearly always, and the series are keyed by exactly those tuples: looked up as they are first, and
+        through _key's str() of each value (which builds a tuple from a generator, every event) only on a miss.
+        A key of other types never equals a tuple of str, so it misses and is converted."""
+        try:
+            child = self._series.get(key if type(key) is tuple else (key,))
+        except TypeError:  # unhashable (a list): only its str() names a series
+            child = None
+        return child if child is not None else self._series.get(_key(key))
+
     def _child(self, key: Any) -> Any:
-        values = _key(key)
-        child = self._series.get(values)
+        child = self._found(key)
         if child is None:
+            values = _key(key)
             child = self._series[values] = self.metric.labels(*values)
         return child
 
     def __getitem__(self, key: Any) -> float:
         """The series' value; 0 for one never written (as the dicts of counts this replaces)."""
-        child = self._series.get(_key(key))
+        child = self._found(key)
         return 0.0 if child is None else float(child._value.get())
 
     def __contains__(self, key: object) -> bool:
-        return _key(key) in self._series
+        return self._found(key) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
         if key not in self:  # not Mapping.get: __getitem__ answers 0 for a series never written

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from kube import names
+from kube import names, times
 from kube.times import Clock, utcnow
 from sim import defaulting, patching, schema, validating
 from sim import resources as R
@@ -63,7 +63,9 @@ PATCH_APPLY = "application/apply-patch+yaml"
 
 
 def format_time(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # kube.times keeps the last UTC second's text (a busy sim stamps a pod's creation, binding, start and deletion
+    # within a few seconds); another zone, or a naive datetime (local time), as before
+    return times.format_time(t) if t.tzinfo is UTC else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Registry:

@@ -20,6 +20,16 @@ class ApiResource:
     subresources: tuple[str, ...] = ()
     verbs: tuple[str, ...] = STANDARD_VERBS
 
+    def __post_init__(self) -> None:
+        # the hash the generated __hash__ computes, once: resources key the store's tables, indexes and queues, so
+        # every read and write hashed all ten fields again (tuples do not keep their hash)
+        object.__setattr__(self, "_hash", hash((self.plural, self.singular, self.kind, self.group, self.version,
+                                                self.namespaced, self.short_names, self.categories,
+                                                self.subresources, self.verbs)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return, attr-defined]
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version

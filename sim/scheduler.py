@@ -13,7 +13,9 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from itertools import repeat
 from math import ceil
+from operator import lt
 from typing import Any, Final
 
 import msgspec
@@ -174,6 +176,14 @@ class Scheduler:
         count = len(feasible)
         sample = min(count, self._sample_size(count))
         self._offset = (self._offset + 1) % count
+        # The usual case, every sampled node below its capacity, in C-level passes rather than a Python loop per
+        # node (up to 100 a pod): the first node of the least load, as the loop below picks it.
+        window = feasible[self._offset:self._offset + sample]
+        if len(window) < sample:
+            window += feasible[:sample - len(window)]
+        loads = list(map(self.pods_on_node.get, window, repeat(0)))
+        if all(map(lt, loads, map(self._capacity.get, window, repeat(DEFAULT_PODS)))):
+            return window[loads.index(min(loads))]
         best: str | None = None
         best_load = 0
         for i in range(sample):

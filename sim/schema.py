@@ -74,51 +74,90 @@ def prune(kind: str, obj: dict[str, Any]) -> list[str]:
     empty or null lists and maps, which Go's `omitempty` leaves out of what the API returns."""
     schema = root(kind)
     unknown: list[str] = []
-    if isinstance(schema, dict):
-        _prune(obj, schema, "", unknown)
+    if isinstance(schema, dict) and isinstance(obj, dict):
+        _prune_object(obj, schema, None, unknown)
     return unknown
 
 
 _ABSENT = object()
 
+# Where a value sits, built only as the walk descends and spelled out only for an unknown field: (the parent's
+# Path, the key or index, True for a field `.key`, False for an element `[key]`); None is the object itself.
+# Formatting each descent's path as a string cost more than the rest of the walk of a typical pod.
+Path = tuple[Any, Any, bool] | None
 
-def _prune(value: Any, schema: SchemaNode, path: str, unknown: list[str]) -> None:
-    """Prunes `value` at `path` against `schema`: one pass over each object's fields, which gathers its unknown
-    fields (reported in order, before any field below them), its empty containers and the fields to descend into."""
-    if schema is None:
-        return
-    if isinstance(schema, tuple):
-        container, item = schema
-        if item is None:
-            return
-        if container == "list" and isinstance(value, list):
-            for i, element in enumerate(value):
-                if element is not None:
-                    _prune(element, item, f"{path}[{i}]", unknown)
-        elif container == "map" and isinstance(value, dict):
-            for key, element in value.items():
-                if element is not None:
-                    _prune(element, item, f"{path}[{key}]", unknown)
-        return
-    if not isinstance(value, dict):
-        return
-    drop: list[str] = []
-    below: list[tuple[str, Any, SchemaNode]] = []
+
+def _spell(path: Path) -> str:
+    parts: list[str] = []
+    while path is not None:
+        path, key, is_field = path
+        parts.append(f".{key}" if is_field else f"[{key}]")
+    text = "".join(reversed(parts))
+    return text[1:] if text.startswith(".") else text
+
+
+def _prune_object(value: dict[str, Any], schema: dict[str, Any], path: Path, unknown: list[str]) -> None:
+    """Prunes the object `value` against its (object) schema: one pass over its fields, which gathers its unknown
+    fields (reported in order, before any field below them), its empty containers and the fields to descend into.
+    Scalars and values kept as written are skipped first, as they are most fields."""
+    drop: list[str] | None = None
+    below: list[tuple[str, Any, Any]] | None = None
     for key, child in value.items():
         sub = schema.get(key, _ABSENT)
+        if sub is None:
+            continue  # a value kept as written
         if sub is _ABSENT:
             if not key.startswith("$"):  # strategic-merge directives are handled by the patcher
-                unknown.append(f"{path}.{key}" if path else key)
+                unknown.append(_spell((path, key, True)))
+                if drop is None:
+                    drop = []
                 drop.append(key)
-        elif sub is None or child is None:
-            if child is None and isinstance(sub, tuple) and key not in _ALWAYS_WRITTEN:
+        elif child is None:
+            if type(sub) is tuple and key not in _ALWAYS_WRITTEN:
+                if drop is None:
+                    drop = []
                 drop.append(key)  # a null list or map: Go's omitempty leaves it out
-        elif isinstance(sub, tuple) and (child == [] or child == {}):
-            if key not in _ALWAYS_WRITTEN:
-                drop.append(key)  # an empty list or map, likewise
-        elif isinstance(child, (dict, list)):
+        elif type(sub) is tuple:
+            if child == [] or child == {}:
+                if key not in _ALWAYS_WRITTEN:
+                    if drop is None:
+                        drop = []
+                    drop.append(key)  # an empty list or map, likewise
+            elif sub[1] is not None and isinstance(child, (dict, list)):
+                if below is None:
+                    below = []
+                below.append((key, child, sub))
+        elif isinstance(child, dict):
+            if below is None:
+                below = []
             below.append((key, child, sub))
-    for key in drop:
-        del value[key]
-    for key, child, sub in below:
-        _prune(child, sub, f"{path}.{key}" if path else key, unknown)
+    if drop is not None:
+        for key in drop:
+            del value[key]
+    if below is not None:
+        for key, child, sub in below:
+            if type(sub) is dict:
+                _prune_object(child, sub, (path, key, True), unknown)
+            else:
+                _prune_container(child, sub, (path, key, True), unknown)
+
+
+def _prune_container(value: Any, schema: tuple[str, Any], path: Path, unknown: list[str]) -> None:
+    """Prunes the elements of a list or map field whose items have a schema (objects, or containers again)."""
+    container, item = schema
+    if container == "list":
+        if not isinstance(value, list):
+            return
+        elements: Any = enumerate(value)
+    elif container == "map" and isinstance(value, dict):
+        elements = value.items()
+    else:
+        return
+    if type(item) is dict:
+        for key, element in elements:
+            if isinstance(element, dict):
+                _prune_object(element, item, (path, key, False), unknown)
+    elif item is not None:
+        for key, element in elements:
+            if element is not None:
+                _prune_container(element, item, (path, key, False), unknown)

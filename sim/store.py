@@ -74,6 +74,7 @@ class ObjectStore:
         self._history_base = 2  # the rv of _history[0]
         self._history_size = history_size
         self._wakeup = asyncio.Event()
+        self._next_write: list[asyncio.Future[None]] = []
         # ownerReference uid -> keys of dependents, for the garbage collector
         self._dependents: dict[str, set[tuple[ApiResource, str, str]]] = {}
         self._uids: dict[str, tuple[ApiResource, str, str]] = {}
@@ -82,7 +83,10 @@ class ObjectStore:
 
     # --- reads -------------------------------------------------------------------------------
     def get(self, resource: ApiResource, namespace: str, name: str) -> Entry | None:
-        return self._tables.get(resource, {}).get(namespace, {}).get(name)
+        # without `.get(key, {})` chains: the hottest read (several per pod write) allocated two empty dicts
+        spaces = self._tables.get(resource)
+        names = spaces.get(namespace) if spaces is not None else None
+        return names.get(name) if names is not None else None
 
     def by_uid(self, uid: str) -> tuple[ApiResource, str, str] | None:
         return self._uids.get(uid)
@@ -184,6 +188,11 @@ class ObjectStore:
         for listener in self._listeners:
             listener(event)
         self._wakeup.set()
+        if self._next_write:
+            for future in self._next_write:
+                if not future.done():  # a watch that stopped waiting (timeout, stop, cancel) left its own
+                    future.set_result(None)
+            self._next_write = []
 
     def add_listener(self, listener: Any) -> None:
         """Calls listener(event) synchronously on every write (the sim's own controllers)."""
@@ -200,6 +209,13 @@ class ObjectStore:
             raise Expired(rv)
         start = rv + 1 - self._history_base
         return self._history[start:] if start < len(self._history) else []
+
+    def next_write(self) -> asyncio.Future[None]:
+        """A future done at the next write. A watch awaits it (with its stop and timeout) rather than running
+        `wait_past` as a task: a task started and cancelled per wake cost more than the frames it sent."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._next_write.append(future)
+        return future
 
     async def wait_past(self, rv: int) -> None:
         """Returns once the store holds a write newer than `rv`."""

@@ -111,46 +111,61 @@ async def serve_watch(request: web.Request, store: ObjectStore, req: WatchReques
     cursor = start_rv
     next_bookmark = loop.time() + req.bookmark_interval
     ns = req.filter.namespace
-    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-        while not stopping.is_set():
-            try:
-                events = store.events_since(cursor)
-            except Expired:
-                await response.write(error_frame(errors.gone(
-                    f"too old resource version: {cursor} ({store.oldest_rv + 1})")))
-                break
-            out = []
-            for ev in events:
-                if ev.resource is not req.resource or (ns is not None and ev.namespace != ns):
-                    continue
-                shown = translate(ev.type, ev.entry.obj, ev.old, req.filter)
-                if shown is not None:
-                    out.append(framer(shown, ev.entry.obj, ev.entry.raw))
-            if events:
-                cursor = events[-1].rv
-            now = loop.time()
-            if req.bookmarks and now >= next_bookmark:
-                out.append(bookmark_frame(req.resource, cursor))
-                next_bookmark = now + req.bookmark_interval
-            if out:
-                await response.write(b"".join(out))
-            wait_for = next_bookmark - now if req.bookmarks else None
-            if deadline is not None:
-                left = deadline - now
-                if left <= 0:
+    stop = asyncio.ensure_future(stopping.wait())  # one task for the watch's life, not one per wake
+    try:
+        with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+            while not stopping.is_set():
+                try:
+                    events = store.events_since(cursor)
+                except Expired:
+                    await response.write(error_frame(errors.gone(
+                        f"too old resource version: {cursor} ({store.oldest_rv + 1})")))
                     break
-                wait_for = left if wait_for is None else min(wait_for, left)
-            await _wait(store, cursor, stopping, wait_for)
+                out = []
+                for ev in events:
+                    if ev.resource is not req.resource or (ns is not None and ev.namespace != ns):
+                        continue
+                    shown = translate(ev.type, ev.entry.obj, ev.old, req.filter)
+                    if shown is not None:
+                        out.append(framer(shown, ev.entry.obj, ev.entry.raw))
+                if events:
+                    cursor = events[-1].rv
+                now = loop.time()
+                if req.bookmarks and now >= next_bookmark:
+                    out.append(bookmark_frame(req.resource, cursor))
+                    next_bookmark = now + req.bookmark_interval
+                if out:
+                    await response.write(b"".join(out))
+                wait_for = next_bookmark - now if req.bookmarks else None
+                if deadline is not None:
+                    left = deadline - now
+                    if left <= 0:
+                        break
+                    wait_for = left if wait_for is None else min(wait_for, left)
+                await _wait(store, cursor, stop, wait_for)
+    finally:
+        stop.cancel()
     with contextlib.suppress(ConnectionResetError, RuntimeError):
         await response.write_eof()
     return response
 
 
-async def _wait(store: ObjectStore, cursor: int, stopping: asyncio.Event, timeout: float | None) -> None:
-    waiter = asyncio.ensure_future(store.wait_past(cursor))
-    stop = asyncio.ensure_future(stopping.wait())
+async def _wait(store: ObjectStore, cursor: int, stop: asyncio.Future[Any], timeout: float | None) -> None:
+    """Returns once the store holds a write past `cursor`, the server stops, or `timeout` seconds passed."""
+    if store.rv > cursor or stop.done():
+        await asyncio.sleep(0)  # as a wait does: the loop runs once before the watch reads the store again
+        return
+    woken = store.next_write()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    stop.add_done_callback(wake)
+    timer = asyncio.get_running_loop().call_later(timeout, wake) if timeout is not None else None
     try:
-        await asyncio.wait({waiter, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await woken
     finally:
-        waiter.cancel()
-        stop.cancel()
+        stop.remove_done_callback(wake)
+        if timer is not None:
+            timer.cancel()

@@ -19,7 +19,7 @@ from executor.errors import Reply
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
 from executor.metrics import ExecutorMetrics
-from executor.ownedindex import OwnershipIndex
+from executor.ownedindex import Controlled, OwnershipIndex
 from kube.flowcontrol import TokenBucket
 from kube.times import utcnow
 from messages import codec
@@ -326,3 +326,18 @@ def test_the_index_keeps_only_controlled_objects_at_their_last_version() -> None
     assert index.lookup("Pod", "uid-web-1") is None
     index.apply(*observed(pod("web-2", "9", [ref("web", RS_UID)]), kind="Node"))  # not an indexed kind
     assert len(index) == 0
+
+
+def test_an_index_entry_holds_the_object_and_its_controller_and_cannot_be_changed() -> None:
+    index = OwnershipIndex()
+    index.apply(*observed(pod("web-0", "12", [ref("other", OTHER_UID, kind="DaemonSet") | {"controller": False},
+                                               ref("web", RS_UID)])))
+    entry = index.lookup("Pod", "uid-web-0")
+    assert entry == Controlled(namespace=NS, name="web-0", uid="uid-web-0", resource_version="12",
+                               controller_kind="ReplicaSet", controller_name="web", controller_uid=RS_UID)
+    assert entry is not None and (entry.namespace, entry.name, entry.uid, entry.resource_version,
+                                  entry.controller_kind, entry.controller_name, entry.controller_uid) == (
+        NS, "web-0", "uid-web-0", "12", "ReplicaSet", "web", RS_UID)
+    with pytest.raises(AttributeError):  # shared by every check that reads it
+        entry.resource_version = "13"  # type: ignore[misc]
+    assert index.lookup("Pod", "uid-web-0") == entry and index.lookup("ControllerRevision", "uid-web-0") is None

@@ -106,6 +106,23 @@ async def test_messages_are_pipelined_and_the_position_advances_only_over_an_ack
     assert counters.published[("Pod", "ADDED")] == 3
 
 
+async def test_acks_already_in_are_accounted_by_the_next_publish(js: ScriptedJetStream, counters: Counters) -> None:
+    """Without a drain: the acked prefix is counted and passed by the resume point, and its objects are free for
+    their next event, while the failed and the unacked entries behind it stay pending in order."""
+    pub = publisher(js, counters)
+    for i, msg_id in enumerate("abcd", 1):
+        await send(pub, msg_id, position=str(i))
+    js.ack("a")
+    js.ack("b")
+    js.ack("d")
+    await send(pub, "e", position="5")
+    assert pub.acked_position == "2" and counters.last_rv["Pod"] == "2" and pub.unacked == 3
+    assert counters.published[("Pod", "ADDED")] == 2
+    sent = len(js.ids())
+    await pub.publish("s.a", "a2", "MODIFIED", b"a2", "6")  # a's ack is in: sent without waiting for c's
+    assert js.ids()[sent:] == ["a2"]
+
+
 async def test_an_objects_next_event_waits_for_the_previous_ack(js: ScriptedJetStream, counters: Counters) -> None:
     pub = publisher(js, counters)
     await send(pub, "a1", subject="s.obj")

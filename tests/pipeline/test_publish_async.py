@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import nats.aio.client
 import nats.errors
 import nats.js.errors
 import pytest
@@ -14,6 +17,7 @@ from nats.aio.msg import Msg
 from nats.js.api import PubAck
 from nats.js.errors import APIError
 
+import runtime.bus
 from messages import subjects
 from runtime.bus import Bus, JetStream, jetstream, publish_async, stored, stream_sequence
 
@@ -139,3 +143,72 @@ async def test_a_late_ack_of_a_publish_given_up_settles_no_other(bus: Bus) -> No
     assert not any(f.done() for f in later)
     for f in later:
         f.cancel()
+
+
+# Headers JetStream._write must write as nats-py does: kubus's own, values with spaces around or a CR/LF inside
+# (nats-py strips and blanks them), a key with spaces around (stripped), an empty key (skipped), no headers at all.
+WRITTEN_AS_NATS_PY = [
+    {"Nats-Msg-Id": "Pod/u-1/42/ADDED", "Nats-Expected-Last-Subject-Sequence": "0"},
+    {"Nats-Msg-Id": "  spaced  ", "X-Other": "a\r\nb\nc\rd"},
+    {" Nats-Msg-Id ": "x", "": "skipped", "K": ""},
+    {},
+    None,
+]
+
+
+async def _written(bus: Bus, monkeypatch: pytest.MonkeyPatch, send: Callable[[], Awaitable[None]]) -> list[bytes]:
+    """The commands `send` hands to the connection's pending buffer."""
+    commands: list[bytes] = []
+
+    async def record(cmd: bytes, priority: bool = False) -> None:
+        commands.append(bytes(cmd))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(bus.nc, "_send_command", record)
+        await send()
+    return commands
+
+
+@pytest.mark.parametrize("headers", WRITTEN_AS_NATS_PY)
+async def test_a_publish_writes_what_nats_py_writes(bus: Bus, monkeypatch: pytest.MonkeyPatch,
+                                                    headers: dict[str, str] | None) -> None:
+    """The bytes, and the client's statistics, are those of nc.publish with the same arguments."""
+    js = jetstream(bus.nc)
+    assert isinstance(js, JetStream)
+    subject, reply, payload = f"{bus.prefix}.nostream.w", "_INBOX.abc.7", b'{"x": 1}' * 300
+    stats = dict(bus.nc.stats)
+    theirs = await _written(bus, monkeypatch, lambda: bus.nc.publish(subject, payload, reply=reply, headers=headers))
+    their_stats = {k: bus.nc.stats[k] - stats[k] for k in ("out_msgs", "out_bytes")}
+    stats = dict(bus.nc.stats)
+    ours = await _written(bus, monkeypatch, lambda: js._write(subject, payload, reply, headers))
+    assert ours == theirs and len(ours) == 1
+    assert {k: bus.nc.stats[k] - stats[k] for k in ("out_msgs", "out_bytes")} == their_stats
+
+
+@pytest.mark.parametrize(("subject", "headers", "error"), [
+    ("a b", {"Nats-Msg-Id": "x"}, nats.errors.BadSubjectError),
+    ("", {"Nats-Msg-Id": "x"}, nats.errors.BadSubjectError),
+    ("ok", {"Bad:Key": "x"}, nats.errors.BadHeaderError),
+    ("ok", {"Nats-Msg-Id": 7}, AttributeError),
+])
+async def test_a_publish_refuses_what_nats_py_refuses(bus: Bus, monkeypatch: pytest.MonkeyPatch, subject: str,
+                                                      headers: dict[str, Any], error: type[Exception]) -> None:
+    js = jetstream(bus.nc)
+    assert isinstance(js, JetStream)
+    for send in (lambda: bus.nc.publish(subject, b"x", reply="_INBOX.r", headers=headers),
+                 lambda: js._write(subject, b"x", "_INBOX.r", headers)):
+        with pytest.raises(error):
+            assert not await _written(bus, monkeypatch, send)
+
+
+async def test_a_payload_over_max_payload_is_nats_pys_error(bus: Bus) -> None:
+    js = jetstream(bus.nc)
+    assert isinstance(js, JetStream)
+    with pytest.raises(nats.errors.MaxPayloadError):
+        await js._write("ok", b"x" * (bus.nc.max_payload + 1), "_INBOX.r", {"Nats-Msg-Id": "x"})
+
+
+def test_the_nats_py_copied_is_the_one_installed() -> None:
+    """JetStream._write copies nats-py 2.16's publish, and leaves any other version to nats-py: an upgrade makes
+    every publish go the slow way until the copy is checked against the new version (and this test updated)."""
+    assert runtime.bus._WRITES_AS_NATS_PY, f"nats-py {nats.aio.client.__version__} is not {runtime.bus._NATS_PY}"

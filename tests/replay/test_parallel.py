@@ -45,7 +45,6 @@ def test_the_history_is_cut_at_its_restart_and_replays_the_same(history_file: Pa
     data = history_file.read_bytes()
     lines = data[at.offset:].split(b"\n", 1)
     assert lines[0].startswith(b'{"line":"state"') or lines[0].startswith(b'{"line":"tick"')
-    assert at.lines == data[:at.offset].count(b"\n")
 
     outcome = parallel.replay_diff(str(history_file), min_bytes=0)
     alone = _alone(history_file)
@@ -192,3 +191,32 @@ def test_an_instance_on_both_sides_of_the_cut_replays_in_one_process(history_fil
     assert outcome.processes == 1 and outcome.divergence is None
     assert _counts(outcome.stats) == _counts(alone.stats)
 
+
+
+def test_the_second_half_counts_the_lines_before_the_cut_only_to_show_a_line(history_file: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting the lines before the cut reads the whole first half: the second half does it only when it shows a
+    line number (here a refused line), and then shows the line the one-process replay shows."""
+    counted: list[int] = []
+    count = parallel._lines_before
+
+    def counting(path: str, offset: int) -> int:
+        counted.append(offset)
+        return count(path, offset)
+
+    monkeypatch.setattr(parallel, "_lines_before", counting)
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None and counted == []
+    half = parallel.replay_second_half(str(history_file), at)  # in this process, to see what it counts
+    assert half.error is None and half.divergence is None and half.counts["event"] > 0
+    assert counted == []
+
+    data = history_file.read_bytes()
+    anchor = data.find(b'\n{"line":"event"', data.find(b'{"line":"tick"', at.offset))  # after the cut's start tick
+    history_file.write_bytes(data[:anchor + 1] + b"{" + data[anchor + 1:])
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    half = parallel.replay_second_half(str(history_file), at)
+    assert counted == [at.offset]
+    assert half.error == "format" and half.line == alone.value.line == data[:anchor + 1].count(b"\n") + 1
+    assert half.message == str(alone.value)

@@ -52,3 +52,63 @@ def test_every_served_kind_has_a_schema() -> None:
     for kind in ("Pod", "Node", "Namespace", "Event", "DaemonSet", "ReplicaSet", "ControllerRevision"):
         root = schema.root(kind)
         assert isinstance(root, dict) and "metadata" in root, kind
+
+
+def _pod_with_unknown_fields_at_every_depth() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "colour": "top",
+        "metadata": {"name": "p", "labels": {"app": "web"}, "ownerReferences": [{"uid": "u", "shade": 1}],
+                     "finalizers": [], "annotations": None, "extra": {"deep": [1]}},
+        "spec": {
+            "$setElementOrder/containers": [{"name": "c"}],
+            "containers": [{"name": "c", "image": "i", "env": [], "ports": None, "bogus": 0,
+                            "resources": {"limits": {"cpu": "1"}, "requests": {}, "oops": "x"},
+                            "securityContext": {"capabilities": {"add": ["NET_ADMIN"], "nope": True}}},
+                           None, "not-an-object"],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"],
+                                                             "typo": "x"}], "matchFields": []}],
+                "extra": 1}}},
+            "nodeSelectorTerms": [],
+            "volumes": [],
+            "tolerations": {"not": "a list"},
+            "nodeSelector": {},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastProbeTime": None, "why": "x"}],
+                   "containerStatuses": [{"name": "c", "lastState": {}, "state": {"running": {"startedAt": "t",
+                                                                                            "pid": 1}}}],
+                   "hostIPs": [{"ip": "10.0.0.1", "family": "v4"}], "podIPs": None},
+    }
+
+
+def test_prune_of_a_pod_with_unknown_fields_at_every_depth() -> None:
+    """The exact pruned body and unknown paths (in order) of a pod with unknown, null and empty fields from the top
+    to five levels down, in lists, in objects in lists and beside strategic-merge directives: pinned from the
+    recursive prune before issue 25's lazy paths, which must answer the same."""
+    obj = _pod_with_unknown_fields_at_every_depth()
+    assert schema.prune("Pod", obj) == [
+        "colour", "metadata.extra", "metadata.ownerReferences[0].shade", "spec.nodeSelectorTerms",
+        "spec.containers[0].bogus", "spec.containers[0].resources.oops",
+        "spec.containers[0].securityContext.capabilities.nope",
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.extra",
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+        ".matchExpressions[0].typo",
+        "status.conditions[0].why", "status.containerStatuses[0].state.running.pid", "status.hostIPs[0].family",
+    ]
+    assert obj == {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"app": "web"}, "ownerReferences": [{"uid": "u"}]},
+        "spec": {
+            "$setElementOrder/containers": [{"name": "c"}],
+            "containers": [{"name": "c", "image": "i",
+                            "resources": {"limits": {"cpu": "1"}},
+                            "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}},
+                           None, "not-an-object"],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]}}},
+            "tolerations": {"not": "a list"},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastProbeTime": None}],
+                   "containerStatuses": [{"name": "c", "lastState": {}, "state": {"running": {"startedAt": "t"}}}],
+                   "hostIPs": [{"ip": "10.0.0.1"}]},
+    }
