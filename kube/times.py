@@ -81,38 +81,36 @@ def parse_typed_time(text: str) -> datetime:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
-# The text of the last second formatted, by its fields (second first: the field that changes most), for each format:
-# a service stamps many objects, results and events within one second, and strftime costs ~20,000 instructions (it
-# rewrites its format for %f and %z, builds a time tuple and calls the C library's); the text up to the second is
-# kept and only the microseconds added. Only for an exact `datetime` in UTC: in another zone, or a subclass, equal
-# fields need not be the same instant (or the same text). Replaced whole, so a reader never pairs one key with the
-# other's text.
-_Second = tuple[tuple[int, int, int, int, int, int], str]
-_last_second: list[_Second] = [((0, 0, 0, 0, 0, 0), "")]
-_last_micro_second: list[_Second] = [((0, 0, 0, 0, 0, 0), "")]
+# The text of the last second formatted, by its fields (second first: the field that changes most): a service stamps
+# many objects, results and events within one second, and strftime costs ~20,000 instructions (it rewrites its format
+# for %f and %z, builds a time tuple and calls the C library's); the text up to the second is kept, and each format
+# adds its own end. Only for an exact `datetime` in UTC: in another zone, or a subclass, equal fields need not be the
+# same instant (or the same text). Replaced whole, so a reader never pairs one key with the other's text.
+_last_second: list[tuple[tuple[int, int, int, int, int, int], str]] = [((0, 0, 0, 0, 0, 0), "")]
 
 
 def format_time(moment: datetime) -> str:
     """Format as metav1.Time does: UTC, whole seconds, e.g. ``2024-01-02T03:04:05Z``."""
     if type(moment) is not datetime or moment.tzinfo is not UTC:
         return _utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
-    key = (moment.second, moment.minute, moment.hour, moment.day, moment.month, moment.year)
-    last = _last_second[0]
-    if last[0] != key:
-        last = _last_second[0] = (key, moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    return last[1]
+    return _utc_second(moment) + "Z"
 
 
 def format_micro_time(moment: datetime) -> str:
     """Format as metav1.MicroTime does (events' ``eventTime``): UTC with six fraction digits."""
     if type(moment) is not datetime or moment.tzinfo is not UTC:
         return _utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    key = (moment.second, moment.minute, moment.hour, moment.day, moment.month, moment.year)
-    last = _last_micro_second[0]
-    if last[0] != key:
-        last = _last_micro_second[0] = (key, moment.strftime("%Y-%m-%dT%H:%M:%S."))
     # strftime's %f: the microseconds as six digits, zero-padded (1,000,000 added, its leading 1 cut)
-    return f"{last[1]}{str(moment.microsecond + 1_000_000)[1:]}Z"
+    return f"{_utc_second(moment)}.{str(moment.microsecond + 1_000_000)[1:]}Z"
+
+
+def _utc_second(moment: datetime) -> str:
+    """strftime's ``%Y-%m-%dT%H:%M:%S`` of an exact UTC `datetime`, the last second's text kept."""
+    key = (moment.second, moment.minute, moment.hour, moment.day, moment.month, moment.year)
+    last = _last_second[0]
+    if last[0] != key:
+        last = _last_second[0] = (key, moment.strftime("%Y-%m-%dT%H:%M:%S"))
+    return last[1]
 
 
 def _utc(moment: datetime) -> datetime:

@@ -22,6 +22,7 @@ from sim.resources import ApiResource
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
+_WAITS_KEPT = 64  # waits of watches on the next write before the finished ones are dropped (see next_write)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -214,6 +215,8 @@ class ObjectStore:
         """A future done at the next write. A watch awaits it (with its stop and timeout) rather than running
         `wait_past` as a task: a task started and cancelled per wake cost more than the frames it sent."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if len(self._next_write) >= _WAITS_KEPT:  # an idle store: watches that timed out left theirs, done
+            self._next_write = [f for f in self._next_write if not f.done()]
         self._next_write.append(future)
         return future
 

@@ -67,3 +67,16 @@ async def test_a_watch_behind_the_store_reads_on_without_waiting(sim: tuple[SimC
     frames = [json.loads(await asyncio.wait_for(watch.content.readline(), WITHIN)) for _ in created]
     assert frames == [{"type": "ADDED", "object": obj} for obj in created]
     watch.close()
+
+
+async def test_an_idle_store_keeps_no_more_than_a_bounded_count_of_finished_waits() -> None:
+    """Watches whose waits end by their timeout (no write) leave their finished futures behind: the store drops them
+    once they pile up, and still wakes the waits that are left at the next write."""
+    from sim import store as store_module
+
+    store = store_module.ObjectStore()
+    for _ in range(10 * store_module._WAITS_KEPT):
+        store.next_write().set_result(None)  # as a watch's timeout does
+    assert len(store._next_write) <= store_module._WAITS_KEPT
+    waiting = store.next_write()
+    assert not waiting.done()
