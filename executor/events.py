@@ -127,9 +127,9 @@ class EventRecorder:
     async def record(self, api: KubeApi, events: list[Event]) -> None:
         """Best effort: a failure is logged at warning level, never raised. `events`, all about one object, are
         recorded one after the other in one task that holds the object's turn across them: they are correlated
-        in the order given, and before any event about that object asked for later. (A task per event, each
-        waiting for the turn, would keep that order too, but its task and lock wait cost as much as correlating
-        an event the spam filter drops.)"""
+        in the order given, none of another writer's between them. (A task per event, each queued on the turn in
+        the order the tasks were made, would give the same order, but its task and lock wait cost as much as
+        correlating an event the spam filter drops.)"""
         async with self._turn(_object_of(events[0])):
             for event in events:
                 await self._record_in_turn(api, event)
