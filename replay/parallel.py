@@ -232,7 +232,7 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
     and ReplayError as the sequential replay does, for the first refused line or tick in file order."""
     at = cut(path, min_bytes) if processes > 1 and "fork" in multiprocessing.get_all_start_methods() else None
     if at is None:
-        return _alone(path)
+        return replay_alone(path)
     started, cpu = time.perf_counter(), time.process_time()
     context = multiprocessing.get_context("fork")
     receiving, sending = context.Pipe(duplex=False)
@@ -241,9 +241,9 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
     sending.close()
     half: _Half | None = None
     try:
-        first = _first_half(path, at)  # raises the refused lines up to the cut's start tick
+        first = replay_first_half(path, at)  # raises the refused lines up to the cut's start tick
         if first.divergence is None and not first.reached:
-            return _alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
+            return replay_alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
         half = receiving.recv()
     finally:
         receiving.close()
@@ -258,7 +258,7 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
         # instance it also holds (a reconciler's name is its host's and pid's unless --instance or KUBUS_INSTANCE
         # gives one: cut() does not cut at a start whose name came before, a later start may reuse one): replay
         # the file in one process
-        return _alone(path)
+        return replay_alone(path)
     if half.error == "format":
         raise FormatError(half.line, half.reason)
     if half.error == "replay":
@@ -288,7 +288,7 @@ class _First:
     instances: set[str] = field(default_factory=set)  # of the ticks before it
 
 
-def _first_half(path: str, at: Cut) -> _First:
+def replay_first_half(path: str, at: Cut) -> _First:
     """Reads and checks the file up to the cut's start tick, replays it up to there and checks the store there.
     The lines after it are the second half's to check: every check there that depends on an earlier line
     depends on the lines of the same reconciler instance (which the second half holds alone, else the file is
@@ -312,7 +312,7 @@ def _first_half(path: str, at: Cut) -> _First:
     return first
 
 
-def _alone(path: str) -> Outcome:
+def replay_alone(path: str) -> Outcome:
     started, cpu = time.perf_counter(), time.process_time()
     _, bundles = read_file(path)
     engine = Engine(compare=True)
