@@ -109,6 +109,7 @@ class StatusTally:
             for facts in view.owned_or_orphan_pods(meta.namespace, meta.uid):
                 self._take(facts, matched)
             return
+        matched = {}  # here too: the labels looked up are the cached pods', all alive throughout
         for uid in changed:
             before = self._claimed.pop(uid, None)
             if before is not None:
@@ -118,7 +119,7 @@ class StatusTally:
                 self._released.pop(uid, None)
             now_facts = view.pod_facts_of(uid)
             if now_facts is not None and now_facts.pod.metadata.namespace == meta.namespace:
-                self._take(now_facts, {})
+                self._take(now_facts, matched)
 
     def count(self, ds: DaemonSet, hash_: str, view: CacheView, now: datetime, *, comparison_operators: bool) -> None:
         """Brings the nodes, their placements and the counts up to ``view`` at ``now`` (after :meth:`claim`)."""
@@ -241,11 +242,14 @@ class StatusTally:
 
     def _count(self, uid: str, now: datetime) -> None:
         """(Re)counts one node's part of the status."""
-        self._uncount(uid)
         assert self._counted_for is not None
         hash_, generation_label, min_ready = self._counted_for
         counts = node_counts(self._placements[uid], self.by_node.get(self._nodes[uid].metadata.name), hash_,
                              generation_label, min_ready, now)
+        old = self._counts.get(uid, NO_COUNTS)
+        if counts is old:  # the usual answers are shared values: most changes to a pod leave its node's as it was
+            return
+        self._uncount(uid)
         if counts is NO_COUNTS:
             return
         self._counts[uid] = counts
