@@ -3,7 +3,7 @@
 The client is synchronous, so every list runs in a worker thread and every watch on a thread of
 its own; responses are read raw (`_preload_content=False`) and never touch the client's model
 classes, which cost more than the rest of ingest together. A watch thread splits the chunked
-body into lines and hands them to the loop a chunk at a time through a bounded asyncio queue:
+body into lines and hands them to the loop a chunk at a time, at most `depth` chunks ahead of it:
 when the loop falls behind (NATS down), the thread blocks and TCP pushes back on the API server
 instead of memory growing.
 """
@@ -11,7 +11,6 @@ instead of memory growing.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -80,7 +79,10 @@ class WatchStream:
     def __init__(self, open_response: Callable[[], urllib3.HTTPResponse], name: str, depth: int = 64):
         self._open = open_response
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[list[bytes] | _End] = asyncio.Queue(depth)
+        # unbounded: the thread is held back by `_room` instead, since waiting on the loop from the thread (a
+        # Queue.put coroutine run there) leaves that coroutine never awaited when the loop stops or closes first
+        self._queue: asyncio.Queue[list[bytes] | _End] = asyncio.Queue()
+        self._room = threading.Semaphore(depth)  # batches the thread may hand over before the loop takes one
         self._closed = threading.Event()
         self._response: urllib3.HTTPResponse | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -93,6 +95,7 @@ class WatchStream:
                 if item.error is not None and not self._closed.is_set():
                     raise item.error
                 return
+            self._room.release()
             yield item
 
     def idle(self) -> bool:
@@ -133,20 +136,17 @@ class WatchStream:
             self._hand_over(_End(error))
 
     def _hand_over(self, item: list[bytes] | _End) -> bool:
-        """Puts `item` on the loop's queue, waiting while it is full; False once the stream is closed."""
-        if self._closed.is_set() and not isinstance(item, _End):
-            return False
-        try:
-            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
-        except RuntimeError:  # the loop is gone: nobody is listening any more
-            return False
-        while True:
-            try:
-                future.result(timeout=0.5)
-                return True
-            except concurrent.futures.TimeoutError:
+        """Puts `item` on the loop's queue, waiting while `depth` batches are; False once the stream is closed.
+        The end is never held back: the thread must not outlive the stream waiting for room."""
+        if isinstance(item, list):
+            while not self._room.acquire(timeout=0.5):
                 if self._closed.is_set():
-                    future.cancel()
                     return False
-            except concurrent.futures.CancelledError:
+            if self._closed.is_set():
                 return False
+        try:
+            # a plain callback: if the loop stops or closes before running it, nothing is left half-done
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            return False
+        return True
