@@ -86,7 +86,8 @@ async def test_the_thread_reads_at_most_depth_batches_ahead_of_the_loop() -> Non
     async for _ in stream.batches():
         taken += 1  # the opening batch holds no chunk: `depth` ahead of it is depth - 1 chunks, and one waiting
         # the loop stands still here (nothing else runs on it) while the thread reads as far as it may
-        wait_for(lambda: response.read >= min(taken + depth, chunks), what="the thread to read ahead")  # noqa: B023
+        wait_for(lambda: response.read >= min(taken + depth, chunks), interval=0.001,  # noqa: B023
+                 what="the thread to read ahead")
         assert response.read == min(taken + depth, chunks)
     assert taken == chunks + 1
 
