@@ -79,10 +79,15 @@ class WatchStream:
     def __init__(self, open_response: Callable[[], urllib3.HTTPResponse], name: str, depth: int = 64):
         self._open = open_response
         self._loop = asyncio.get_running_loop()
-        # unbounded: the thread is held back by `_room` instead, since waiting on the loop from the thread (a
-        # Queue.put coroutine run there) leaves that coroutine never awaited when the loop stops or closes first
+        # unbounded: the thread holds itself back (`_hand_over`), since waiting on the loop from the thread (a
+        # Queue.put coroutine run there) leaves that coroutine never awaited when the loop stops or closes first.
+        # Two counts, each written by one side alone, instead of a threading.Semaphore: its acquire and release
+        # are Python code around a lock, paid for every batch, where mostly no one waits
         self._queue: asyncio.Queue[list[bytes] | _End] = asyncio.Queue()
-        self._room = threading.Semaphore(depth)  # batches the thread may hand over before the loop takes one
+        self._depth = depth
+        self._handed = 0  # batches the thread handed over
+        self._taken = 0  # batches the loop took
+        self._room = threading.Event()  # set when a batch is taken or the stream closed: wakes a waiting thread
         self._closed = threading.Event()
         self._response: urllib3.HTTPResponse | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -95,7 +100,9 @@ class WatchStream:
                 if item.error is not None and not self._closed.is_set():
                     raise item.error
                 return
-            self._room.release()
+            self._taken += 1
+            if not self._room.is_set():
+                self._room.set()
             yield item
 
     def idle(self) -> bool:
@@ -105,6 +112,7 @@ class WatchStream:
     def close(self) -> None:
         """Ends the stream from the loop: shutting the socket down unblocks the thread's read."""
         self._closed.set()
+        self._room.set()
         response = self._response
         if response is not None:
             # urllib3 refuses once a finished stream's connection went back to the pool (RuntimeError), or
@@ -139,11 +147,13 @@ class WatchStream:
         """Puts `item` on the loop's queue, waiting while `depth` batches are; False once the stream is closed.
         The end is never held back: the thread must not outlive the stream waiting for room."""
         if isinstance(item, list):
-            while not self._room.acquire(timeout=0.5):
-                if self._closed.is_set():
-                    return False
+            while self._handed - self._taken >= self._depth and not self._closed.is_set():
+                self._room.clear()  # then look again: a batch taken, or close(), after the clear sets it
+                if self._handed - self._taken >= self._depth and not self._closed.is_set():
+                    self._room.wait()
             if self._closed.is_set():
                 return False
+            self._handed += 1
         try:
             # a plain callback: if the loop stops or closes before running it, nothing is left half-done
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)

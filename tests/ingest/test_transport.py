@@ -92,6 +92,21 @@ async def test_the_thread_reads_at_most_depth_batches_ahead_of_the_loop() -> Non
     assert taken == chunks + 1
 
 
+async def test_closing_a_stream_wakes_a_thread_waiting_for_room() -> None:
+    """A thread held back by a loop that stopped taking batches ends once the stream is closed."""
+    response = Counted([b'{"n":%d}\n' % i for i in range(10)])
+    stream = WatchStream(lambda: response, name="held-back", depth=1)  # type: ignore[arg-type,return-value]
+    batches = stream.batches()
+    assert await anext(batches) == []
+    # one batch handed over and not taken, one chunk read and waiting for room
+    wait_for(lambda: response.read >= 2, interval=0.001, what="the thread to wait for room")
+    stream.close()
+    wait_for(lambda: all(t.name != "held-back" for t in threading.enumerate()), interval=0.001,
+             what="the watch thread to end")
+    assert response.read == 2
+    await batches.aclose()
+
+
 class CutLater(FakeResponse):
     """A watch that stays open until `cut` is set, then breaks as a socket shut down by `close()` does."""
 
