@@ -131,8 +131,13 @@ class WatchStream:
             self._hand_over([])
             rest = b""
             for chunk in response.stream(_READ_SIZE, decode_content=False):
-                lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-                rest = lines.pop()
+                if not rest and chunk.find(b"\n") == len(chunk) - 1:
+                    # the usual chunk: one whole event, as the API server writes them; find() runs memchr,
+                    # several times faster than split()'s byte-by-byte scan of the same ~2 kB
+                    lines = [chunk[:-1]]
+                else:
+                    lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+                    rest = lines.pop()
                 if not self._hand_over([line for line in lines if line]):
                     return
             response.release_conn()

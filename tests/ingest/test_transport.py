@@ -47,6 +47,18 @@ async def test_lines_cut_across_chunks_arrive_whole() -> None:
     assert [line for batch in batches for line in batch] == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
 
 
+@pytest.mark.parametrize("chunks", [
+    pytest.param([b'{"a":1}\n', b'{"b":2}\n'], id="a-line-a-chunk"),
+    pytest.param([b'{"a":1}\n', b"\n", b'{"b":2}\n'], id="an-empty-line-between"),
+    pytest.param([b'{"a"', b':1}\n', b'{"b":2}\n'], id="a-line-ended-by-the-next-chunk"),
+    pytest.param([b'{"a":1}\n{"b"', b':2}\n'], id="a-line-and-the-start-of-the-next"),
+    pytest.param([b'{"a":1}\n{"b":2}\n'], id="two-lines-a-chunk"),
+])
+async def test_every_line_arrives_once_and_whole_however_the_chunks_cut_them(chunks: list[bytes]) -> None:
+    batches = await read_all(WatchStream(lambda: FakeResponse(chunks), name="test"))  # type: ignore[arg-type,return-value]
+    assert [line for batch in batches for line in batch] == [b'{"a":1}', b'{"b":2}']
+
+
 async def test_a_broken_stream_raises_on_the_loop_after_the_lines_read_before() -> None:
     response = FakeResponse([b'{"a":1}\n'], error=ConnectionResetError("reset by peer"))
     stream = WatchStream(lambda: response, name="test")  # type: ignore[arg-type,return-value]
