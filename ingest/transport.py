@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -79,11 +80,13 @@ class WatchStream:
     def __init__(self, open_response: Callable[[], urllib3.HTTPResponse], name: str, depth: int = 64):
         self._open = open_response
         self._loop = asyncio.get_running_loop()
-        # unbounded: the thread holds itself back (`_hand_over`), since waiting on the loop from the thread (a
-        # Queue.put coroutine run there) leaves that coroutine never awaited when the loop stops or closes first.
-        # Two counts, each written by one side alone, instead of a threading.Semaphore: its acquire and release
-        # are Python code around a lock, paid for every batch, where mostly no one waits
-        self._queue: asyncio.Queue[list[bytes] | _End] = asyncio.Queue()
+        # The thread only ever schedules `_arrive` on the loop and holds itself back (`_hand_over`): waiting on the
+        # loop from the thread (a Queue.put coroutine run there) left that coroutine never awaited when the loop
+        # stopped or closed first. Not an asyncio.Queue, whose bookkeeping (a dozen Python calls a batch) one writer
+        # and one reader on the loop do not need; two counts, each written by one side alone, not a
+        # threading.Semaphore, whose acquire and release are Python code around a lock at every batch.
+        self._handed_over: deque[list[bytes] | _End] = deque()  # appended on the loop, unbounded
+        self._arrival: asyncio.Future[None] | None = None  # what batches() awaits while nothing is handed over
         self._depth = depth
         self._handed = 0  # batches the thread handed over
         self._taken = 0  # batches the loop took
@@ -95,7 +98,10 @@ class WatchStream:
 
     async def batches(self) -> AsyncIterator[list[bytes]]:
         while True:
-            item = await self._queue.get()
+            if not self._handed_over:
+                self._arrival = self._loop.create_future()
+                await self._arrival
+            item = self._handed_over.popleft()
             if isinstance(item, _End):
                 if item.error is not None and not self._closed.is_set():
                     raise item.error
@@ -107,7 +113,7 @@ class WatchStream:
 
     def idle(self) -> bool:
         """Nothing read and not yet handed over: a good moment to wait for acks."""
-        return self._queue.empty()
+        return not self._handed_over
 
     def close(self) -> None:
         """Ends the stream from the loop: shutting the socket down unblocks the thread's read."""
@@ -161,7 +167,14 @@ class WatchStream:
             self._handed += 1
         try:
             # a plain callback: if the loop stops or closes before running it, nothing is left half-done
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._arrive, item)
         except RuntimeError:  # the loop is closed: nobody is listening any more
             return False
         return True
+
+    def _arrive(self, item: list[bytes] | _End) -> None:
+        """On the loop: `item` is handed over."""
+        self._handed_over.append(item)
+        arrival = self._arrival
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)
