@@ -68,6 +68,18 @@ def list_raw(call: ListCall, *, page_size: int, timeout: float) -> tuple[str, li
             return page.metadata.resource_version, items
 
 
+def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """The non-empty lines `data` ends, and what is left after the last newline. Found with find(), which runs
+    memchr: several times fewer instructions than split()'s byte-by-byte scan of ~2 kB events."""
+    lines = []
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        if end > start:
+            lines.append(data[start:end])
+        start = end + 1
+    return lines, data[start:]
+
+
 class _End:
     def __init__(self, error: BaseException | None):
         self.error = error
@@ -137,14 +149,8 @@ class WatchStream:
             self._hand_over([])
             rest = b""
             for chunk in response.stream(_READ_SIZE, decode_content=False):
-                if not rest and chunk.find(b"\n") == len(chunk) - 1:
-                    # the usual chunk: one whole event, as the API server writes them; find() runs memchr,
-                    # several times faster than split()'s byte-by-byte scan of the same ~2 kB
-                    lines = [chunk[:-1]]
-                else:
-                    lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-                    rest = lines.pop()
-                if not self._hand_over([line for line in lines if line]):
+                lines, rest = _split_lines(rest + chunk if rest else chunk)
+                if not self._hand_over(lines):
                     return
             response.release_conn()
         except Exception as exc:  # anything the transport raises ends this stream; the loop decides
