@@ -284,13 +284,7 @@ class Reconciler:
             info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
             target = info.state.last_seq
 
-            async def on_event(msg: Msg) -> None:
-                await self._queue.put(msg)
-
-            sub = await self.bus.js.subscribe(
-                f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
-                ordered_consumer=True,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=state.first_seq))
+            sub = await self._subscribe(state.first_seq)
             if target < state.first_seq:
                 self._caught_up(state)
             while not self._stopping:
@@ -324,6 +318,16 @@ class Reconciler:
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
+
+    async def _subscribe(self, first_seq: int) -> Any:
+        """KUBUS_EVENTS from `first_seq` on, into the intake (an ordered consumer: no acks, its order the stream's)."""
+        async def on_event(msg: Msg) -> None:
+            await self._queue.put(msg)
+
+        return await self.bus.js.subscribe(
+            f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first_seq))
 
     async def _halt(self, consumer: str, where: str, error: str) -> None:
         """Stopped at a message of a newer kubus: says so once (/readyz false), hands back the results given to
