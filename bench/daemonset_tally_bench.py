@@ -40,6 +40,13 @@ def main() -> None:
     cache = settled(cache_with(args.nodes, rolling=False))
     gc.collect()
     gc.freeze()  # as the reconciler's collector does with what survives (runtime/collecting.py)
+    try:
+        _syncs(cache, args)
+    finally:
+        gc.unfreeze()
+
+
+def _syncs(cache: Any, args: argparse.Namespace) -> None:
     expectations = None if args.full else expect(CHURN, 0, NOW)
     kept: dict[str, Any] = {}
     if not args.from_scratch:
