@@ -19,7 +19,11 @@ its node, with the status the sim's kubelet writes. Timed, in this process, medi
 - engine: the rolling sync through the reconciler's engine (Controllers.sync_ready), with its
   actions and decision summary built;
 - frozen: the rolling sync again after gc.freeze(): the cache out of the cyclic collector's sight, so
-  the difference is what the full collections a sync brings on cost.
+  the difference is what the full collections a sync brings on cost;
+- as the reconciler runs them: the DaemonSet's StatusTally (reconciler.core.daemonset.tally) kept from
+  one sync to the next and CHURN (250) pods changed (untimed) before each: a status-only sync (a round
+  of creates in flight: expectations unsatisfied), beside the same from scratch, and the rolling step.
+  The figures above are from scratch: each sync claims, groups and counts over every node.
 
 rollout: a `kubus sim` (N nodes, kubelet delay 0), an embedded nats-server, and `kubus ingest`,
 `kubus reconcile` and `kubus execute` as processes (SQLite store, client rate limiter off: --qps 0).
@@ -70,6 +74,8 @@ from reconciler.core.controllers import Controllers
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY, construct_history
 from reconciler.core.daemonset.pods import DaemonPodFactory
 from reconciler.core.daemonset.sync import sync_daemonset
+from reconciler.core.daemonset.tally import StatusTally
+from reconciler.core.expectations import expect
 from runtime.natsserver import EmbeddedNats
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -166,6 +172,37 @@ def settled(cache: Cache) -> Cache:
     return cache
 
 
+CHURN = 250  # pods changed between two syncs of a round: burstReplicas' worth
+
+
+def churn(cache: Cache, count: int) -> Callable[[], None]:
+    """What changes `count` pods in `cache` (the next `count` in turn, each to a new resourceVersion, as a
+    watch's MODIFIED would), for a sync with a kept StatusTally to take in."""
+    pods = list(cache.objects["Pod"].values())
+    position = [0, 10**9]  # the next pod, the next stream sequence
+
+    def change() -> None:
+        for _ in range(count):
+            old = cache.objects["Pod"][pods[position[0] % len(pods)].metadata.uid]
+            position[0] += 1
+            position[1] += 1
+            new = msgspec.structs.replace(old, metadata=msgspec.structs.replace(
+                old.metadata, resource_version=str(position[1])))
+            cache.apply(_event(new, "Pod", position[1]), position[1])
+    return change
+
+
+def timed_after(prepare: Callable[[], Any], fn: Callable[[], Any], runs: int) -> tuple[float, float]:
+    """timed(fn), with `prepare` run (untimed) before each run."""
+    samples = []
+    for _ in range(runs):
+        prepare()
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples), min(samples)
+
+
 def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
     """(median, fastest) of `runs` timings in ms (the fastest is printed beside it: the machine is shared)."""
     samples = []
@@ -193,7 +230,14 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         if profiling is not None:
             profiling.enable()
         t_steady = timed(functools.partial(sync_daemonset, KEY, steady, None, {}, NOW, "k"), runs)
-        del steady, check
+        # a status-only sync (a round of creates in flight) as the reconciler runs it: with the DaemonSet's
+        # StatusTally kept from its last sync, CHURN pods changed since
+        waiting, tally = expect(CHURN, 0, NOW), StatusTally()
+        sync_daemonset(KEY, steady, waiting, {}, NOW, "k", tally=tally)
+        t_status = timed_after(churn(steady, min(CHURN, n)),
+                               functools.partial(sync_daemonset, KEY, steady, waiting, {}, NOW, "k", tally=tally), runs)
+        t_status_fresh = timed(functools.partial(sync_daemonset, KEY, steady, waiting, {}, NOW, "k"), runs)
+        del steady, check, tally
         gc.collect()
 
         selecting = settled(cache_with(n, rolling=False, node_selector=True))
@@ -215,6 +259,11 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
             assert len(outcome.decisions) == 1
 
         t_rolling = timed(functools.partial(sync_daemonset, KEY, rolling, None, {}, NOW, "k"), runs)
+        tally = StatusTally()
+        sync_daemonset(KEY, rolling, None, {}, NOW, "k", tally=tally)
+        t_rolling_kept = timed_after(
+            churn(rolling, min(CHURN, n)),
+            functools.partial(sync_daemonset, KEY, rolling, None, {}, NOW, "k", tally=tally), runs)
         t_engine = timed(engine, runs)
         if profiling is not None:
             profiling.disable()
@@ -231,7 +280,8 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
         target = TARGETS_MS.get(n, 50.0 * n / 5_000)
         rolling_target = ROLLING_TARGET_MS * n / 5_000
         figures[n] = {"steady": t_steady[0], "rolling": t_rolling[0], "engine": t_engine[0], "frozen": t_frozen[0],
-                      "selecting": t_selecting[0]}
+                      "selecting": t_selecting[0], "status_kept": t_status[0], "status_fresh": t_status_fresh[0],
+                      "rolling_kept": t_rolling_kept[0]}
         print(f"{n:>6,} nodes: steady {t_steady[0]:6.2f} ms (fastest {t_steady[1]:.2f}; target < {target:.0f} ms, "
               f"ratio {t_steady[0] / target:.2f}) | steady, with a nodeSelector {t_selecting[0]:6.2f} ms (fastest "
               f"{t_selecting[1]:.2f}) | rolling step deleting {budget} old pods {t_rolling[0]:6.2f} ms "
@@ -239,6 +289,11 @@ def bench_sync(sizes: list[int], runs: int) -> dict[int, dict[str, float]]:
               f"ratio {t_rolling[0] / rolling_target:.2f}) | the same with actions built "
               f"{t_engine[0]:6.2f} ms (fastest {t_engine[1]:.2f}) | rolling step, cache frozen out of the GC "
               f"{t_frozen[0]:6.2f} ms (fastest {t_frozen[1]:.2f})  (medians of {runs})")
+        print(f"{n:>6,} nodes, as the reconciler runs them (the DaemonSet's StatusTally kept, {min(CHURN, n)} pods "
+              f"changed before each): status-only sync {t_status[0]:6.2f} ms (fastest {t_status[1]:.2f}; from "
+              f"scratch {t_status_fresh[0]:.2f}, ratio {t_status[0] / t_status_fresh[0]:.2f}) | rolling step "
+              f"{t_rolling_kept[0]:6.2f} ms (fastest {t_rolling_kept[1]:.2f}; target < {rolling_target:.0f} ms, "
+              f"ratio {t_rolling_kept[0] / rolling_target:.2f}; from scratch {t_rolling[0]:.2f})")
     if profile is not None:
         profile.dump_stats("/tmp/daemonset-sync.prof")
         print("profile of the largest size: /tmp/daemonset-sync.prof")

@@ -8,6 +8,11 @@ events N (`python -m bench.ingest_bench events 400`) ingest's CPU per watch even
          watch lines each through KindWatcher._handle against an embedded nats-server; made to be run under
          `PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=builtin_min` (instructions
          of the measured part alone), as the machine's other load moves CPU times by +-20%.
+transport N [K] (`python -m bench.ingest_bench transport 2000`) the watch thread's hand-over per chunk: N watch
+         lines, each a chunk of its own (as a watch of a trickle of events reads them; K lines a chunk, as after a
+         burst, with K), through ingest.transport.WatchStream
+         from its thread to the loop; under the same valgrind command with `--toggle-collect=thread_run` added, so
+         that the watch thread's instructions count too.
 live     ingest runs while the load generator creates N pods (16 requests in flight); each pod makes
          three watch events (create, binding, Running). Figure: 3N / (time the last of them is in
          KUBUS_EVENTS - first create). The sim's own write rate bounds it: a baseline run first
@@ -36,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -400,9 +406,60 @@ def events(pods: int) -> None:
     loop.close()
 
 
+class _Chunks:
+    """Stands in for urllib3's response to a watch: the body read one chunk at a time."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
+
+    def stream(self, amt: int, decode_content: bool) -> Iterator[bytes]:
+        return iter(self.chunks)
+
+    def release_conn(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+def transport(lines: int, per_chunk: int = 1) -> None:
+    """N watch lines, each its own chunk, from a WatchStream's thread to the loop (uvloop, as `kubus ingest` runs);
+    measured inside min()'s key function, with the thread's own work counted through its thread_run."""
+    import uvloop
+
+    from ingest.transport import WatchStream
+
+    body = [line + b"\n" for line in watch_lines(0, -(-lines // 5))][:lines]
+    chunks = [b"".join(body[i:i + per_chunk]) for i in range(0, len(body), per_chunk)]
+
+    async def read_all() -> int:
+        stream = WatchStream(lambda: _Chunks(chunks), name="bench-watch")  # type: ignore[arg-type,return-value]
+        return sum([len(batch) async for batch in stream.batches()])
+
+    loop = uvloop.new_event_loop()
+    # no warm-up: its thread's instructions would be counted too (thread_run), and there is little to warm
+    cpu = time.process_time()
+    read: list[int] = []
+
+    def measured(_: int) -> int:
+        read.append(loop.run_until_complete(read_all()))
+        return 0
+
+    min([0], key=measured)
+    cpu = time.process_time() - cpu
+    print(f"{read[0]:,} watch lines, {per_chunk} a chunk: {cpu / read[0] * 1e6:.1f} µs CPU each", flush=True)
+    loop.close()
+
+
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "events":
         events(int(sys.argv[2]))
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "transport":
+        transport(*map(int, sys.argv[2:4]))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "replica":
         with contextlib.suppress(ImportError):

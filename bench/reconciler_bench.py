@@ -24,7 +24,7 @@ from messages import subjects
 from messages.observed import ADDED, ObservedEvent
 from reconciler.consuming import Reconciler
 from reconciler.core.cache import Cache
-from runtime.bus import connect, ensure_streams
+from runtime.bus import Bus, connect, ensure_streams
 from runtime.natsserver import EmbeddedNats
 
 
@@ -39,6 +39,18 @@ def events(count: int) -> list[ObservedEvent]:
     return out
 
 
+async def publish(bus: Bus, evs: list[ObservedEvent]) -> None:
+    """The events into KUBUS_EVENTS, as ingest publishes them."""
+    pending = []
+    for e in evs:
+        subject = subjects.event_subject(bus.partition_of(e.namespace), e.kind, e.uid, bus.prefix)
+        pending.append(await bus.js.publish_async(subject, bus_codec.encode(e), headers={"Nats-Msg-Id": e.msg_id}))
+        if len(pending) >= 2000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    await asyncio.gather(*pending)
+
+
 async def main(count: int) -> None:
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,15 +60,7 @@ async def main(count: int) -> None:
         bus = await ensure_streams(nc, prefix="benchrec", partitions=16)
         evs = events(count)
         start = time.perf_counter()
-        pending = []
-        for e in evs:
-            subject = subjects.event_subject(bus.partition_of(e.namespace), e.kind, e.uid, bus.prefix)
-            pending.append(await bus.js.publish_async(subject, bus_codec.encode(e),
-                                                      headers={"Nats-Msg-Id": e.msg_id}))
-            if len(pending) >= 2000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
+        await publish(bus, evs)
         published = time.perf_counter() - start
         state = bus.stream(subjects.STATE_STREAM)
         while (await bus.js.stream_info(state)).state.messages < count:

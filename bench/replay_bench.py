@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.replay_bench [--events 100000] [--runs 3] [--keep FILE]
     .venv/bin/python -m bench.replay_bench --from FILE [--runs 3]    # replay a kept history again
     ... [--processes 2|1|0]    # 2 (default): as kubus replay --diff runs; 1: in one process; 0: the engine alone
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \
+        .venv/bin/python -m bench.replay_bench --from FILE --count first|second|alone   # one part's instructions
 
 Records a history of at least `--events` events with the in-process world of `replay.synthetic` (see
 `record`: a busy cluster of 100 nodes, ReplicaSets scaled by thousands of pods, a DaemonSet rolled over
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import resource
 import statistics
@@ -119,12 +122,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", help="write the history here (and keep it)")
     parser.add_argument("--from", dest="source", help="replay this kept history (--keep) instead of recording one")
+    parser.add_argument("--count", choices=("first", "second", "alone"),
+                        help="replay once, in this process, only the first half (up to the cut), only the second "
+                             "(from the cut) or the whole file, inside functools.reduce: what callgrind's "
+                             "--toggle-collect=functools_reduce counts (the halves' instructions without startup)")
     parser.add_argument("--processes", type=int, choices=(0, 1, 2), default=2,
                         help="2: as `kubus replay --from-file --diff` runs (cut in two at a restart, "
                              "replay.parallel); 1: the same in one process; 0: the engine alone, with the "
                              "controllers' share timed")
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.source and args.count:
+        count(args.source, args.count)
+        return
     if args.source:
         print(f"history: {args.source}, {os.path.getsize(args.source) / 2**20:.1f} MiB")
         runs(args.source, args.runs, None, args.processes)
@@ -143,6 +153,24 @@ def main() -> None:
               f"{counts['result']:,} results, {counts['state']:,} bootstrap lines ({world._restarts} starts); "
               f"recorded in {recorded:.1f} s, exported in {exported:.1f} s, {size / 2**20:.1f} MiB")
         runs(path, args.runs, counts["decision"], args.processes)
+
+
+def count(path: str, part: str) -> None:
+    """One part of `kubus replay --from-file FILE --diff`, run inside functools.reduce (see --count)."""
+    at = parallel.cut(path)
+
+    def replay_part(_: object, __: object) -> Any:
+        if part == "alone":
+            return parallel.replay_alone(path)
+        if at is None:
+            raise SystemExit(f"{path} has no restart to cut the replay at")
+        return parallel.replay_first_half(path, at) if part == "first" else parallel.replay_second_half(path, at)
+
+    cpu = time.process_time()
+    outcome = functools.reduce(replay_part, [None], None)
+    assert outcome.divergence is None and not getattr(outcome, "error", None), outcome
+    print(f"{part}: {outcome.stats.events:,} events, {outcome.stats.compared:,} decisions compared, "
+          f"{time.process_time() - cpu:.2f} CPU s; cut {at}")
 
 
 def runs(path: str, count: int, decisions: int | None, processes: int) -> None:

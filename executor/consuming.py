@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import replace
 from typing import Any
 
+import msgspec
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -297,7 +297,7 @@ async def checked_apply(delivery: Delivery, owners: ownership.Owners | None) -> 
             if refused is not None:
                 return refused
         try:
-            await apply(replace(delivery, proven=proven, last_proof=attempt == PROOFS))
+            await apply(msgspec.structs.replace(delivery, proven=proven, last_proof=attempt == PROOFS))
             return None
         except StaleVersion as exc:  # changed since it was checked: nothing applied, check it again
             if owners is not None:

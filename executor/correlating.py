@@ -204,18 +204,19 @@ class EventLogger:
     def __init__(self, size: int = MAX_LRU_CACHE_ENTRIES):
         self._cache: Lru[EventKey, _Observation] = Lru(size)
 
-    def observe(self, event: Event, key: EventKey) -> tuple[Event, bytes | None]:
-        """eventObserve: the event as it is to be written, and the patch when it is a repeat of one seen."""
+    def observe(self, event: Event, key: EventKey) -> tuple[Event, bool]:
+        """eventObserve: the event as it is to be written, and whether it is a repeat of one seen (to be
+        written as its `count_patch`, which the caller builds only if the spam filter lets the event through)."""
         last = self._cache.get(key)
-        patch = None
+        repeat = False
         if last is not None and last.count > 0:
+            repeat = True
             event = msgspec.structs.replace(
                 event, metadata=msgspec.structs.replace(event.metadata, name=last.name,
                                                         resource_version=last.resource_version),
                 first_timestamp=last.first_timestamp, count=last.count + 1)
-            patch = count_patch(event)
         self._remember(key, event)
-        return event, patch
+        return event, repeat
 
     def update_state(self, event: Event) -> None:
         """updateState: the server's copy of an event written, under its own event key."""
@@ -272,10 +273,10 @@ class EventCorrelator:
     def correlate(self, event: Event) -> Correlated:
         """EventCorrelate."""
         aggregated, key = self.aggregator.aggregate(event)
-        observed, patch = self.logger.observe(aggregated, key)
+        observed, repeat = self.logger.observe(aggregated, key)
         if not self.spam_filter.allow(observed, self._clock()):
             return Correlated(None)
-        return Correlated(observed, patch)
+        return Correlated(observed, count_patch(observed) if repeat else None)
 
     def update_state(self, event: Event) -> None:
         """UpdateState: after a write, with the Event the server answered with."""

@@ -118,10 +118,11 @@ async def create_pod(delivery: Delivery, namespace: str, pod: PodToCreate) -> Ef
                       message=f"the pod body must carry metadata.name and the annotation "
                               f"{IDEMPOTENCY_ANNOTATION}={pod.key!r}")
     api = delivery.api
+    name = mine.name
     for attempt in range(NAME_ATTEMPTS if mine.generate_name else 1):
         if attempt:  # the name was someone else's: the key's next name
-            body = _renamed(body, generated_name(mine.generate_name, pod.key, attempt))
-        name = head_of(body).name
+            name = generated_name(mine.generate_name, pod.key, attempt)
+            body = _renamed(body, name)
         reply = await api.call("POST", POD.path(namespace), body=body)
         if reply.ok:
             return succeeded_with(SUCCEEDED, reply.status, reply.data)

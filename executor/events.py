@@ -120,34 +120,53 @@ class EventRecorder:
         """The event correlated and written: SUCCEEDED with the Event written (created, or counted with a
         PATCH), SKIPPED when the spam filter drops it; raises TransientError and Interrupted from the API
         call."""
-        name = (event.metadata.namespace, event.metadata.name)
         async with self._turn(_object_of(event)):
-            if self._written.get(name):
-                self.metrics.event(m.EVENT_DUPLICATE)
-                return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
-            result = self.correlator.correlate(event)
-            if result.event is None:
-                return self._dropped(event)
-            self._written.add(name, True)
-            try:
-                effect = await self._write(api, result)
-            except BaseException:
-                self._written.add(name, False)  # a redelivery may try again
-                raise
-            if effect.outcome == FAILED:
-                self._written.add(name, False)
-            return effect
+            effect = await self._post_in_turn(api, event)
+        return self._dropped(event) if effect is None else effect
 
-    async def record(self, api: KubeApi, event: Event) -> None:
-        """Best effort: a failure is logged at warning level, never raised."""
+    async def record(self, api: KubeApi, events: list[Event]) -> None:
+        """Best effort: a failure is logged at warning level, never raised. `events`, all about one object, are
+        recorded one after the other in one task that holds the object's turn across them: they are correlated
+        in the order given, none of another writer's between them. (A task per event, each queued on the turn in
+        the order the tasks were made, would give the same order, but its task and lock wait cost as much as
+        correlating an event the spam filter drops.)"""
+        async with self._turn(_object_of(events[0])):
+            for event in events:
+                await self._record_in_turn(api, event)
+
+    async def _post_in_turn(self, api: KubeApi, event: Event) -> Effect | None:
+        """`post` once the object's turn is held; None when the spam filter drops the event (counted and logged
+        here, the Effect saying so built only by `post`, for `record` has no use for it)."""
+        name = (event.metadata.namespace, event.metadata.name)
+        if self._written.get(name):
+            self.metrics.event(m.EVENT_DUPLICATE)
+            return Effect(SUCCEEDED, 409, "AlreadyExists", "recorded by an earlier attempt")
+        result = self.correlator.correlate(event)
+        if result.event is None:
+            self.metrics.event(m.EVENT_DROPPED)
+            ref = event.involved_object
+            log.debug("event %s/%s (%s %s on %s %s/%s) dropped by the spam filter", event.metadata.namespace,
+                      event.metadata.name, event.type, event.reason, ref.kind, ref.namespace, ref.name)
+            return None
+        self._written.add(name, True)
         try:
-            effect = await self.post(api, event)
+            effect = await self._write(api, result)
+        except BaseException:
+            self._written.add(name, False)  # a redelivery may try again
+            raise
+        if effect.outcome == FAILED:
+            self._written.add(name, False)
+        return effect
+
+    async def _record_in_turn(self, api: KubeApi, event: Event) -> None:
+        try:
+            effect = await self._post_in_turn(api, event)
         except Exception as exc:  # TransientError, Interrupted, or a bug: the action goes on regardless
             self.metrics.event(m.EVENT_FAILED)
             log.warning("event %s/%s (%s: %s) not recorded: %s", event.metadata.namespace, event.metadata.name,
                         event.reason, event.message, str(exc) or type(exc).__name__)
             return
-        if effect.outcome == FAILED:
+        if effect is not None and effect.outcome == FAILED:
             log.warning("event %s/%s (%s: %s) not recorded: %s %s: %s", event.metadata.namespace,
                         event.metadata.name, event.reason, event.message, effect.code, effect.reason,
                         effect.message)
@@ -190,10 +209,7 @@ class EventRecorder:
         self.correlator.update_state(written)
 
     def _dropped(self, event: Event) -> Effect:
-        self.metrics.event(m.EVENT_DROPPED)
         ref = event.involved_object
-        log.debug("event %s/%s (%s %s on %s %s/%s) dropped by the spam filter", event.metadata.namespace,
-                  event.metadata.name, event.type, event.reason, ref.kind, ref.namespace, ref.name)
         return Effect(SKIPPED, reason="SpamFiltered",
                       message=f"dropped: more than {self.spam_filter.burst} events from "
                               f"{event.source.component} about {ref.kind} {ref.namespace}/{ref.name} "
@@ -256,8 +272,8 @@ def delete_event(effect: Effect, pod_name: str) -> PodEvent | None:
 async def record_pod_events(recorder: EventRecorder, api: KubeApi, clock: Clock,
                             owner: OptionalRaw, component: str, namespace: str,
                             events: list[tuple[str, PodEvent | None]]) -> None:
-    """Records with `recorder`, concurrently, best-effort and in the background, each (result key, event)
-    against the action's owner; nothing without an owner. The key and reason name the event, so a
+    """Records with `recorder`, best-effort and in the background, each (result key, event) against the
+    action's owner, in the order given; nothing without an owner. The key and reason name the event, so a
     redelivery re-records none. `clock` is read only when there is an event to record."""
     todo = [(key, e) for key, e in events if e is not None]
     if not todo:
@@ -266,8 +282,7 @@ async def record_pod_events(recorder: EventRecorder, api: KubeApi, clock: Clock,
     if involved is None:
         return
     now = clock()
-    recorder.in_background(asyncio.gather(*(
-        recorder.record(api, build_event(
-            involved, namespace=namespace, type=kind, reason=reason, message=message, component=component,
-            key=f"{key}/{reason}", now=now))
-        for key, (kind, reason, message) in todo)))
+    recorder.in_background(recorder.record(api, [
+        build_event(involved, namespace=namespace, type=kind, reason=reason, message=message, component=component,
+                    key=f"{key}/{reason}", now=now)
+        for key, (kind, reason, message) in todo]))

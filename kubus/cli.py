@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from kubus import controlplane_command
+
+# the module that adds each command, imported only when that command runs: the whole parser imports every command's
+# modules (SQLAlchemy and alembic for the store's, the controllers for shadow's...), ~1 CPU s more for each
+# service's start than its own (`kubus sim` 1.75 CPU s in all), and a busy machine's tests wait for it
+ADDED_BY: Final = {
+    "sim": "sim_command", "up": "pipeline_command", "ingest": "pipeline_command", "reconcile": "pipeline_command",
+    "execute": "pipeline_command", "replay": "replay_command", "events": "replay_command",
+    "streams": "streams_command", "db": "db_command", "status": "status_command", "audit": "audit_command",
+    "shadow": "shadow_command",
+}
+
+
+def command_parser(command: str) -> argparse.ArgumentParser | None:
+    """The command line with ``command`` alone (one of ADDED_BY), as build_parser has it; None without its
+    module (the store's commands, when the store package is not installed)."""
+    try:
+        module = importlib.import_module(f"kubus.{ADDED_BY[command]}")
+    except ImportError:
+        return None
+    from runtime import flags
+
+    parser = argparse.ArgumentParser(prog="kubus", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add = getattr(module, "add_parsers", None) or module.add_parser
+    add(sub)
+    flags.from_environment(parser)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +85,9 @@ def controlplane_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = controlplane_parser() if words[:1] == ["controlplane"] else build_parser()
+    command = words[0] if words else ""
+    parser = controlplane_parser() if command == "controlplane" else (
+        command in ADDED_BY and command_parser(command)) or build_parser()
     args = parser.parse_args(words)
     result: int = args.run(args)
     return result

@@ -51,6 +51,7 @@ from reconciler.core import batch, stepping
 from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
+from reconciler.intake import Intake
 from runtime import failpoints, logs, serving
 from runtime.bus import Bus, bus_away, events_info, identity, renew_state, stream_sequence
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
@@ -117,7 +118,7 @@ class Reconciler:
         self.caught_up = False
         self.committed = False  # a transaction of this loop committed (the database answered)
         self.relay_wakeup = asyncio.Event()
-        self._queue: asyncio.Queue[Msg | None] = asyncio.Queue()
+        self._intake = Intake()
         self._lock = asyncio.Lock()
         self._results: Pending = []
         self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
@@ -284,13 +285,7 @@ class Reconciler:
             info = await self.bus.js.stream_info(self.bus.stream(subjects.EVENTS_STREAM))
             target = info.state.last_seq
 
-            async def on_event(msg: Msg) -> None:
-                await self._queue.put(msg)
-
-            sub = await self.bus.js.subscribe(
-                f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=on_event,
-                ordered_consumer=True,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=state.first_seq))
+            sub = await self._subscribe(state.first_seq)
             if target < state.first_seq:
                 self._caught_up(state)
             while not self._stopping:
@@ -308,7 +303,7 @@ class Reconciler:
                     where = f"{self.bus.stream(subjects.EVENTS_STREAM)}#{halt.seq} ({halt.subject})"
                     await self._halt(EVENTS, where, halt.error)
                     return
-                metrics.INTAKE_DEPTH.set(self._queue.qsize())
+                metrics.INTAKE_DEPTH.set(len(self._intake))
                 if msgs:
                     serving.STREAM_LAG.labels(stream="events").set(msgs[-1].metadata.num_pending or 0)
                 if not self.caught_up and last >= target:
@@ -324,6 +319,13 @@ class Reconciler:
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
+
+    async def _subscribe(self, first_seq: int) -> Any:
+        """KUBUS_EVENTS from `first_seq` on, into the intake (an ordered consumer: no acks, its order the stream's)."""
+        return await self.bus.js.subscribe(
+            f"{self.bus.prefix}.events.>", stream=self.bus.stream(subjects.EVENTS_STREAM), cb=self._intake.deliver,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first_seq))
 
     async def _halt(self, consumer: str, where: str, error: str) -> None:
         """Stopped at a message of a newer kubus: says so once (/readyz false), hands back the results given to
@@ -341,7 +343,7 @@ class Reconciler:
 
     def kick(self) -> None:
         """Wakes the loop for syncs that need no new event (results, delayed requeues)."""
-        self._queue.put_nowait(None)
+        self._intake.kick()
 
     async def _next_batch(self) -> list[Msg]:
         """The next events, waiting no longer than until the next sync is due."""
@@ -354,33 +356,17 @@ class Reconciler:
                 timeout = max(0.0, (ready_at - self.clock()).total_seconds())
         # woken at least every STREAM_CHECK_INTERVAL, to look at the stream
         timeout = STREAM_CHECK_INTERVAL if timeout is None else min(timeout, STREAM_CHECK_INTERVAL)
-        first: Msg | None = None
-        if timeout == 0.0:
-            first = None if self._queue.empty() else self._queue.get_nowait()
-        else:
-            with contextlib.suppress(TimeoutError):
-                first = await asyncio.wait_for(self._queue.get(), timeout)
-        msgs = [first] if first is not None else []
-        # a short window to let a burst of events and results gather: one sync and one commit per
-        # burst instead of one per few events (what a single upstream worker gets from its queue)
-        woken = first is not None or bool(self._results)
-        deadline = asyncio.get_running_loop().time() + BATCH_WINDOW if woken else 0.0
+        await self._intake.wait(timeout)
+        msgs: list[Msg] = []
         # a shadow decides after every event once caught up, as upstream's handlers run per event: so that each
         # of its decisions sees the cluster as it was before the acting controller's next act (docs/shadow.md)
         limit = 1 if self.settings.shadow and self.caught_up else BATCH
-        while len(msgs) < limit:
-            if self._queue.empty():
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                try:
-                    msg = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
-                    break
-            else:
-                msg = self._queue.get_nowait()
-            if msg is not None:
-                msgs.append(msg)
+        if len(self._intake) or self._results:
+            # a short window to let a burst of events and results gather: one sync and one commit per
+            # burst instead of one per few events (what a single upstream worker gets from its queue)
+            await self._intake.gather(msgs, limit, BATCH_WINDOW)
+        else:
+            self._intake.take(msgs, limit)
         return msgs
 
     async def _process(self, state: batch.State, msgs: list[Msg]) -> tuple[int, stepping.Halt | None]:

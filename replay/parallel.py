@@ -10,7 +10,8 @@ the store is the recorded one (what `kubus replay --since-seq` does when it star
 exactly what the sequential replay decides from there. So the two halves can be replayed at the same time:
 
 - this process reads and checks the file up to the cut's start tick, replays the ticks before it, and at that
-  start tick only compares the store;
+  start tick only compares the store (it skips the start's state lines, which only a bootstrap reads: the
+  second half reads, checks and bootstraps from them);
 - a forked process reads and checks the file from the cut (its first state line) to the end, replays from that
   start on, and sends back its statistics, its first divergence or refused line, the reconciler instances it
   saw and its count of lines by kind.
@@ -31,12 +32,14 @@ does the whole file again should the second half fail to start at the cut.
 from __future__ import annotations
 
 import functools
+import io
+import itertools
 import mmap
 import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -51,6 +54,7 @@ MIN_BYTES: Final = 16 << 20  # a smaller file is replayed in one process (a fork
 _TICK_HEAD: Final = b'{"line":"tick"'
 _STATE_HEAD: Final = b'{"line":"state"'
 _START_KIND: Final = b'"kind":"start"'
+_BUNDLE_ENDS: Final = (_TICK_HEAD, b'{"line":"decision"')  # a bundle's last line: its tick's, or its last decision's
 _tick_line = msgspec.json.Decoder(TickLine)
 
 
@@ -60,6 +64,8 @@ class Cut:
 
     offset: int  # in bytes
     tick: int  # the start tick's id
+    tick_offset: int  # of the start tick's line: its state lines are the ones from `offset` up to it
+    states: int  # how many state lines it has
 
 
 @dataclass
@@ -131,17 +137,21 @@ def _candidate(data: mmap.mmap, hit: int, size: int) -> tuple[Cut | None, int]:
         return None, end
     if tick.kind != START or tick.state is None or tick.partitions is not None:
         return None, end
-    first = begin  # back over its own state lines
+    first, states = begin, 0  # back over its own state lines
     while first > 0:
         previous = data.rfind(b"\n", 0, first - 1) + 1
         if previous == 0 or data[previous:previous + len(_STATE_HEAD)] != _STATE_HEAD:
             break
-        first = previous
-    if data.rfind(b"\n", 0, first - 1) < 0 or data[first - 2:first - 1] != b"}":
-        return None, end  # the first bundle (nothing before it to replay), or the line before is not a whole one
+        first, states = previous, states + 1
+    before = data.rfind(b"\n", 0, first - 1) + 1
+    if before == 0 or data[first - 2:first - 1] != b"}" or not data[before:first].startswith(_BUNDLE_ENDS):
+        # the first bundle (nothing before it to replay), or the line before is not the whole last line of a
+        # bundle: the first half, which skips the state lines, would refuse the file otherwise than the one-process
+        # replay does
+        return None, end
     if _named_before(data, tick.instance, first):
         return None, end  # its instance has ticks before it too (a name given, not drawn): see replay_diff
-    return Cut(first, tick.id), end
+    return Cut(first, tick.id, begin, states), end
 
 
 def _named_before(data: mmap.mmap, instance: str, end: int) -> bool:
@@ -232,7 +242,7 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
     and ReplayError as the sequential replay does, for the first refused line or tick in file order."""
     at = cut(path, min_bytes) if processes > 1 and "fork" in multiprocessing.get_all_start_methods() else None
     if at is None:
-        return _alone(path)
+        return replay_alone(path)
     started, cpu = time.perf_counter(), time.process_time()
     context = multiprocessing.get_context("fork")
     receiving, sending = context.Pipe(duplex=False)
@@ -241,9 +251,9 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
     sending.close()
     half: _Half | None = None
     try:
-        first = _first_half(path, at)  # raises the refused lines up to the cut's start tick
+        first = replay_first_half(path, at)  # raises the refused lines up to the cut's start tick
         if first.divergence is None and not first.reached:
-            return _alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
+            return replay_alone(path)  # (not a start tick this process can cut at: never, cut() decoded it)
         half = receiving.recv()
     finally:
         receiving.close()
@@ -251,14 +261,16 @@ def replay_diff(path: str, *, processes: int = 2, min_bytes: int = MIN_BYTES) ->
             child.terminate()
         child.join()
     cpus = (time.process_time() - cpu, half.cpu)
-    if first.divergence is not None:  # in the first half, or at the cut itself
+    if first.divergence is not None and not (first.reached and half.error == "cut"):
+        # in the first half, or at the cut itself (unless the second half refused a line of the cut's start: the
+        # one-process replay refuses it before it compares the store there)
         return Outcome(first.stats, first.divergence, 2, cpus)
     if half.error in ("cut", "crash") or half.instances & first.instances:
         # the second half could not be replayed alone, or its checks would miss the first half's lines of an
         # instance it also holds (a reconciler's name is its host's and pid's unless --instance or KUBUS_INSTANCE
         # gives one: cut() does not cut at a start whose name came before, a later start may reuse one): replay
         # the file in one process
-        return _alone(path)
+        return replay_alone(path)
     if half.error == "format":
         raise FormatError(half.line, half.reason)
     if half.error == "replay":
@@ -288,31 +300,63 @@ class _First:
     instances: set[str] = field(default_factory=set)  # of the ticks before it
 
 
-def _first_half(path: str, at: Cut) -> _First:
+def replay_first_half(path: str, at: Cut) -> _First:
     """Reads and checks the file up to the cut's start tick, replays it up to there and checks the store there.
-    The lines after it are the second half's to check: every check there that depends on an earlier line
-    depends on the lines of the same reconciler instance (which the second half holds alone, else the file is
-    replayed in one process) or on the end line's counts (`_check_end`)."""
+    The lines after it are the second half's to check, and so are the start's state lines, which it skips (only
+    a bootstrap reads them; refused there, the file is replayed in one process): every check there that depends
+    on an earlier line depends on the lines of the same reconciler instance (which the second half holds alone,
+    else the file is replayed in one process) or on the end line's counts (`_check_end`)."""
     engine = Engine(compare=True)
     first = _First(engine.stats, None)
-    with open(path, "rb", buffering=READ_BUFFER) as handle:
-        reader = Reader(handle)
+    skipped_after: list[int] = []  # the lines read when the state lines were skipped (the reader numbers on)
+
+    def from_the_tick(rest: io.BufferedReader) -> Iterator[bytes]:
+        skipped_after.append(reader.lines)
+        rest.seek(at.tick_offset)
+        yield from rest
+
+    with open(path, "rb", buffering=0) as raw, open(path, "rb") as rest:
+        up_to_the_cut = io.BufferedReader(_Until(raw, at.offset), READ_BUFFER)
+        reader = Reader(itertools.chain(up_to_the_cut, from_the_tick(rest)))
         reader.read_header()
-        with tuned_gc():
-            for bundle in reader:
-                if bundle.tick.id == at.tick and bundle.tick.kind == START:
-                    first.reached, first.counts = True, dict(reader.counts)
-                    engine.check_start(bundle)
-                    break
-                first.instances.add(bundle.tick.instance)
-                engine.feed(bundle)
-                if engine.divergence is not None:
-                    break
+        try:
+            with tuned_gc():
+                for bundle in reader:
+                    if bundle.tick.id == at.tick and bundle.tick.kind == START:
+                        first.reached, first.counts = True, dict(reader.counts)
+                        first.counts["state"] += at.states
+                        bundle.line += at.states
+                        engine.check_start(bundle)
+                        break
+                    first.instances.add(bundle.tick.instance)
+                    engine.feed(bundle)
+                    if engine.divergence is not None:
+                        break
+        except FormatError as exc:
+            if skipped_after and exc.line > skipped_after[0]:  # a line after the state lines: its line in the file
+                raise FormatError(exc.line + at.states, exc.reason) from None
+            raise
     first.divergence = engine.divergence
     return first
 
 
-def _alone(path: str) -> Outcome:
+class _Until(io.RawIOBase):
+    """A file's bytes up to `end` (its lines read in C, as the file's own, by a BufferedReader around it)."""
+
+    def __init__(self, raw: io.FileIO, end: int):
+        self._raw, self._left = raw, end
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        with memoryview(buffer) as view:
+            got = self._raw.readinto(view[:self._left]) or 0
+        self._left -= got
+        return got
+
+
+def replay_alone(path: str) -> Outcome:
     started, cpu = time.perf_counter(), time.process_time()
     _, bundles = read_file(path)
     engine = Engine(compare=True)

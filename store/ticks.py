@@ -21,9 +21,15 @@ from store.tables import reconciler_ticks as t
 __all__ = ["BATCH", "START", "Outline", "Tick", "load", "outline", "record", "state_of"]
 
 
+# built once, the tick's values given as its parameters: built with them in place (each coerced into a bound
+# parameter of its column, the statement's cache key generated anew) it cost more than its execution, for every
+# batch. The same SQL and bound values (tests/store/test_prebuilt_statements.py)
+INSERT = sa.insert(t).returning(t.c.id)
+
+
 async def record(conn: AsyncConnection, tick: Tick) -> int:
     values = {k: v for k, v in sql.values_of(tick).items() if k != "id"}
-    (tick_id,) = (await conn.execute(sa.insert(t).values(values).returning(t.c.id))).one()
+    (tick_id,) = (await conn.execute(INSERT, values)).one()
     return int(tick_id)
 
 

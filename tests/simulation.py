@@ -52,7 +52,14 @@ class SimProcess:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         cmd = [sys.executable, "-m", "kubus", "sim", "--kubeconfig", str(self.kubeconfig), "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for(lambda: self.kubeconfig.exists() or self._died(), timeout=30, what="the sim to start")
+        try:
+            wait_for(lambda: self.kubeconfig.exists() or self._died(), timeout=30, what="the sim to start")
+        except BaseException:
+            # nobody will stop() a sim whose start failed: left running, it loads the machine the next tests run on
+            self.proc.kill()
+            self.proc.wait()
+            self._log.close()
+            raise
         if self.proc.poll() is not None:
             raise RuntimeError(f"kubus sim exited with {self.proc.returncode}: {self.log_path.read_text()}")
         config = yaml.safe_load(self.kubeconfig.read_text())

@@ -59,6 +59,7 @@ MODELS: dict[str, type[Any]] = {
 }
 _DELETIONS = (DELETED, DELETED_FINAL_STATE_UNKNOWN)  # ObservedEvent.is_deletion
 LABEL_SETS = 10_000  # label sets Cache._shared_labels remembers
+JOURNAL_LIMIT = 16_384  # uids a Journal keeps: a reader further behind reads everything again
 # how long (in the deletions' own observed_at) a deleted uid is remembered as final: see the module's docstring
 DELETED_MEMORY = timedelta(hours=1)
 
@@ -77,6 +78,39 @@ class Change(NamedTuple):
     new: Any
     type: str = ""  # the event's type (ADDED, MODIFIED, ...)
     replayed: bool = False  # the cache already held a later state: only expectations may use it
+
+
+class Journal:
+    """The uids of one kind in one namespace whose cached state changed, in the order of the changes, for a
+    reader that keeps something derived from them up to date (a DaemonSet's status counts:
+    reconciler.core.daemonset.tally) instead of reading every object again.
+
+    A reader holds a position (`end` when it last read); `since(position)` lists the uids changed after it,
+    or None when the journal has forgotten some of them (it keeps the last JOURNAL_LIMIT or so): the reader
+    then reads the whole state again. A uid is listed once per change."""
+
+    __slots__ = ("base", "uids")
+
+    def __init__(self) -> None:
+        self.uids: list[str] = []
+        self.base = 0  # the position of uids[0]
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.uids)
+
+    def append(self, uid: str) -> None:
+        uids = self.uids
+        uids.append(uid)
+        if len(uids) > JOURNAL_LIMIT:
+            dropped = len(uids) // 2
+            del uids[:dropped]
+            self.base += dropped
+
+    def since(self, position: int) -> list[str] | None:
+        if position < self.base:
+            return None
+        return self.uids[position - self.base:]
 
 
 @dataclass
@@ -101,6 +135,8 @@ class Cache:
     pod_groups: dict[tuple[str, str | None], dict[str, PodFacts]] = field(default_factory=dict)
     # one dict for each set of pod labels seen (a ReplicaSet's thousands of pods share a few), see _shared_labels
     label_sets: dict[frozenset[tuple[str, str]], dict[str, str]] = field(default_factory=dict)
+    # (kind, namespace) -> the Journal of its changes; a journal is kept only once someone asked for it (`journal`)
+    journals: dict[tuple[str, str], Journal] = field(default_factory=dict)
     quarantined: int = 0
     stale: int = 0  # events ignored because the object already had a newer state, or was deleted
 
@@ -140,6 +176,16 @@ class Cache:
     def all(self, kind: str) -> list[Any]:
         return list(self.objects[kind].values())
 
+    def journal(self, kind: str, namespace: str) -> Journal:
+        """The Journal of the changes to `kind` in `namespace` ("" for nodes) from now on."""
+        journal = self.journals.get((kind, namespace))
+        if journal is None:
+            journal = self.journals[(kind, namespace)] = Journal()
+        return journal
+
+    def pod_facts_of(self, uid: str) -> PodFacts | None:
+        return self.pod_facts.get(uid)
+
     def apply(self, event: ObservedEvent, seq: int, final_state: bool = True) -> Change | None:
         """Folds one event in; returns what changed, or None for a stale or unusable event. Without
         `final_state`, the deletion of an object the cache never held reports no old state instead of
@@ -168,6 +214,10 @@ class Cache:
         if old is not None and type_ != DELETED and _older(event, old, type_ == DELETED_FINAL_STATE_UNKNOWN):
             self.stale += 1
             return None
+        if self.journals:
+            journal = self.journals.get((kind, event.namespace))
+            if journal is not None:
+                journal.append(uid)
         if type_ in _DELETIONS:
             if old is not None:
                 self._unindex(kind, uid, old)

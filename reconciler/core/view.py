@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kube.pods import PodFacts
 from messages.keys import ControllerKey
+
+if TYPE_CHECKING:
+    from reconciler.core.cache import Journal
 
 
 class CacheView(Protocol):
@@ -26,6 +29,16 @@ class CacheView(Protocol):
         ...
 
     def all(self, kind: str) -> list[Any]: ...
+
+    def get(self, kind: str, uid: str) -> Any: ...
+
+    def journal(self, kind: str, namespace: str) -> Journal:
+        """The changes to `kind` in `namespace` ("" for nodes) from now on (reconciler.core.cache.Journal)."""
+        ...
+
+    def pod_facts_of(self, uid: str) -> PodFacts | None:
+        """The cached pod's facts, None when the cache holds no such pod."""
+        ...
 
 
 @dataclass(slots=True)

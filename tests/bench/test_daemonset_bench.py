@@ -15,7 +15,8 @@ from bench import daemonset_bench
 def test_the_sync_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str]) -> None:
     figures = daemonset_bench.bench_sync([10, 25], runs=2)
     assert set(figures) == {10, 25}
-    assert all(set(f) == {"steady", "rolling", "engine", "frozen", "selecting"} and min(f.values()) > 0
+    assert all(set(f) == {"steady", "rolling", "engine", "frozen", "selecting", "status_kept", "status_fresh",
+                          "rolling_kept"} and min(f.values()) > 0
                for f in figures.values())
     out = capsys.readouterr().out
     assert "10 nodes: steady" in out and "rolling step deleting 1 old pods" in out

@@ -285,3 +285,29 @@ def test_the_lru_forgets_the_least_recently_used() -> None:
     assert lru.get("a") == 1  # a is now the most recently used
     lru.add("c", 3)
     assert (lru.get("a"), lru.get("b"), lru.get("c"), len(lru)) == (1, None, 3, 2)
+
+
+def test_the_count_patch_is_built_only_for_a_repeat_the_spam_filter_lets_through(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeat is counted by the logger whether or not the spam filter drops it, but its patch is built only
+    when it is to be written: past a large scale's burst nearly every event is a dropped repeat."""
+    built: list[int] = []
+
+    def counting_patch(event: Event) -> bytes:
+        built.append(event.count)
+        return count_patch(event)
+
+    monkeypatch.setattr("executor.correlating.count_patch", counting_patch)
+    clock = IntervalClock(timedelta(seconds=1))
+    correlator = EventCorrelator(clock, spam_filter=SpamFilter(burst=2))
+    first = correlator.correlate(at(DUPLICATE, clock()))
+    assert first.event is not None and first.patch is None
+    correlator.update_state(first.event)
+    second, third, fourth = (correlator.correlate(at(DUPLICATE, clock())) for _ in range(3))
+    assert second.event is not None and second.patch == count_patch(second.event) and second.event.count == 2
+    assert third.skip and fourth.skip
+    assert built == [2]
+    clock.time += timedelta(seconds=SpamFilter().refill_seconds)  # a token again
+    fifth = correlator.correlate(at(DUPLICATE, clock()))
+    assert fifth.event is not None and fifth.event.count == 5  # the dropped ones were counted all the same
+    assert fifth.patch == count_patch(fifth.event) and built == [2, 5]

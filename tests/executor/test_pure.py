@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import msgspec
 import pytest
 
@@ -17,7 +19,7 @@ from executor.errors import (
     retry_after_of,
     retry_wait,
 )
-from executor.resources import KINDS
+from executor.resources import KINDS, segment
 from kube.flowcontrol import TokenBucket, doubled
 
 
@@ -138,3 +140,12 @@ def test_namespace_terminating_is_read_from_the_status_causes() -> None:
 ])
 def test_rest_paths(kind: str, namespace: str, name: str, subresource: str, path: str) -> None:
     assert KINDS[kind].path(namespace, name, subresource) == path
+
+
+@pytest.mark.parametrize("text", [
+    "", "web-0", "a.b_c~d", "a b", "a/b", "50%", "ü", "web-0/status", "..", "~", "-", "a\x00b", "A-Z_0.9~",
+    *(chr(c) for c in range(128)), *(f"pod-{chr(c)}-x" for c in range(128)),
+])
+def test_a_path_segment_is_quoted_as_quote_does(text: str) -> None:
+    """Texts quote leaves alone are not passed to it; every other is quoted by it (the two must agree)."""
+    assert segment(text) == quote(text, safe="")

@@ -1,13 +1,21 @@
-"""The executor's per-call values (Effect, Reply, Answer, the correlator's Correlated): built positionally in their
-fields' order, compared by value, immutable, and printed with every field, as the frozen dataclasses they were."""
+"""The executor's per-call values (Effect, Reply, Answer, the correlator's Correlated, Delivery): built positionally
+in their fields' order, compared by value, immutable, and printed with every field, as the frozen dataclasses they
+were."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from executor.correlating import Correlated
+from executor.delivery import Delivery
 from executor.effects import Effect
 from executor.errors import Reply
+from executor.events import EventRecorder
+from executor.kubeapi import KubeApi
+from executor.ownership import Proven
+from kube.times import utcnow
+from messages.actions import ActionResult, DeletePod
 from runtime.kubehttp import Answer
 
 
@@ -39,3 +47,27 @@ def test_replies_answers_and_correlations_are_values() -> None:
     for value, field in ((reply, "status"), (answer, "status"), (correlated, "patch")):
         with pytest.raises(AttributeError):
             setattr(value, field, 0)
+
+
+async def _report(result: ActionResult) -> None:
+    raise AssertionError("nothing is reported here")
+
+
+def test_a_delivery_is_a_value_that_a_check_replaces_its_proof_in() -> None:
+    """checked_apply applies a copy with the ownership check's proof (`msgspec.structs.replace`): every other field
+    kept, the original unchanged."""
+    api, recorder = KubeApi(None, limiter=None, metrics=None, stopping=None), EventRecorder()  # type: ignore[arg-type]
+    action = DeletePod(key="k", decision_id=1, controller="ReplicaSet/ns/web", issued_at="2026-01-01T00:00:00Z",
+                       namespace="ns", name="web-0", uid="uid-0")
+    delivery = Delivery(api, action, 2, False, "executor-0", _report, utcnow, recorder)
+    assert delivery == Delivery(api=api, action=action, number=2, final=False, executor="executor-0", report=_report,
+                                now=utcnow, events=recorder, proven=None, last_proof=True)
+    assert delivery.tag == "delete_pod"
+    proven = Proven("uid-0", "7")
+    checked = msgspec.structs.replace(delivery, proven=proven, last_proof=False)
+    assert (checked.proven, checked.last_proof) == (proven, False) and (delivery.proven, delivery.last_proof) == (
+        None, True)
+    assert checked == Delivery(api, action, 2, False, "executor-0", _report, utcnow, recorder, proven, False)
+    assert checked != delivery
+    with pytest.raises(AttributeError):
+        delivery.number = 3  # type: ignore[misc]

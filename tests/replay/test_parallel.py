@@ -220,3 +220,80 @@ def test_the_second_half_counts_the_lines_before_the_cut_only_to_show_a_line(his
     assert counted == [at.offset]
     assert half.error == "format" and half.line == alone.value.line == data[:anchor + 1].count(b"\n") + 1
     assert half.message == str(alone.value)
+
+
+def _refuse_a_state_line_of_the_cut(path: Path, at: parallel.Cut) -> int:
+    """Makes a state line in the middle of the cut's start unreadable (not JSON, its length and beginning kept, so
+    that the file is cut where it was); its line."""
+    data = path.read_bytes()
+    anchor = data.find(b'\n{"line":"state"', at.offset + (at.tick_offset - at.offset) // 2) + 1
+    end = data.find(b"\n", anchor)
+    assert at.offset < anchor < end < at.tick_offset and data[end - 1:end] == b"}"
+    path.write_bytes(data[:end - 1] + b"]" + data[end:])
+    assert parallel.cut(str(path), min_bytes=0) == at
+    return data[:anchor].count(b"\n") + 1
+
+
+def test_the_first_half_skips_the_state_lines_of_the_cut(history_file: Path, bundles: list[Bundle]) -> None:
+    """Only a bootstrap reads them, and the second half bootstraps from them: the first half does not read them (a
+    refused one in them shows it), and counts them for the end line's check."""
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None and at.states == len(next(b for b in bundles if b.tick.id == at.tick).messages) > 1
+    whole = parallel.replay_first_half(str(history_file), at)
+    line = _refuse_a_state_line_of_the_cut(history_file, at)
+    first = parallel.replay_first_half(str(history_file), at)
+    assert first.reached and first.divergence is None
+    assert first.counts == whole.counts and first.counts["state"] == at.states + len(bundles[0].messages)
+    # and the answer is still the one-process replay's: the line refused
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    with pytest.raises(FormatError) as two:
+        parallel.replay_diff(str(history_file), min_bytes=0)
+    assert str(two.value) == str(alone.value) and alone.value.line == line
+
+
+def test_a_refused_state_line_of_the_cut_comes_before_its_divergence(history_file: Path,
+                                                                     bundles: list[Bundle]) -> None:
+    """The one-process replay refuses the line before it compares the store at the start tick after it."""
+    restart = next(b for b in bundles if b.tick.kind == "start" and b.tick.id == _restart_tick(bundles))
+    assert restart.tick.state is not None
+    _rewrite_tick(history_file, restart.tick.id or 0,
+                  {"state": {**restart.tick.state, "positions": {**restart.tick.state["positions"], "0": 1}}})
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None
+    _refuse_a_state_line_of_the_cut(history_file, at)
+    assert parallel.replay_first_half(str(history_file), at).divergence is not None
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    with pytest.raises(FormatError) as two:
+        parallel.replay_diff(str(history_file), min_bytes=0)
+    assert str(two.value) == str(alone.value)
+
+
+def test_a_refused_start_tick_at_the_cut_is_refused_at_its_line(history_file: Path, bundles: list[Bundle]) -> None:
+    """The first half numbers the lines after the state lines it skipped as the file does."""
+    _rewrite_tick(history_file, _restart_tick(bundles), {"at": "not a time"})
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    data = history_file.read_bytes()
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None and alone.value.line == data[:at.tick_offset].count(b"\n") + 1
+    with pytest.raises(FormatError) as two:
+        parallel.replay_diff(str(history_file), min_bytes=0)
+    assert str(two.value) == str(alone.value)
+
+
+def test_a_start_whose_state_lines_follow_a_bundle_unfinished_is_not_cut_at(history_file: Path) -> None:
+    """The first half, skipping the start's state lines, would see the event line before them go to the start tick
+    and refuse the file otherwise than the one-process replay (which refuses the first state line after it)."""
+    at = parallel.cut(str(history_file), min_bytes=0)
+    assert at is not None
+    data = history_file.read_bytes()
+    event = data.rfind(b'\n{"line":"event"', 0, at.offset) + 1
+    history_file.write_bytes(data[:at.offset] + data[event:data.find(b"\n", event) + 1] + data[at.offset:])
+    assert parallel.cut(str(history_file), min_bytes=0) is None
+    with pytest.raises(FormatError) as alone:
+        _alone(history_file)
+    with pytest.raises(FormatError) as two:
+        parallel.replay_diff(str(history_file), min_bytes=0)
+    assert str(two.value) == str(alone.value)

@@ -11,20 +11,24 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
-from store import leases, outbox, streams
+from reconciler.core.ticks import BATCH, START, Tick
+from store import leases, outbox, sql, streams, ticks
 from store.tables import outbox as outbox_t
-from store.tables import partition_leases, stream_identities
+from store.tables import partition_leases, reconciler_ticks, stream_identities
 
 AT = datetime(2026, 11, 28, 23, 40, 1, 123456, tzinfo=UTC)
 DIALECTS = [sqlite.dialect(), postgresql.dialect()]
 
 
-def _shape(stmt: Any, dialect: Dialect, values: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]]:
+def _shape(stmt: Any, dialect: Dialect, values: dict[str, Any], *, column_keys: list[str] | None = None
+           ) -> tuple[str, list[tuple[str, Any]]]:
     """The statement's SQL with its parameters numbered in order of appearance, and each parameter's type and
-    bound value (after the type's bind processing) in that order."""
-    compiled = stmt.compile(dialect=dialect)
+    bound value (after the type's bind processing) in that order. `column_keys`: an insert's columns, as its
+    execution with `values` as parameters compiles it."""
+    compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
     sql = compiled.string
     if compiled.positional:  # SQLite's "?": the names in the order they appear
         order = list(compiled.positiontup or [])
@@ -45,9 +49,9 @@ def _shape(stmt: Any, dialect: Dialect, values: dict[str, Any]) -> tuple[str, li
     return sql, typed
 
 
-def _same(old: Any, new: Any, dialect: Dialect, new_values: dict[str, Any]) -> None:
+def _same(old: Any, new: Any, dialect: Dialect, new_values: dict[str, Any], *, insert: bool = False) -> None:
     old_sql, old_params = _shape(old, dialect, {})
-    new_sql, new_params = _shape(new, dialect, new_values)
+    new_sql, new_params = _shape(new, dialect, new_values, column_keys=list(new_values) if insert else None)
     assert new_sql == old_sql
     assert new_params == old_params
 
@@ -93,3 +97,44 @@ def test_a_changed_type_is_seen() -> None:
                                         else_=t.c.expires_at)))
     with pytest.raises(AssertionError):
         _same(old, wrong, sqlite.dialect(), {"partitions": [0], "until": AT, "until_then": AT})
+
+
+TICKS = [
+    Tick(instance="reconciler-0", kind=BATCH, at=AT, caught_up=True, first_seq=7, last_seq=9, partitions=[0, 3],
+         result_keys=["a/create/1"], results=[{"key": "a/create/1", "outcome": "succeeded", "code": 201}],
+         decision_ids=[4, 5]),
+    Tick(instance="reconciler-0", kind=START, at=AT, caught_up=False, first_seq=1, last_seq=None,
+         state={"positions": {"0": 6}, "expectations": {}, "backoff": {}}, lease_epoch=3),
+    Tick(instance="reconciler-0", kind=BATCH, at=AT, caught_up=False),  # nulls and empty lists
+]
+
+
+def _values(tick: Tick) -> dict[str, Any]:
+    return {k: v for k, v in sql.values_of(tick).items() if k != "id"}
+
+
+# the JSON columns' bind processing is the driver's: asyncpg's, as the store runs on PostgreSQL
+@pytest.mark.parametrize("dialect", [sqlite.dialect(), asyncpg.dialect()], ids=lambda d: d.name)
+@pytest.mark.parametrize("tick", TICKS, ids=["batch", "start", "empty"])
+def test_tick_insert(dialect: Dialect, tick: Tick) -> None:
+    values = _values(tick)
+    old = sa.insert(reconciler_ticks).values(values).returning(reconciler_ticks.c.id)
+    _same(old, ticks.INSERT, dialect, values, insert=True)
+
+
+def test_a_tick_is_stored_as_it_was() -> None:
+    """What SQLite holds, column by column with its storage class (JSON null and SQL NULL differ), for the old
+    statement and the prebuilt one."""
+    engine = sa.create_engine("sqlite://")
+    reconciler_ticks.create(engine)
+    with engine.begin() as conn:
+        for tick in TICKS:
+            values = _values(tick)
+            conn.execute(sa.insert(reconciler_ticks).values(values).returning(reconciler_ticks.c.id)).one()
+            conn.execute(ticks.INSERT, values).one()
+        columns = [c.name for c in reconciler_ticks.columns if c.name != "id"]
+        stored = conn.exec_driver_sql("SELECT " + ", ".join(f"{c}, typeof({c})" for c in columns)
+                                      + " FROM reconciler_ticks ORDER BY id").all()
+    assert len(stored) == 2 * len(TICKS)
+    for old, new in zip(stored[0::2], stored[1::2], strict=True):
+        assert new == old

@@ -1,8 +1,9 @@
 """The DaemonSet controller behind the dispatcher (reconciler.core.controller.Controller).
 
 What it remembers on its own: the failed-pod backoff (persisted with the decisions that change it, and
-garbage-collected as upstream's every BACKOFF_GC_INTERVAL), and per DaemonSet the revision writes the
-executor reported done that the cache has not shown yet.
+garbage-collected as upstream's every BACKOFF_GC_INTERVAL), per DaemonSet the revision writes the
+executor reported done that the cache has not shown yet, and per DaemonSet the claim and status counts
+its last sync left (a memo the next sync brings up to date: reconciler.core.daemonset.tally).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from reconciler.core.daemonset.actions import plan_actions
 from reconciler.core.daemonset.backoff import BACKOFF_GC_INTERVAL, FailedPodBackoff, gc
 from reconciler.core.daemonset.history import revision_data_of
 from reconciler.core.daemonset.sync import sync_daemonset
+from reconciler.core.daemonset.tally import StatusTally
 from reconciler.core.expectations import Expectations
 from reconciler.core.view import CacheView, Wakeups
 
@@ -66,6 +68,8 @@ class DaemonSetController:
         # shadow mode: DaemonSet -> {revision name: its data} of the revision creates a shadow would have made;
         # any revision of the same data ends the wait (see `would_write`)
         self.would_create: dict[ControllerKey, dict[str, bytes]] = {}
+        # DaemonSet -> its claim and status counts as its last sync left them (a memo: see StatusTally)
+        self.tallies: dict[ControllerKey, StatusTally] = {}
 
     # --- events ---------------------------------------------------------------------------------------------
     def watches(self) -> Mapping[str, Handler]:
@@ -126,8 +130,11 @@ class DaemonSetController:
         return None
 
     def sync(self, syncing: Syncing) -> Synced:
+        tally = self.tallies.get(syncing.key)
+        if tally is None:
+            tally = self.tallies[syncing.key] = StatusTally()
         plan = sync_daemonset(syncing.key, syncing.view, syncing.expectations, self.backoff, syncing.now,
-                              syncing.correlation, self.gates)
+                              syncing.correlation, self.gates, tally)
         summary = dict(plan.explain)
         if plan.ds is None:
             return Synced(summary, gone=True)
@@ -201,6 +208,7 @@ class DaemonSetController:
 
     def forget(self, key: ControllerKey) -> None:
         self.revision_writes.pop(key, None)
+        self.tallies.pop(key, None)
         self.would_create.pop(key, None)
 
     # --- the failed-pod backoff -----------------------------------------------------------------------------

@@ -50,6 +50,7 @@ __all__ = [
     "ManageResult",
     "NodePlan",
     "facts_by_node",
+    "facts_order_key",
     "manage",
     "manage_facts",
     "nodes_to_daemon_facts",
@@ -129,7 +130,7 @@ def nodes_to_daemon_facts(pods: Iterable[PodFacts], include_deleted_terminal: bo
                 crowded.append(same_node)
             same_node.append(facts)
     for same_node in crowded:
-        same_node.sort(key=_facts_order_key)
+        same_node.sort(key=facts_order_key)
     return grouped
 
 
@@ -138,7 +139,7 @@ def facts_by_node(pods_by_node: Mapping[str, Sequence[Pod]]) -> dict[str, list[P
     return {name: [pod_facts(p) for p in pods] for name, pods in pods_by_node.items()}
 
 
-def _facts_order_key(facts: PodFacts) -> tuple[bool, datetime, str]:
+def facts_order_key(facts: PodFacts) -> tuple[bool, datetime, str]:
     return pod_order_key(facts.pod)
 
 

@@ -38,16 +38,20 @@ from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_pl
 from reconciler.core.daemonset.rollout import TEMPLATE_GENERATION_LABEL, template_generation
 
 __all__ = [
+    "NO_COUNTS",
     "SELECTING_ALL_MESSAGE",
     "SELECTING_ALL_REASON",
     "DaemonSetEvent",
+    "NodeCounts",
     "calculate_status",
     "calculate_status_facts",
     "needs_write",
+    "node_counts",
     "oldest_pod",
     "resync_after",
     "resync_after_facts",
     "selecting_all_event",
+    "summed",
     "uncounted_availability",
     "uncounted_availability_facts",
 ]
@@ -115,7 +119,6 @@ def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: M
     generation = template_generation(ds)
     generation_label = None if generation is None else str(generation)
     min_ready = ds.spec.min_ready_seconds
-    min_ready_delta = timedelta(seconds=min_ready)
     if placements is None:
         place = daemon_placer(ds, comparison_operators=comparison_operators)
         untainted = untainted_everywhere(ds)  # as manage_facts: an untainted node is EVERYWHERE without `place`
@@ -123,42 +126,82 @@ def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: M
             (node.metadata.name, EVERYWHERE if untainted and not node.spec.taints else place(node)) for node in nodes)
     else:
         pairs = placements.items()
-    desired = current = misscheduled = ready = available = updated = 0
-    for name, placement in pairs:  # one pass over every node and its pods: kept lean, it runs on every sync
-        pods = pods_by_node.get(name)
-        if pods:
-            if len(pods) == 1:
-                facts = pods[0]
-                if facts.deleting and facts.terminal:
-                    pods = None  # deleted and terminal: not counted
-            else:
-                pods = [f for f in pods if not (f.deleting and f.terminal)]
-                if pods:
-                    facts = _oldest(pods)
-        if not placement.should_run:
-            if pods:
-                misscheduled += 1
-            continue
-        desired += 1
-        if not pods:
-            continue
-        current += 1
-        if facts.ready:
-            ready += 1
-            # is_pod_available: Ready, and Ready for minReadySeconds by now when that is above 0
-            since = facts.ready_since
-            if min_ready == 0 or (since is not None and since + min_ready_delta <= now):
-                available += 1
-        # is_pod_updated, inlined
-        labels = facts.labels
-        if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
-                generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label):
-            updated += 1
+    desired, current, misscheduled, ready, available, updated = summed(
+        node_counts(placement, pods_by_node.get(name), hash_, generation_label, min_ready, now)
+        for name, placement in pairs)
     return msgspec.structs.replace(
         ds.status, desired_number_scheduled=desired, current_number_scheduled=current,
         number_misscheduled=misscheduled, number_ready=ready, updated_number_scheduled=updated,
         number_available=available, number_unavailable=desired - available,
         observed_generation=ds.metadata.generation if update_observed_generation else ds.status.observed_generation)
+
+
+class NodeCounts(NamedTuple):
+    """What one node adds to the status counts (each 0 or 1), and when its counted pod turns available."""
+
+    desired: int
+    current: int
+    misscheduled: int
+    ready: int
+    available: int
+    updated: int
+    available_at: datetime | None = None  # Ready but not yet for minReadySeconds: when it will have been
+
+
+NO_COUNTS: Final = NodeCounts(0, 0, 0, 0, 0, 0)
+_MISSCHEDULED: Final = NodeCounts(0, 0, 1, 0, 0, 0)
+_DESIRED: Final = NodeCounts(1, 0, 0, 0, 0, 0)
+# a node the daemon runs on, by (ready, available, updated) when nothing is left to wait for: one shared value
+# each, as thousands of nodes have one of them
+_SCHEDULED: Final = {(ready, available, updated): NodeCounts(1, 1, 0, ready, available, updated)
+                     for ready in (0, 1) for available in (0, 1) for updated in (0, 1)}
+
+
+def summed(counts: Iterable[NodeCounts]) -> tuple[int, int, int, int, int, int]:
+    """The six counts of ``counts``, each summed."""
+    columns = list(zip(*counts, strict=True))
+    if not columns:
+        return 0, 0, 0, 0, 0, 0
+    desired, current, misscheduled, ready, available, updated, _ = columns
+    return sum(desired), sum(current), sum(misscheduled), sum(ready), sum(available), sum(updated)
+
+
+def node_counts(placement: Placement, pods: Sequence[PodFacts] | None, hash_: str, generation_label: str | None,
+                min_ready: int, now: datetime) -> NodeCounts:
+    """One node's part of updateDaemonSetStatus: ``pods`` are its claimed pods oldest first
+    (nodes_to_daemon_facts), ``generation_label`` the template generation as a label value (None: none)."""
+    if pods:
+        if len(pods) == 1:
+            facts = pods[0]
+            if facts.deleting and facts.terminal:
+                pods = None  # deleted and terminal: not counted
+        else:
+            pods = [f for f in pods if not (f.deleting and f.terminal)]
+            if pods:
+                facts = _oldest(pods)
+    if not placement.should_run:
+        return _MISSCHEDULED if pods else NO_COUNTS
+    if not pods:
+        return _DESIRED
+    ready = available = 0
+    available_at = None
+    if facts.ready:
+        ready = 1
+        # is_pod_available: Ready, and Ready for minReadySeconds by now when that is above 0
+        since = facts.ready_since
+        if min_ready == 0:
+            available = 1
+        elif since is not None:
+            available_at = since + timedelta(seconds=min_ready)
+            if available_at <= now:
+                available, available_at = 1, None
+    # is_pod_updated, inlined
+    labels = facts.labels
+    updated = 1 if (hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+        generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label) else 0
+    if available_at is None:
+        return _SCHEDULED[(ready, available, updated)]
+    return NodeCounts(1, 1, 0, ready, available, updated, available_at)
 
 
 def needs_write(ds: DaemonSet, new: DaemonSetStatus) -> bool:

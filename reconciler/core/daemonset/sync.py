@@ -36,7 +36,6 @@ from kube.nodeaffinity import get_target_node_name, node_selector_errors
 from kube.ownership import get_controller_of
 from kube.pods import PodFacts
 from messages.keys import ControllerKey
-from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.backoff import FailedPodBackoff
 from reconciler.core.daemonset.handlers import KIND, REVISION_KIND
 from reconciler.core.daemonset.history import (
@@ -49,7 +48,7 @@ from reconciler.core.daemonset.history import (
     revision_number_patch,
     unique_label_patch,
 )
-from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts, nodes_to_daemon_facts
+from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts
 from reconciler.core.daemonset.placement import validate_tolerations
 from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
 from reconciler.core.daemonset.rollout import (
@@ -67,11 +66,11 @@ from reconciler.core.daemonset.rollout import (
     updated_desired_node_counts,
 )
 from reconciler.core.daemonset.status import (
-    calculate_status_facts,
     needs_write,
     resync_after_facts,
     selecting_all_event,
 )
+from reconciler.core.daemonset.tally import StatusTally
 from reconciler.core.expectations import Expectations, held_back
 from reconciler.core.view import BadInput, CacheView
 
@@ -129,9 +128,11 @@ class DaemonSetPlan:
 
 def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectations | None,
                    backoff_entries: Mapping[str, FailedPodBackoff], now: datetime, key_base: str,
-                   gates: FeatureGates = DEFAULT_GATES) -> DaemonSetPlan:
+                   gates: FeatureGates = DEFAULT_GATES, tally: StatusTally | None = None) -> DaemonSetPlan:
     """One sync of ``key`` ("DaemonSet/namespace/name"); ``key_base`` makes its idempotency keys unique;
-    ``gates`` the feature gates (upstream's ``utilfeature.DefaultFeatureGate``, here a value)."""
+    ``gates`` the feature gates (upstream's ``utilfeature.DefaultFeatureGate``, here a value); ``tally`` the
+    DaemonSet's claim and status counts as the last sync left them, brought up to date here (None: worked out
+    from scratch; the decision is the same)."""
     comparison_operators = gates.taint_toleration_comparison_operators
     namespace, name = key.namespace, key.name
     plan = DaemonSetPlan(key)
@@ -181,8 +182,10 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     # facts alone, and a pod itself only where it acts on it (adopt, release, delete, relabel) or on a node
     # with more than one pod. They come in the cache's order: what follows looks pods up by node or sorts
     # them (a name is a pod's own in its namespace, and ties keep the cache's order as a stable sort does)
-    claim = claim_facts(ds.metadata, selector, view.owned_or_orphan_pods(namespace, ds.metadata.uid))
-    claimed = claim.claimed
+    if tally is None:
+        tally = StatusTally()
+    tally.claim(ds, selector, view)
+    claimed = tally.claimed()
     taken = {r.metadata.name: r for r in view.in_namespace(REVISION_KIND, namespace)}
     history = construct_history(ds, revisions, _by_name(claimed), taken)
     plan.history = history
@@ -211,18 +214,20 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
         plan.revision_patches.append((revision, revision_number_patch(number)))
     plan.pod_relabels = [(p, relabel_pod_patch(hash_)) for p in history.pod_relabels]
     plan.revision_deletes = list(history.deletes)
-    plan.adopt, plan.release = sorted(claim.adopt, key=_NAME), sorted(claim.release, key=_NAME)
+    plan.adopt, plan.release = sorted(tally.adopt(), key=_NAME), sorted(tally.release(), key=_NAME)
 
-    nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
-    pods_by_node = nodes_to_daemon_facts(claimed)
+    # getNodesToDaemonPods and the status's counts over every node, as the tally keeps them
+    tally.count(ds, hash_, view, now, comparison_operators=comparison_operators)
+    pods_by_node = tally.by_node  # read only: the tally's own
     if expectations is not None and not expectations.satisfied(now):
-        status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=False,
-                                        comparison_operators=comparison_operators)
+        status = tally.status(ds, update_observed_generation=False)
         plan.status = _to_write(ds, status, plan.adopt)
         plan.requeue_after = resync_after_facts(ds, status, pods_by_node, now)
         plan.explain.update({"reason": f"{held_back(expectations, now)}: status only", "hash": hash_,
-                             "pods": len(claimed), "nodes": len(nodes)})
+                             "pods": len(claimed), "nodes": tally.node_count})
         return plan
+
+    nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
 
     # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
     plan.managed = True
@@ -244,8 +249,7 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
                 if (value := facts.labels.get(UNIQUE_LABEL_KEY, "")) and facts.node is not None)
         plan.revision_deletes.extend(cleanup_history(ds, history.old, live))
 
-    status = calculate_status_facts(ds, nodes, pods_by_node, hash_, now, update_observed_generation=True,
-                                    placements=result.placements)
+    status = tally.status(ds, update_observed_generation=True)
     plan.status = _to_write(ds, status, plan.adopt)
     plan.requeue_after = _earliest(result.requeue_after, resync_after_facts(ds, status, pods_by_node, now))
     plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
