@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import sys
-from datetime import UTC, datetime, timedelta
 
 import msgspec
 import uvloop
 
 from bench.executor_bench import pod_bodies
+from bench.executor_events_bench import OWNER, Clock
 from executor.consuming import checked_apply
 from executor.delivery import Delivery
 from executor.events import EventRecorder
@@ -34,20 +33,6 @@ from kube.flowcontrol import TokenBucket
 from messages import codec
 from messages.actions import Action, ActionResult, CreatePods, DeletePod, PodToCreate
 from runtime.kubehttp import Answer
-
-OWNER = msgspec.Raw(json.dumps({"kind": "ReplicaSet", "namespace": "bench", "name": "web", "uid": "rs-uid-1",
-                                "apiVersion": "apps/v1", "resourceVersion": "42"}).encode())
-
-
-class Clock:
-    """A millisecond per reading: deterministic, and the spam filter's bucket refills by almost nothing."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
 
 
 class Http:
