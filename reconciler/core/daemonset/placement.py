@@ -48,6 +48,7 @@ __all__ = [
     "add_or_update_toleration",
     "daemon_placer",
     "daemon_pod_tolerations",
+    "node_placer",
     "node_should_run_daemon_pod",
     "replace_node_name_node_affinity",
     "replace_node_name_node_affinity_raw",
@@ -130,6 +131,15 @@ def untainted_everywhere(ds: DaemonSet) -> bool:
     over thousands of nodes then asks :func:`daemon_placer` only about the tainted ones."""
     spec = ds.spec.template.spec
     return not spec.node_name and not spec.node_selector and spec.affinity is None
+
+
+def node_placer(ds: DaemonSet, *, comparison_operators: bool = False) -> Callable[[Node], Placement]:
+    """:func:`daemon_placer`, asking it only about tainted nodes when the template looks at nothing but taints
+    (:func:`untainted_everywhere`): an untainted node is then EVERYWHERE."""
+    place = daemon_placer(ds, comparison_operators=comparison_operators)
+    if not untainted_everywhere(ds):
+        return place
+    return lambda node: place(node) if node.spec.taints else EVERYWHERE
 
 
 def _node_affinity(spec: PodSpec) -> RequiredNodeAffinity | None:

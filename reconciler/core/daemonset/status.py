@@ -34,7 +34,7 @@ from kube.pods import PodFacts
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
 from reconciler.core.daemonset.manage import facts_by_node
-from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
+from reconciler.core.daemonset.placement import Placement, node_placer
 from reconciler.core.daemonset.rollout import TEMPLATE_GENERATION_LABEL, template_generation
 
 __all__ = [
@@ -120,10 +120,8 @@ def calculate_status_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: M
     generation_label = None if generation is None else str(generation)
     min_ready = ds.spec.min_ready_seconds
     if placements is None:
-        place = daemon_placer(ds, comparison_operators=comparison_operators)
-        untainted = untainted_everywhere(ds)  # as manage_facts: an untainted node is EVERYWHERE without `place`
-        pairs: Iterable[tuple[str, Placement]] = (
-            (node.metadata.name, EVERYWHERE if untainted and not node.spec.taints else place(node)) for node in nodes)
+        place = node_placer(ds, comparison_operators=comparison_operators)  # as manage_facts asks it
+        pairs: Iterable[tuple[str, Placement]] = ((node.metadata.name, place(node)) for node in nodes)
     else:
         pairs = placements.items()
     desired, current, misscheduled, ready, available, updated = summed(

@@ -30,7 +30,7 @@ from kube.labels import Selector
 from kube.pods import PodFacts
 from reconciler.core.cache import Journal
 from reconciler.core.daemonset.manage import facts_order_key
-from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
+from reconciler.core.daemonset.placement import Placement, node_placer
 from reconciler.core.daemonset.rollout import template_generation
 from reconciler.core.daemonset.status import NO_COUNTS, NodeCounts, node_counts, summed
 from reconciler.core.view import CacheView
@@ -130,7 +130,7 @@ class StatusTally:
         same_template = comparison_operators == self._comparison_operators and (
             spec is self._spec or (self._spec is not None and _placement_inputs(spec) == _placement_inputs(self._spec)))
         self._spec, self._comparison_operators = spec, comparison_operators
-        place = _placer(ds, comparison_operators)
+        place = node_placer(ds, comparison_operators=comparison_operators)
         if changed is None or not same_template:
             self._read_nodes(view.all(_NODE), place, same_template)
         else:
@@ -272,15 +272,6 @@ class StatusTally:
         totals[3] += sign * counts.ready
         totals[4] += sign * counts.available
         totals[5] += sign * counts.updated
-
-
-def _placer(ds: DaemonSet, comparison_operators: bool) -> Placer:
-    """NodeShouldRunDaemonPod for ``ds`` as manage_facts asks it: an untainted node is EVERYWHERE when the
-    template looks at nothing but taints."""
-    place = daemon_placer(ds, comparison_operators=comparison_operators)
-    if not untainted_everywhere(ds):
-        return place
-    return lambda node: place(node) if node.spec.taints else EVERYWHERE
 
 
 def _placement_inputs(spec: PodSpec) -> tuple[object, ...]:
