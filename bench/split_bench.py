@@ -93,7 +93,7 @@ from messages.observed import ADDED, MODIFIED, ObservedEvent
 from reconciler.leases import DEFAULT_TTL
 from runtime.bus import ensure_streams
 from runtime.natsserver import binary as nats_binary
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from store.engine import upgrade
 
 PARTITIONS = 16

@@ -60,7 +60,7 @@ from controlplane.api import Api, ApiError, wait_for
 from controlplane.building import Build, find_or_fail
 from controlplane.processes import ControlPlane, ControlPlaneConfig
 from executor.correlating import SPAM_REFILL_SECONDS
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 NAMESPACE = "bench"
 DS, RS = "agent", "web"

@@ -44,7 +44,7 @@ import yaml  # type: ignore[import-untyped]
 from controlplane.api import Api, ApiError, wait_for
 from controlplane.building import Build
 from controlplane.certificates import Identity, Pki, make
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 MARKER = ".kubus-controlplane"  # a data directory holding it is one of ours, wiped at the next start
 SERVICE_CIDR = "10.96.0.0/16"

@@ -7,9 +7,10 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import sysconfig
 from pathlib import Path
+
+from runtime.ports import free_port
 
 
 def binary() -> str:
@@ -63,13 +64,6 @@ async def check_version(path: str, timeout: float = 10.0) -> tuple[int, int, int
         raise NatsServerUnusable(f"the nats-server at {path} is version {found}; the embedded NATS needs "
                                  f"{MIN_VERSION[0]}.{MIN_VERSION[1]} or newer: {FIX}")
     return version
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 LOG_SIZE_LIMIT = 10 * 1024 * 1024

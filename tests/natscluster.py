@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.natsserver import binary, free_port
+from runtime.natsserver import binary
+from runtime.ports import free_port
 from tests.simulation import wait_for
 
 CLUSTER_NAME = "kubus-test"

@@ -32,7 +32,7 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 import sqlalchemy as sa
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 URL_VARIABLE = "KUBUS_TEST_PG_URL"
 MODE_VARIABLE = "KUBUS_TEST_PG"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 
 class Proxy:

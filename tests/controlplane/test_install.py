@@ -38,7 +38,7 @@ import yaml  # type: ignore[import-untyped]
 from controlplane.api import Api
 from controlplane.processes import ControlPlane
 from runtime.natsserver import binary as nats_binary
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests import postgres
 from tests.controlplane.conftest import KUBUS_SERVICE_ACCOUNTS, NODES, pods, running_and_ready
 from tests.simulation import Kubectl, wait_for

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controlplane.api import Api, ApiError
 from controlplane.processes import ControlPlane
 from executor.applying import failed_precondition
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.controlplane.conftest import NODES, audited, pods, running_and_ready
 from tests.simulation import Kubectl, wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.pipeline.test_up import get
 from tests.simulation import Kubectl, wait_for
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from controlplane import certificates
 from runtime.kubeconfig import load_kubeconfig
 from runtime.kubehttp import CREDENTIALS_PERIOD_S, KubeHttp, ssl_context
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 TOKEN = "s3cr3t-token-value"
 

@@ -11,7 +11,7 @@ from ingest.config import IngestConfig
 from ingest.service import Ingest, run_ingest
 from runtime.bus import NatsUnavailable
 from runtime.kubeconfig import KubeconfigError
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 
 
 async def test_nats_that_does_not_answer_is_named(config: IngestConfig) -> None:

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from kubus import cli, status_command
 from messages import subjects
 from runtime.bus import connect, ensure_streams
-from runtime.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats
+from runtime.ports import free_port
 from store import leases
 from store.engine import Store, open_store, upgrade
 from store.leases import LeaseClock

@@ -27,7 +27,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.natsserver import binary as nats_binary
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.cluster import HOLD, FailingPods, RealCluster, TerminatingPods
 from tests.simulation import SimProcess, wait_for
 

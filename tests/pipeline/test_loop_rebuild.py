@@ -30,7 +30,8 @@ from reconciler.bootstrapping import wait_for_state
 from reconciler.consuming import Reconciler, Stopped
 from reconciler.relaying import RESULTS_CONSUMER, record_results
 from runtime.bus import Bus
-from runtime.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats
+from runtime.ports import free_port
 from store.results import ResultRow
 from tests.leases.test_split_reconcilers import until
 from tests.reconciler.builders import observed

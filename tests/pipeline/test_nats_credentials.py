@@ -15,7 +15,8 @@ import nkeys
 import pytest
 
 from runtime.bus import NatsAuth, NatsAuthError, close, connect
-from runtime.natsserver import binary, free_port
+from runtime.natsserver import binary
+from runtime.ports import free_port
 
 
 @asynccontextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.simulation import Kubectl, wait_for
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats
+from runtime.ports import free_port
 from tests.simulation import wait_for
 
 

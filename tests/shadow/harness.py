@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.simulation import wait_for
 
 WINDOW = "3s"  # the shadow's comparison window in these tests: the acting kubus answers within it on a sim

@@ -32,7 +32,7 @@ import asyncpg  # type: ignore[import-untyped]
 import sqlalchemy as sa
 
 from runtime.natsserver import binary as nats_binary
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests import postgres
 from tests.cluster import RealCluster
 from tests.simulation import Kubectl, wait_for

@@ -26,7 +26,7 @@ from typing import IO
 
 import pytest
 
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests import postgres
 from tests.simulation import Kubectl, wait_for
 

@@ -19,7 +19,7 @@ from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
 from messages import subjects
 from runtime.bus import STREAMS, GiB, connect
-from runtime.natsserver import free_port
+from runtime.ports import free_port
 from tests.natscluster import NatsCluster
 from tests.simulation import wait_for
 

@@ -14,7 +14,8 @@ import pytest
 
 from kubus.cli import build_parser
 from runtime import flags
-from runtime.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats
+from runtime.ports import free_port
 from runtime.running import Options, Runtime, run_service
 
 PROBE = "__probe__"

@@ -12,7 +12,8 @@ import pytest
 
 from messages import subjects
 from runtime.bus import NatsUnavailable, connect, connected
-from runtime.natsserver import EmbeddedNats, free_port
+from runtime.natsserver import EmbeddedNats
+from runtime.ports import free_port
 
 SECRET = "s3cr3t-pw"
 
