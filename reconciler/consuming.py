@@ -47,6 +47,7 @@ from messages import codec, subjects
 from messages.actions import ActionResult
 from messages.observed import ObservedEvent
 from reconciler import bootstrapping, metrics
+from reconciler.awaiting import Unmet
 from reconciler.core import batch, stepping
 from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
@@ -119,6 +120,7 @@ class Reconciler:
         self.committed = False  # a transaction of this loop committed (the database answered)
         self.relay_wakeup = asyncio.Event()
         self._intake = Intake()
+        self._unmet = Unmet()  # the expectations the commits left unmet: where a batch's window may end early
         self._lock = asyncio.Lock()
         self._results: Pending = []
         self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
@@ -163,6 +165,7 @@ class Reconciler:
             prefix=self.bus.prefix, settings=self.settings, newest=self.bootstrapped_to,
             consistent=self._consistent_to, instance=self.instance, at=self.clock()), self.cache)
         state.controllers.use_stopwatch(time.perf_counter)
+        self._unmet.seed(state.controllers.expectations)
         state.controllers.use_probe(self.probe)  # the workqueue_* metrics, on the same clock
         log.info("cache bootstrapped with %d objects, %d expectations; replaying events from sequence %d",
                  loaded, len(state.controllers.expectations), state.first_seq)
@@ -363,8 +366,10 @@ class Reconciler:
         limit = 1 if self.settings.shadow and self.caught_up else BATCH
         if len(self._intake) or self._results:
             # a short window to let a burst of events and results gather: one sync and one commit per
-            # burst instead of one per few events (what a single upstream worker gets from its queue)
-            await self._intake.gather(msgs, limit, BATCH_WINDOW)
+            # burst instead of one per few events (what a single upstream worker gets from its queue); it ends
+            # at the event that meets a controller's expectations, whose next round would wait for the rest
+            countdown = self._unmet.countdown(self.clock()) if self.caught_up else None
+            await self._intake.gather(msgs, limit, BATCH_WINDOW, countdown.met_by if countdown else None)
         else:
             self._intake.take(msgs, limit)
         return msgs
@@ -381,6 +386,7 @@ class Reconciler:
         except BaseException as exc:  # LeaseLost, the database away: nothing committed, the results not acked
             _fail(pending, exc if isinstance(exc, Exception) else Stopped())
             raise
+        self._unmet.saved(commit.expectations, commit.expectations_deleted)
         for _, _, done in pending:
             done.set_result(None)
         if commit.acts:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 
 from nats.aio.msg import Msg
 
@@ -47,21 +48,32 @@ class Intake:
             self._ready.set()
         return ready
 
-    def take(self, into: list[Msg], limit: int) -> None:
-        """Moves the oldest messages into `into` until it holds `limit` or none are left."""
+    def take(self, into: list[Msg], limit: int, until: Callable[[Msg], bool] | None = None) -> bool:
+        """Moves the oldest messages into `into` until it holds `limit` or none are left; with `until`, stops
+        after the first message it is true of, and says whether one was."""
         msgs = self._msgs
+        met = False
         for _ in range(min(limit - len(into), len(msgs))):
-            into.append(msgs.popleft())
+            msg = msgs.popleft()
+            into.append(msg)
+            if until is not None and until(msg):
+                met = True
+                break
         if not msgs:
             self._ready.clear()
+        return met
 
-    async def gather(self, into: list[Msg], limit: int, window: float) -> None:
-        """Takes what arrives in the next `window` seconds too, until `into` holds `limit`."""
+    async def gather(self, into: list[Msg], limit: int, window: float,
+                     until: Callable[[Msg], bool] | None = None) -> None:
+        """Takes what arrives in the next `window` seconds too, until `into` holds `limit`, or (with `until`)
+        up to the first message `until` is true of."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
-        self.take(into, limit)
+        if self.take(into, limit, until):
+            return
         while len(into) < limit:
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.wait(remaining):
                 return
-            self.take(into, limit)
+            if self.take(into, limit, until):
+                return
