@@ -54,9 +54,6 @@ RELAY_BATCH = 500
 RESULTS_CONSUMER = "reconciler-results"
 
 
-RELAY_WINDOW = 0.02  # seconds the relay lets commits gather before one scan of the outbox
-
-
 SubjectsOf = Callable[[], Collection[str] | None]
 
 
@@ -118,8 +115,8 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
             stopped.cancel()
         if stop.is_set():
             return
-        if wakeup.is_set():
-            await asyncio.sleep(RELAY_WINDOW)  # a window, not synchronisation: fewer, larger scans
+        # no window of its own before the scan: a commit comes once per batch, the batch's window gathered its
+        # events already, and commits that land while this round publishes are taken by the next round
         wakeup.clear()
         try:
             while await relay_once(bus, store, subjects_of() if subjects_of else None) == RELAY_BATCH:
