@@ -16,7 +16,7 @@ never holds one longer than BATCH_WINDOW.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import msgspec
@@ -80,27 +80,35 @@ class Unmet:
         for key in deleted:
             self._unmet.pop(key, None)
 
-    def countdown(self, now: datetime) -> Countdown | None:
+    def countdown(self, now: datetime, known_pod: Callable[[str], bool]) -> Countdown | None:
         """A batch's count of what is awaited (None when nothing is: the window runs as it always did).
-        Expectations expired by `now` are satisfied already, and leave."""
+        Expectations expired by `now` are satisfied already, and leave. `known_pod(uid)`: whether the cache
+        holds that pod already (its event is no creation)."""
         for key in [key for key, value in self._unmet.items() if value.expired(now)]:
             del self._unmet[key]
         if not self._unmet:
             return None
-        return Countdown({key: [max(value.adds, 0), max(value.dels, 0)] for key, value in self._unmet.items()})
+        return Countdown({key: [max(value.adds, 0), max(value.dels, 0)] for key, value in self._unmet.items()},
+                         known_pod)
 
 
 class Countdown:
     """One batch's window: counts the awaited creations and deletions down as their pods' events arrive."""
 
-    def __init__(self, remaining: dict[str, list[int]]):
+    def __init__(self, remaining: dict[str, list[int]], known_pod: Callable[[str], bool]):
         self._remaining = remaining  # key -> [creations, deletions] still awaited
         self._deleting: set[str] = set()  # the pods whose deletion this window counted (by subject)
+        # with only creations awaited, the event of a pod the cache holds (most are: a pod's later updates) can
+        # count for nothing, and is not decoded
+        self._known_pod = None if any(dels for _, dels in remaining.values()) else known_pod
 
     def met_by(self, msg: Msg) -> bool:
         """Whether `msg` leaves a controller with nothing more to wait for."""
         subject = msg.subject
-        if subject.rsplit(".", 2)[-2] != "Pod" or msg.data[:len(COMPRESSED)] == COMPRESSED:
+        _, kind, uid = subject.rsplit(".", 2)
+        if kind != "Pod" or (self._known_pod is not None and self._known_pod(uid)):
+            return False
+        if msg.data[:len(COMPRESSED)] == COMPRESSED:
             return False
         try:
             event = _decode_event(msg.data)

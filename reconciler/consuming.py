@@ -368,11 +368,14 @@ class Reconciler:
             # a short window to let a burst of events and results gather: one sync and one commit per
             # burst instead of one per few events (what a single upstream worker gets from its queue); it ends
             # at the event that meets a controller's expectations, whose next round would wait for the rest
-            countdown = self._unmet.countdown(self.clock()) if self.caught_up else None
+            countdown = self._unmet.countdown(self.clock(), self._cached_pod) if self.caught_up else None
             await self._intake.gather(msgs, limit, BATCH_WINDOW, countdown.met_by if countdown else None)
         else:
             self._intake.take(msgs, limit)
         return msgs
+
+    def _cached_pod(self, uid: str) -> bool:
+        return self.cache.get("Pod", uid) is not None
 
     async def _process(self, state: batch.State, msgs: list[Msg]) -> tuple[int, stepping.Halt | None]:
         # what the batch is given beyond the events (the results fed, the clock, the caught-up flag) is

@@ -4,6 +4,7 @@ early), counted from the expectations the loop's commits left unmet."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,10 +38,15 @@ def owned(name: str, owner: Any = DS) -> Any:
     return pod(name).ns("prod").uid(f"uid-{name}").owned_by(owner).build()
 
 
-def countdown(adds: int = 0, dels: int = 0, key: ControllerKey = DS_KEY) -> Countdown:
+def nothing_cached(uid: str) -> bool:
+    return False
+
+
+def countdown(adds: int = 0, dels: int = 0, key: ControllerKey = DS_KEY,
+              known_pod: Callable[[str], bool] = nothing_cached) -> Countdown:
     unmet = Unmet()
     unmet.seed({key: expect(adds, dels, NOW)})
-    found = unmet.countdown(NOW)
+    found = unmet.countdown(NOW, known_pod)
     assert found is not None
     return found
 
@@ -71,6 +77,25 @@ def test_a_deletion_counts_once_whether_its_pod_shows_a_deletion_timestamp_then_
     assert window.met_by(event(owned("c", RS), DELETED))
 
 
+def test_with_only_creations_awaited_the_events_of_cached_pods_are_not_read() -> None:
+    read: list[str] = []
+
+    def cached(uid: str) -> bool:
+        read.append(uid)
+        return uid == "uid-old"
+
+    window = countdown(adds=1, known_pod=cached)
+    deleting = pod("old").ns("prod").uid("uid-old").owned_by(DS).deleting(NOW).build()
+    assert not window.met_by(event(deleting, MODIFIED))  # cached: no creation, and no deletion is awaited
+    assert window.met_by(event(owned("new")))
+    assert read == ["uid-old", "uid-new"]
+
+
+def test_with_deletions_awaited_the_events_of_cached_pods_count() -> None:
+    window = countdown(dels=1, known_pod=lambda uid: True)
+    assert window.met_by(event(owned("a"), DELETED))
+
+
 def test_creations_and_deletions_both_awaited_end_the_window_only_once_both_are_seen() -> None:
     window = countdown(adds=1, dels=1)
     assert not window.met_by(event(owned("a")))
@@ -92,15 +117,16 @@ def test_only_unmet_unexpired_expectations_are_awaited_and_commits_keep_them_cur
     unmet.seed({DS_KEY: expect(0, 0, NOW), RS_KEY: expect(2, 0, NOW)})
     assert len(unmet) == 1
     unmet.saved({str(DS_KEY): expect(5, 0, NOW), str(RS_KEY): expect(0, 0, NOW)}, [])
-    window = unmet.countdown(NOW)
+    window = unmet.countdown(NOW, nothing_cached)
     assert window is not None
     assert [window.met_by(event(owned(f"p{i}"))) for i in range(5)] == [False] * 4 + [True]
     assert not window.met_by(event(owned("r", RS)))  # the ReplicaSet's were met: it awaits nothing
     unmet.saved({}, [str(DS_KEY)])
-    assert unmet.countdown(NOW) is None  # nothing awaited: the window runs its length
+    assert unmet.countdown(NOW, nothing_cached) is None  # nothing awaited: the window runs its length
     unmet.saved({str(DS_KEY): expect(1, 0, NOW)}, [])
-    assert unmet.countdown(NOW + EXPECTATIONS_TIMEOUT) is not None
-    assert unmet.countdown(NOW + EXPECTATIONS_TIMEOUT + timedelta(seconds=1)) is None  # expired: satisfied
+    assert unmet.countdown(NOW + EXPECTATIONS_TIMEOUT, nothing_cached) is not None
+    expired = NOW + EXPECTATIONS_TIMEOUT + timedelta(seconds=1)
+    assert unmet.countdown(expired, nothing_cached) is None  # expired: satisfied
 
 
 async def test_a_window_ends_at_the_event_that_meets_them_and_leaves_the_rest_for_the_next_batch() -> None:
