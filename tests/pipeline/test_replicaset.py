@@ -678,6 +678,27 @@ def test_scale_up_is_audited_in_sql(pipeline: Pipeline, kubectl: Kubectl, namesp
     assert {k: u for k, *_, u in results} == by_key
 
 
+def test_the_batch_that_meets_a_rounds_expectations_ends_at_the_event_that_meets_them(
+        pipeline: Pipeline, kubectl: Kubectl, namespace: str, tmp_path: Path) -> None:
+    """The last of a round's 150 pods to show up (its ADDED) meets the ReplicaSet's expectations, and the batch
+    that takes it ends there (reconciler/awaiting.py) although the earlier pods' updates keep coming: the next
+    round would otherwise wait out the rest of the 50 ms window behind it. The ticks record where each batch
+    ended, so the audit trail shows it."""
+    apply(kubectl, tmp_path, replicaset("web", namespace, 150))
+    converged(pipeline, namespace, "web", 150, ceiling=150, timeout=60)
+    settled(pipeline, namespace, "web")
+    [(met, added, updated_after)] = pipeline.sql(
+        "select max(e.stream_seq), count(*), (select count(*) from observed_events later where later.namespace = ? "
+        "and later.kind = 'Pod' and later.stream_seq > max(e.stream_seq)) from action_results r "
+        "join observed_events e on e.uid = r.object_uid and e.event_type = 'ADDED' "
+        "where r.action = 'create_pods' and r.action_key like ?", namespace, f"{key_of(namespace, 'web')}@%")
+    assert added == 150
+    assert updated_after > 0  # the round's earlier pods were still changing after it: the window had more to take
+    ended = pipeline.sql("select last_seq from reconciler_ticks where kind = 'batch' and first_seq <= ? "
+                         "and last_seq >= ?", met, met)
+    assert ended == [(met,)], f"the batch taking sequence {met} ended at {ended}"
+
+
 def test_pods_the_api_rejects_fail_create_then_recover(pipeline: Pipeline, kubectl: Kubectl, namespace: str,
                                                        tmp_path: Path) -> None:
     """A template the API accepts for a ReplicaSet but rejects for a Pod (an image with trailing
