@@ -46,7 +46,10 @@ __all__ = [
 
 def get_pod_condition(pod: Pod, condition_type: str) -> PodCondition | None:
     """The first condition of ``condition_type`` in the pod's status, if any."""
-    return next((c for c in pod.status.conditions if c.type == condition_type), None)
+    for condition in pod.status.conditions:  # a loop, not next(genexpr): the audit row of every pod event asks
+        if condition.type == condition_type:
+            return condition
+    return None
 
 
 def get_pod_ready_condition(pod: Pod) -> PodCondition | None:

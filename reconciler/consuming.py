@@ -123,7 +123,7 @@ class Reconciler:
         self._unmet = Unmet()  # the expectations the commits left unmet: where a batch's window may end early
         self._lock = asyncio.Lock()
         self._results: Pending = []
-        self._consumed: dict[tuple[str, str], Any] = {}  # prometheus children, looked up once
+        self._consumed = metrics.LabelledCounts(serving.EVENTS_CONSUMED)
         self.probe = metrics.WorkqueueProbe(time.perf_counter)  # the controllers' key queue's metrics, until run ends
 
     @property
@@ -440,12 +440,7 @@ class Reconciler:
                               self.instance)
 
     def _count(self, events: Iterable[ObservedEvent]) -> None:
-        for event in events:
-            counter = self._consumed.get((event.kind, event.type))
-            if counter is None:
-                counter = self._consumed[(event.kind, event.type)] = serving.EVENTS_CONSUMED.labels(
-                    kind=event.kind, type=event.type)
-            counter.inc()
+        self._consumed.add((event.kind, event.type) for event in events)
 
     # --- results ------------------------------------------------------------------------------------
     async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:

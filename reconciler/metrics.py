@@ -16,10 +16,11 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import time
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -50,6 +51,24 @@ RECONCILE_TIME = histogram("controller_runtime_reconcile_time_seconds", "Time of
                            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 INTAKE_DEPTH = Gauge("kubus_reconciler_intake_depth", "Events received from NATS and waiting for the reconciler's "
                      "loop (the intake, not a controller's key queue)")
+
+
+class LabelledCounts:
+    """A labelled Counter's increments, added once per label values for a batch of them: an `inc` takes the child's
+    lock (~3 µs), and the reconciler counts every event it folds (kubus_reconciler_events_total). The children are
+    looked up once."""
+
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def add(self, labels: Iterable[tuple[str, ...]]) -> None:
+        """One increment for each item of `labels` (the counter's label values, in the order of its labels)."""
+        for values, amount in collections.Counter(labels).items():
+            child = self._children.get(values)
+            if child is None:
+                child = self._children[values] = self._counter.labels(*values)
+            child.inc(amount)
 
 
 def name_of(key: Any) -> str:

@@ -29,6 +29,7 @@ from store import (
     checkpoints,
     decisions,
     expectations,
+    json_text,
     migrating,
     outbox,
     positions,
@@ -64,7 +65,7 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
     server's own setting, which is no limit unless its administrator set one: migrations run that way)."""
     if target.backend == "sqlite":
         # one trip to aiosqlite's thread per statement (store/sqlite_driver.py); a connection rolls back as it closes
-        engine = create_async_engine(target.url, module=sqlite_driver.dbapi(),
+        engine = create_async_engine(target.url, module=sqlite_driver.dbapi(), json_serializer=json_text.dumps,
                                      connect_args={"factory": _SqliteConnection})
         _configure_sqlite(engine)
         return engine
@@ -82,7 +83,7 @@ def create_engine(target: Database, statement_timeout: float | None = None) -> A
         return await asyncpg.connect(dsn, timeout=PG_CONNECT_TIMEOUT_S, server_settings=server_settings or None)
 
     # pre-ping: a pooled connection that died with a PostgreSQL restart is replaced, not used
-    return create_async_engine(target.url, pool_pre_ping=True, async_creator=connect)
+    return create_async_engine(target.url, pool_pre_ping=True, async_creator=connect, json_serializer=json_text.dumps)
 
 
 class _SqliteConnection(sqlite3.Connection):

@@ -9,14 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from kube.meta import LabelSelector, LabelSelectorRequirement
 from kube.testing import replicaset
 from messages.actions import FAILED, SKIPPED, CreatePods
 from reconciler import metrics
+from reconciler.consuming import Reconciler
 from reconciler.core.controllers import Controllers, Decided
-from tests.reconciler.builders import NOW, owned_pod
+from tests.reconciler.builders import NOW, observed, owned_pod
 from tests.reconciler.test_controllers import KEY, MS, create_results, engine, only, sync, web
 from tests.reconciler.test_daemonset_sync import new_ds as daemonset_builder
 from tests.reconciler.test_daemonset_sync import rolled_cluster
@@ -165,3 +166,28 @@ def test_a_closed_probe_leaves_no_depth_behind() -> None:
     assert value("workqueue_depth", name="replicaset") == before + 1  # KEY waited already before the probe
     probe.close()
     assert value("workqueue_depth", name="replicaset") == before
+
+
+def test_labelled_counts_add_one_increment_per_item() -> None:
+    """Each item counts once on the child of its label values, however the batch mixes them; a later batch adds."""
+    registry = CollectorRegistry()
+    counter = Counter("kubus_test_items", "items", ["kind", "type"], registry=registry)
+    counts = metrics.LabelledCounts(counter)
+    counts.add([("Pod", "MODIFIED"), ("Node", "ADDED"), ("Pod", "MODIFIED"), ("Pod", "DELETED"), ("Pod", "MODIFIED")])
+    counts.add(iter([("Node", "ADDED")]))
+    counts.add([])
+    samples = {(s.labels["kind"], s.labels["type"]): s.value for s in next(iter(registry.collect())).samples
+               if s.name == "kubus_test_items_total"}
+    assert samples == {("Pod", "MODIFIED"): 3, ("Node", "ADDED"): 2, ("Pod", "DELETED"): 1}
+
+
+def test_the_reconciler_counts_each_event_it_folds() -> None:
+    """kubus_reconciler_events_total by kind and type: every event of a batch once."""
+    reconciler = Reconciler(object(), object())  # type: ignore[arg-type]  # counting needs neither
+    pod = owned_pod("pod0", web(3)).build()
+    events = [observed(pod, "ADDED"), observed(pod, "MODIFIED"), observed(pod, "MODIFIED")]
+    before = {t: value("kubus_reconciler_events_total", kind="Pod", type=t) for t in ("ADDED", "MODIFIED")}
+    reconciler._count(events)
+    reconciler._count(events[1:])
+    assert {t: value("kubus_reconciler_events_total", kind="Pod", type=t) - before[t] for t in before} == {
+        "ADDED": 1, "MODIFIED": 4}

@@ -13,6 +13,7 @@ from kube.core import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
+    PodCondition,
 )
 from kube.nodeaffinity import get_target_node_name
 from kube.pods import (
@@ -109,6 +110,16 @@ def test_get_pod_condition_by_type() -> None:
     subject = pod().ready(at=NOW).build()
     assert get_pod_condition(subject, "Ready") is get_pod_ready_condition(subject)
     assert get_pod_condition(subject, "PodScheduled") is None
+
+
+def test_get_pod_condition_takes_the_first_of_a_type() -> None:
+    """Of two conditions of one type (a status that repeats one), the first is the pod's, as upstream's loop finds."""
+    subject = pod().not_ready().build()
+    first = subject.status.conditions[0]
+    subject.status.conditions = [PodCondition(type="PodScheduled", status="True"), first,
+                                 PodCondition(type="Ready", status="True", last_transition_time="2024-05-01T12:00:00Z")]
+    assert get_pod_ready_condition(subject) is first
+    assert get_pod_condition(subject, "Initialized") is None
 
 
 def _required(*terms: list[NodeSelectorRequirement]) -> Affinity:
