@@ -7,10 +7,10 @@ a stand-in API server in another process (so that only the executor's side is co
 
 N pod creates (POSTs of bench/executor_bench.py's bodies, answered 201 with the body), 16 in flight as the
 executor's creates of one slow-start batch are, on a session of 16 connections (the executor's default);
-`--in-flight 1` sends them one at a time, which makes the count repeatable to a few instructions a request (with
-16 in flight, how many answers one turn of the loop finds varies from run to run, and the count with it, by
-about 0.1%). The server is started and the session's connections opened before the counted part. The difference
-of two sizes is the cost of one request.
+`--in-flight 1` sends them one at a time. The server is started and the session's connections opened before the
+counted part. The difference of two sizes is the cost of one request. No count repeats exactly (how many answers
+a turn of the loop finds varies from run to run, and when the cyclic GC runs with it): two runs of 1,000 requests
+differed by ~0.3% with `--in-flight 1`, so a change of less than ~1% a request needs several runs of each size.
 """
 
 from __future__ import annotations
