@@ -63,7 +63,9 @@ class KubeApi:
         TransientError (no answer, or a 504, on every attempt) and Interrupted."""
         unknown = retried = 0
         while True:
-            await self._pause(self._limiter.reserve(time.monotonic()))
+            delay = self._limiter.reserve(time.monotonic())
+            if delay > 0 or self._stopping.is_set():  # else no coroutine to await: most calls
+                await self._pause(delay)
             reply = await self._send(method, path, body, content_type)
             if reply.ok or (0 < reply.status < 500 and reply.status != 429):
                 return reply  # final: only no answer, a 429 or a 5xx may be worth sending again

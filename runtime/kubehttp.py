@@ -110,7 +110,9 @@ class KubeHttp:
                       headers: dict[str, str] | None = None) -> Answer:
         """One exchange; an answer of any status is returned, no answer is status 0."""
         sent = dict(headers or {})
-        authorization = await self._credentials()
+        if self._clock() - self._read_at >= CREDENTIALS_PERIOD_S:  # else no coroutine to await: most requests
+            await self._read_credentials()
+        authorization = self._authorization
         if authorization is not None:
             sent["Authorization"] = authorization
         try:
@@ -123,13 +125,12 @@ class KubeHttp:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Answer(0, f"{type(exc).__name__}: {exc}".encode())
 
-    async def _credentials(self) -> str | None:
-        if self._clock() - self._read_at >= CREDENTIALS_PERIOD_S:
-            async with self._lock:
-                if self._clock() - self._read_at >= CREDENTIALS_PERIOD_S:
-                    self._authorization = await asyncio.to_thread(_authorization, self._cfg)
-                    self._read_at = self._clock()
-        return self._authorization
+    async def _read_credentials(self) -> None:
+        """Reads the credentials again, unless a request that held the lock first just did."""
+        async with self._lock:
+            if self._clock() - self._read_at >= CREDENTIALS_PERIOD_S:
+                self._authorization = await asyncio.to_thread(_authorization, self._cfg)
+                self._read_at = self._clock()
 
 
 def _retry_after(headers: CIMultiDictProxy[str]) -> str | None:

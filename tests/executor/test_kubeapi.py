@@ -42,8 +42,9 @@ class ScriptedApi(KubeApi):
     """KubeApi with its HTTP exchange replaced by a script of answers and its pauses recorded, not slept."""
 
     def __init__(self, script: list[Reply], stopping: asyncio.Event | None = None, **limits: Any):
-        super().__init__(None, limiter=TokenBucket(0, 1), metrics=ExecutorMetrics(),
-                         stopping=stopping or asyncio.Event(), backoff_initial=0.05, backoff_max=5.0, **limits)
+        limits.setdefault("limiter", TokenBucket(0, 1))
+        super().__init__(None, metrics=ExecutorMetrics(), stopping=stopping or asyncio.Event(), backoff_initial=0.05,
+                         backoff_max=5.0, **limits)
         self.script = list(script)
         self.sent: list[str] = []
         self.pauses: list[float] = []
@@ -124,3 +125,23 @@ async def test_a_stop_interrupts_a_retry(scripted: Callable[..., ScriptedApi]) -
     with pytest.raises(Interrupted):
         await sent
     assert api.sent == ["POST"] and api.script == [CREATED]
+
+
+async def test_a_stop_before_a_call_sends_nothing(scripted: Callable[..., ScriptedApi]) -> None:
+    """Shutdown begun: a call the rate limiter lets through at once still sends no request."""
+    stopping = asyncio.Event()
+    stopping.set()
+    api = scripted([CREATED], stopping=stopping)
+    with pytest.raises(Interrupted):
+        await api.call("POST", "/api/v1/namespaces/ns/pods")
+    assert api.sent == [] and api.script == [CREATED]
+
+
+async def test_each_call_waits_for_the_rate_limiter_first(scripted: Callable[..., ScriptedApi]) -> None:
+    """One request a second, a burst of one: the first call is sent at once, the second after its wait."""
+    api = scripted([CREATED, CREATED], limiter=TokenBucket(1, 1))
+    assert (await api.call("POST", "/api/v1/namespaces/ns/pods")).status == 201
+    assert api.pauses == []
+    assert (await api.call("POST", "/api/v1/namespaces/ns/pods")).status == 201
+    assert len(api.pauses) == 1 and 0.5 < api.pauses[0] <= 1.0  # a second, less the moments the first call took
+    assert api.sent == ["POST", "POST"]
