@@ -94,45 +94,48 @@ def _validate_binding_update(obj: dict[str, Any], old: dict[str, Any], errs: Err
         errs.append(ApiFieldError.invalid("roleRef", GoValue(shown), "cannot change roleRef"))
 
 
+# Each kind's rules, built once: they were built (four closures and two dicts) on every write (issue 25).
+_VALIDATORS: dict[str, Callable[[dict[str, Any], Errors], None]] = {
+    "Pod": validation_apps.validate_pod,
+    "Namespace": validate_namespace,
+    "Node": validate_node,
+    "Event": validate_event,
+    "DaemonSet": validation_apps.validate_daemonset,
+    "ReplicaSet": validation_apps.validate_replicaset,
+    "ControllerRevision": validation_apps.validate_controller_revision,
+    "Role": _validate_role(True),
+    "ClusterRole": _validate_role(False),
+    "RoleBinding": _validate_binding(True),
+    "ClusterRoleBinding": _validate_binding(False),
+}
+_UPDATES: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = {
+    "Pod": validation_apps.validate_pod_update,
+    "DaemonSet": validation_apps.validate_selector_update,
+    "ReplicaSet": validation_apps.validate_selector_update,
+    "ControllerRevision": validation_apps.validate_controller_revision_update,
+    "RoleBinding": _validate_binding_update,
+    "ClusterRoleBinding": _validate_binding_update,
+}
+
+
 def validate(kind: str, obj: Any, old: Any = None) -> list[ApiFieldError]:
     """Every ApiFieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it)."""
     if not isinstance(obj, dict):
         return [ApiFieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
     errs: Errors = []
-    validators: dict[str, Callable[[dict[str, Any], Errors], None]] = {
-        "Pod": validation_apps.validate_pod,
-        "Namespace": validate_namespace,
-        "Node": validate_node,
-        "Event": validate_event,
-        "DaemonSet": validation_apps.validate_daemonset,
-        "ReplicaSet": validation_apps.validate_replicaset,
-        "ControllerRevision": validation_apps.validate_controller_revision,
-        "Role": _validate_role(True),
-        "ClusterRole": _validate_role(False),
-        "RoleBinding": _validate_binding(True),
-        "ClusterRoleBinding": _validate_binding(False),
-    }
-    updates: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = {
-        "Pod": validation_apps.validate_pod_update,
-        "DaemonSet": validation_apps.validate_selector_update,
-        "ReplicaSet": validation_apps.validate_selector_update,
-        "ControllerRevision": validation_apps.validate_controller_revision_update,
-        "RoleBinding": _validate_binding_update,
-        "ClusterRoleBinding": _validate_binding_update,
-    }
     if kind == "Event" and isinstance(old, dict):
         # an update gets BeforeUpdate's common ObjectMeta checks whatever the legacy checks find,
         # where a create reaches BeforeCreate's only when the legacy checks pass
         validate_object_meta(obj, True, path_segment_name, errs)
         legacy_event(obj, errs)
-    elif kind in validators:
-        validators[kind](obj, errs)
+    elif kind in _VALIDATORS:
+        _VALIDATORS[kind](obj, errs)
     else:
         validate_object_meta(obj, True, path_segment_name, errs)
     if isinstance(old, dict):
         validate_object_meta_update(obj, old, errs)
-        if kind in updates:
-            updates[kind](obj, old, errs)
+        if kind in _UPDATES:
+            _UPDATES[kind](obj, old, errs)
     return errs
 
 

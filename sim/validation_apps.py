@@ -103,32 +103,46 @@ def validate_pod_template(template: dict[str, Any], path: str, errs: Errors) -> 
                                             "ephemeral containers not allowed in pod template"))
 
 
-# The errors of pod specs validated lately, by path and the spec's JSON: a ReplicaSet's or DaemonSet's pods share
-# one spec (their template's), which the sim validated again for every pod it created (issue 25). The errors are a
-# function of the spec and path alone, and frozen, so the same spec's are the first one's.
-_SPEC_ERRORS: dict[tuple[str, bytes], tuple[ApiFieldError, ...]] = {}
+# The errors of pod specs validated lately, by path and the spec's JSON without its affinity: a ReplicaSet's or
+# DaemonSet's pods share one spec (their template's), which the sim validated again for every pod it created (issue
+# 25). The errors are a function of the spec and path alone, and frozen, so the same spec's are the first one's. A
+# DaemonSet pins each of its pods to its node by a node affinity, the one field that differs from pod to pod: that
+# is validated for every pod, between the errors the rest of the spec has before it and those it has after it (in
+# the order of ValidatePodSpec's checks, which read no other field with the affinity).
+_SPEC_ERRORS: dict[tuple[str, bytes], tuple[tuple[ApiFieldError, ...], tuple[ApiFieldError, ...]]] = {}
 _SPEC_ERRORS_KEPT = 64
 _encode = msgspec.json.encode
 
 
 def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
     """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`."""
+    rest = {k: v for k, v in spec.items() if k != "affinity"} if "affinity" in spec else spec
     try:
-        key = (path, _encode(spec))
+        key = (path, _encode(rest))
     except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
         _validate_pod_spec(spec, path, errs)
         return
     found = _SPEC_ERRORS.get(key)
     if found is None:
-        mine: Errors = []
-        _validate_pod_spec(spec, path, mine)
-        found = _SPEC_ERRORS[key] = tuple(mine)
+        before: Errors = []
+        after: Errors = []
+        _validate_before_affinity(spec, path, before)
+        _validate_after_affinity(spec, path, after)
+        found = _SPEC_ERRORS[key] = (tuple(before), tuple(after))
         if len(_SPEC_ERRORS) > _SPEC_ERRORS_KEPT:
             del _SPEC_ERRORS[next(iter(_SPEC_ERRORS))]  # the oldest
-    errs.extend(found)
+    errs.extend(found[0])
+    _validate_node_affinity(spec, f"{path}.affinity.nodeAffinity", errs)
+    errs.extend(found[1])
 
 
 def _validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
+    _validate_before_affinity(spec, path, errs)
+    _validate_node_affinity(spec, f"{path}.affinity.nodeAffinity", errs)
+    _validate_after_affinity(spec, path, errs)
+
+
+def _validate_before_affinity(spec: dict[str, Any], path: str, errs: Errors) -> None:
     volumes = _validate_volumes(spec, f"{path}.volumes", errs)
     containers = items(spec, "containers", f"{path}.containers", errs)
     if not containers:
@@ -142,7 +156,9 @@ def _validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
     _enum(spec, "dnsPolicy", f"{path}.dnsPolicy", ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
           errs)
     validate_labels(string_map(spec, "nodeSelector", f"{path}.nodeSelector", errs), f"{path}.nodeSelector", errs)
-    _validate_node_affinity(spec, f"{path}.affinity.nodeAffinity", errs)
+
+
+def _validate_after_affinity(spec: dict[str, Any], path: str, errs: Errors) -> None:
     for key in ("serviceAccountName", "nodeName"):
         if value := _string(spec, key, f"{path}.{key}", errs):
             errs.extend(ApiFieldError.invalid(f"{path}.{key}", value, m) for m in subdomain_name(value, False))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+
 import pytest
 
+from kube import validation as kube_validation
 from kube.validation import (
     ErrorType,
     FieldError,
@@ -266,3 +270,55 @@ def test_field_error_text(error: FieldError, text: str, reason: str) -> None:
 def test_aggregate_message(messages: list[str], expected: str) -> None:
     """utilerrors.Aggregate.Error()."""
     assert aggregate_message(messages) == expected
+
+
+def _random_texts(count: int) -> list[str]:
+    """Label-like texts, valid and not: slashes, dots, dashes, upper case, a space, a non-ASCII letter, lengths
+    around the limits (63 bytes for a name, 253 for a prefix)."""
+    rng = random.Random(25)
+    alphabet = "abcAB9" * 6 + "-._/ \u00e9"
+    texts = ["", "/", "a/", "/a", "a" * 63, "a" * 64, "\u00e9" * 32, "a" * 253 + "/b", "a" * 254 + "/b"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.choice((1, 2, 5, 12, 62, 63, 64)))) for _ in range(count)]
+    return texts
+
+
+@pytest.mark.parametrize("check", [validate_label_key, validate_label_value], ids=["key", "value"])
+def test_label_checks_remembered_answer_as_the_first_time(check: Callable[[str], list[str]],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys and values found valid are remembered (issue 25): asked again, in any order and after the memory
+    filled up and was emptied, each text gets the same verdict and messages as the first time."""
+    monkeypatch.setattr(kube_validation, "_VALID_KEPT", 50)  # so that the runs below fill it many times
+    monkeypatch.setattr(kube_validation, "_valid_label_keys", set())
+    monkeypatch.setattr(kube_validation, "_valid_label_values", set())
+    texts = _random_texts(400)
+    first = [check(text) for text in texts]
+    assert 50 < sum(not errors for errors in first) < len(texts) - 50  # both verdicts, many times each
+    again = [check(text) for text in reversed(texts)]
+    assert again[::-1] == first
+    assert len(kube_validation._valid_label_keys) <= 50 and len(kube_validation._valid_label_values) <= 50
+
+
+def test_a_remembered_valid_label_is_answered_without_checking_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second check of a valid key costs a set lookup, not the regular expressions; the list answered is
+    a new one each time, so that a caller extending it changes no later answer."""
+    checked: list[str] = []
+    real = kube_validation._label_key_errors
+
+    def counting(key: str) -> list[str]:
+        checked.append(key)
+        return real(key)
+
+    monkeypatch.setattr(kube_validation, "_label_key_errors", counting)
+    monkeypatch.setattr(kube_validation, "_valid_label_keys", set())
+    answer = validate_label_key("example.com/remembered")
+    answer.append("a caller's own error")
+    assert validate_label_key("example.com/remembered") == []
+    assert validate_label_key("-bad-") == validate_label_key("-bad-") == [LABEL_KEY_REGEX_ERROR]
+    assert checked == ["example.com/remembered", "-bad-", "-bad-"]  # an invalid key is checked every time
+
+
+def test_a_text_valid_as_a_value_is_still_checked_as_a_key() -> None:
+    """Keys and values are remembered apart: the empty string is a valid label value, not a valid key."""
+    assert validate_label_value("") == []
+    assert validate_label_key("") == ["name part must be non-empty", LABEL_KEY_REGEX_ERROR]
+    assert validate_label_value("1.5-a_b") == [] and validate_label_key("1.5-a_b") == []

@@ -112,3 +112,21 @@ def test_prune_of_a_pod_with_unknown_fields_at_every_depth() -> None:
                    "containerStatuses": [{"name": "c", "lastState": {}, "state": {"running": {"startedAt": "t"}}}],
                    "hostIPs": [{"ip": "10.0.0.1"}]},
     }
+
+
+def test_prune_of_list_elements_with_only_fields_kept_as_written() -> None:
+    """Elements of a list of objects whose every field is kept as written (a toleration, a condition, `{}`) come out
+    as they went in; beside them, elements with an unknown field, a directive, or a null or empty list are pruned
+    as ever (issue 25 skips the walk of the former)."""
+    obj = {"spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d", "ports": []}, {"name": "e", "env": None},
+                                   {"name": "f", "env": [{"name": "E", "valueFrom": {"fieldRef": {}}, "x": 1}]}],
+                    "tolerations": [{"key": "a", "operator": "Exists"}, {}, {"key": "b", "bogus": 1},
+                                    {"$patch": "delete", "key": "c"}, {"key": "d", "tolerationSeconds": None}]},
+           "status": {"conditions": [{"type": "Ready", "lastProbeTime": None}, {"type": "X", "why": 1}]}}
+    assert schema.prune("Pod", obj) == [
+        "spec.containers[3].env[0].x", "spec.tolerations[2].bogus", "status.conditions[1].why"]
+    assert obj == {"spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d"}, {"name": "e"},
+                                           {"name": "f", "env": [{"name": "E", "valueFrom": {"fieldRef": {}}}]}],
+                            "tolerations": [{"key": "a", "operator": "Exists"}, {}, {"key": "b"},
+                                            {"$patch": "delete", "key": "c"}, {"key": "d", "tolerationSeconds": None}]},
+                   "status": {"conditions": [{"type": "Ready", "lastProbeTime": None}, {"type": "X"}]}}

@@ -430,3 +430,30 @@ def test_malformed_input_yields_errors_not_exceptions(kind: str, obj: Any) -> No
     """Wrong JSON types become ApiFieldErrors (on create and update); validation never raises."""
     errors = validate(kind, copy.deepcopy(obj), None) + validate(kind, copy.deepcopy(obj), copy.deepcopy(obj))
     assert all(isinstance(error.error(), str) and error.cause()["reason"] for error in errors)
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "field"),
+    [
+        pytest.param("Role", {"metadata": {"name": "r", "namespace": "d"}, "rules": [{"apiGroups": [""],
+                                                                               "resources": ["pods"]}]},
+                     "rules[0].verbs", id="role"),
+        pytest.param("ClusterRole", {"metadata": {"name": "r"}, "rules": [{"verbs": ["get"]}]}, "rules[0].apiGroups",
+                     id="cluster-role"),
+        pytest.param("RoleBinding", {"metadata": {"name": "b", "namespace": "d"},
+                                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role"}},
+                     "roleRef.name", id="role-binding"),
+        pytest.param("ClusterRoleBinding", {"metadata": {"name": "b"},
+                                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                        "name": "r"}},
+                     "roleRef.kind", id="cluster-role-binding-names-no-role"),
+        pytest.param("Node", {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Never"}]}},
+                     "spec.taints[0].effect", id="node"),
+        pytest.param("Namespace", {"metadata": {"name": "Upper"}}, "metadata.name", id="namespace"),
+    ],
+)
+def test_each_kind_gets_its_own_rules_on_every_write(kind: str, obj: dict[str, Any], field: str) -> None:
+    """validate() picks the kind's rules (built once, issue 25) for each write: a rule only that kind has finds
+    its error, the second time as the first."""
+    for _ in range(2):
+        assert field in [e.field for e in validate(kind, copy.deepcopy(obj))], kind
