@@ -74,7 +74,7 @@ async def consume(nc: Client, messages: int, tag: str) -> int:
 
     sub = await js.subscribe(f"bench.events.{tag}.>", stream=STREAM, cb=deliver, ordered_consumer=True,
                              config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=1))
-    await asyncio.wait_for(all_read, 120)
+    await asyncio.wait_for(all_read, 600)  # under valgrind, on a loaded machine, minutes
     await sub.unsubscribe()
     return len(read)
 
