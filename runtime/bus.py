@@ -295,8 +295,7 @@ async def _connect(url: str, name: str, reconnect: bool, auth: NatsAuth = NO_AUT
     probes = await asyncio.gather(*(_probe(server) for server in servers))
     if all(error is not None for error in probes):
         raise NatsUnavailable(f"cannot reach NATS at {where(url)} ({probes[0]}); {HOW}")
-    nc = Client()
-    nc._parse_header_lines = parse_header_lines  # type: ignore[method-assign]  # see parse_header_lines
+    nc = _Client()
     denials = _DENIALS.setdefault(nc, _Denials())
     # nats-py retries a refused first connection for ever too: the first refusal ends the attempt
     refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -386,6 +385,62 @@ def parse_header_lines(raw: bytes) -> dict[str, str]:
             continue
         out[key] = value.strip().decode("utf-8", "replace")
     return out
+
+
+class _HeaderBlock:
+    """A message's header block as it arrived, parsed when its headers are first read (_Msg): the reconciler reads
+    no header of the events it consumes, nor the executor of the events its index of owned pods follows, and parsing
+    them was ~12% of the instructions of reading one (bench/bus_bench.py consume). A message whose headers are read
+    (a pull consumer's: nats-py looks for a status in every one) pays a little more instead, a Python call per read.
+
+    It is always truthy, where nats-py's parsed headers are None when no line of the block parses: nats-py's
+    _process_msg only asks then whether a JetStream message is a control message, which an empty payload's
+    `get(STATUS)` answers (parsing the block) and a payload answers without it: no, either way."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def parsed(self) -> dict[str, str] | None:
+        """What nats-py's _process_headers makes of a block without an inline status."""
+        return parse_header_lines(self.raw[_HEADER_LINES_AT:]) or None
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return (self.parsed() or {}).get(key, default)
+
+
+class _Msg(Msg):
+    """nats-py's Msg, its headers parsed when first read (see _HeaderBlock and _headers_when_read)."""
+
+    __slots__ = ("_headers",)
+    _headers: dict[str, str] | _HeaderBlock | None
+
+
+def _headers_when_read(msg: _Msg) -> dict[str, str] | None:
+    found = msg._headers
+    if isinstance(found, _HeaderBlock):
+        found = msg._headers = found.parsed()
+    return found
+
+
+# nats-py's field, which Msg.__init__ sets for every message (an ack too): written straight into the slot by its own
+# descriptor, with no Python call, and read through _headers_when_read
+_Msg.headers = property(_headers_when_read, vars(_Msg)["_headers"].__set__)  # type: ignore[assignment]
+
+
+class _Client(Client):
+    """nats-py's Client, a message's headers parsed with parse_header_lines, and only when read (_Msg)."""
+
+    msg_class = _Msg
+    _parse_header_lines = staticmethod(parse_header_lines)
+
+    async def _process_headers(self, headers: bytes | None) -> dict[str, str] | None:
+        if not headers:
+            return None  # as nats-py, without awaiting a second coroutine for every message without headers
+        if _LAZY_HEADERS and len(headers) > _HEADER_LINES_AT and headers[_INLINE_STATUS_AT] != _SPACE:
+            return _HeaderBlock(headers)  # type: ignore[return-value]  # handed to _Msg, or asked get()
+        return await super()._process_headers(headers)
 
 
 async def _abandon(nc: Client, attempt: asyncio.Future[None]) -> None:
@@ -797,7 +852,7 @@ class JetStream(JetStreamContext):
         within max_payload and headers whose keys nats-py keeps as they are take this path; anything else (and
         any nats-py but the one this copies, _NATS_PY) goes through nc.publish, which raises what it raises."""
         nc = self._nc
-        if (not _WRITES_AS_NATS_PY or not headers or nc._status != Client.CONNECTED
+        if (not _AS_NATS_PY or not headers or nc._status != Client.CONNECTED
                 or len(payload) > nc._max_payload):
             await nc.publish(subject, payload, reply=reply, headers=headers)
             return
@@ -860,10 +915,18 @@ class JetStream(JetStreamContext):
 
 
 # JetStream._write writes a message as this nats-py's Client._send_publish does (tests/pipeline/test_publish_async.py
-# compares the bytes); another version's publish may differ, so it is left to nats-py's own code
+# compares the bytes), and _Client hands over a message's headers as its _process_headers does
+# (tests/unit/test_bus_lazy_headers.py); another version's may differ, so it is left to nats-py's own code
 _NATS_PY: Final = "2.16.0"
-_WRITES_AS_NATS_PY: Final = nats.aio.client.__version__ == _NATS_PY
+_AS_NATS_PY: Final = nats.aio.client.__version__ == _NATS_PY
+# nats-py parses header blocks with its _parse_header_lines unless fast_mail_parser is installed: then they are its
+_LAZY_HEADERS: Final = _AS_NATS_PY and nats.aio.client.parse_email is None  # type: ignore[attr-defined]
 _HEADER_LINE: Final = b"NATS/1.0\r\n"
+# a header block's lines start after _HEADER_LINE; an inline status (a heartbeat, flow control, "404 No Messages")
+# follows the version after a space instead of its CRLF
+_HEADER_LINES_AT: Final = len(_HEADER_LINE)
+_INLINE_STATUS_AT: Final = _HEADER_LINE.index(b"\r")
+_SPACE: Final = ord(" ")
 _CRLF: Final = b"\r\n"
 _HEADER_VALUE_NEWLINES: Final = str.maketrans({"\r": " ", "\n": " "})  # nats-py's: a CR or LF becomes a space
 # header key -> its bytes and ": ", for the keys already found plain (the few kubus sends: Nats-Msg-Id and the like)

@@ -211,4 +211,4 @@ async def test_a_payload_over_max_payload_is_nats_pys_error(bus: Bus) -> None:
 def test_the_nats_py_copied_is_the_one_installed() -> None:
     """JetStream._write copies nats-py 2.16's publish, and leaves any other version to nats-py: an upgrade makes
     every publish go the slow way until the copy is checked against the new version (and this test updated)."""
-    assert runtime.bus._WRITES_AS_NATS_PY, f"nats-py {nats.aio.client.__version__} is not {runtime.bus._NATS_PY}"
+    assert runtime.bus._AS_NATS_PY, f"nats-py {nats.aio.client.__version__} is not {runtime.bus._NATS_PY}"

@@ -1,0 +1,139 @@
+"""The NATS message path's CPU per message in one process (runtime/bus.py over nats-py), both sides of it:
+
+    publish N   N events published as ingest publishes them (runtime.bus.publish_async in windows of 512, each
+                window awaited with runtime.bus.stored; ~2.5 kB payloads with Nats-Msg-Id and
+                Nats-Expected-Last-Subject-Sequence, a subject per object)
+    consume N   N such events read by an ordered push consumer into a callback, as the reconciler reads
+                KUBUS_EVENTS (reconciler/consuming.py), the stream sequence of each read with stream_sequence
+    fetch N     N such messages fetched by a pull consumer 100 at a time and acked, as the executor takes its
+                actions (executor/consuming.py), each one's metadata read
+
+against an embedded nats-server, on uvloop as the services run, through a connection made by runtime.bus.connect.
+The measured part runs inside min()'s key function, so that
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=builtin_min \\
+        .venv/bin/python -m bench.bus_bench consume 5000
+
+counts its instructions alone (the setup, publishing the messages a consume or fetch reads, is not counted).
+Without valgrind it prints the CPU µs per message (time.process_time), which this shared machine moves by +-20%.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
+
+from runtime.bus import Sent, close, connect, jetstream, publish_async, stored, stream_sequence
+from runtime.natsserver import EmbeddedNats
+
+STREAM = "BUSBENCH"
+WINDOW = 512
+SUBJECTS = 1024  # >= WINDOW: each message of a window on a subject whose last sequence earlier windows' acks told
+PAYLOAD = b'{"kind":"Pod","object":' + b"x" * 2500 + b"}"
+
+
+async def publish(nc: Client, messages: int, tag: str) -> int:
+    """Publishes `messages` events as ingest does; returns how many JetStream stored."""
+    js = jetstream(nc, publish_async_max_pending=WINDOW)
+    last: dict[str, int] = {}
+    uids = [str(uuid.UUID(int=i)) for i in range(SUBJECTS)]
+    done = 0
+    for first in range(0, messages, WINDOW):
+        sent: list[Sent] = []
+        for i in range(first, min(first + WINDOW, messages)):
+            subject = f"bench.events.{tag}.Pod.{uids[i % SUBJECTS]}"
+            headers = {"Nats-Msg-Id": f"Pod/{uids[i % SUBJECTS]}/{tag}{i}/MODIFIED",
+                       "Nats-Expected-Last-Subject-Sequence": str(last.get(subject, 0))}
+            sent.append(await publish_async(js, subject, PAYLOAD, headers))
+        await stored(js, sent)
+        for s in sent:
+            last[s.subject] = s.ack.result().seq
+        done += len(sent)
+    return done
+
+
+async def consume(nc: Client, messages: int, tag: str) -> int:
+    """Reads `messages` events from the stream's start with an ordered push consumer, as the reconciler does."""
+    js = jetstream(nc)
+    read: list[int] = []
+    all_read: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def deliver(msg: Msg) -> None:
+        read.append(stream_sequence(msg) + len(msg.data))
+        if len(read) == messages:
+            all_read.set_result(None)
+
+    sub = await js.subscribe(f"bench.events.{tag}.>", stream=STREAM, cb=deliver, ordered_consumer=True,
+                             config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=1))
+    await asyncio.wait_for(all_read, 600)  # under valgrind, on a loaded machine, minutes
+    await sub.unsubscribe()
+    return len(read)
+
+
+async def fetch(nc: Client, messages: int, tag: str) -> int:
+    """Fetches `messages` events 100 at a time and acks each, as the executor takes its actions."""
+    js = jetstream(nc)
+    sub = await js.pull_subscribe(f"bench.events.{tag}.>", durable=f"fetch{tag}", stream=STREAM)
+    read = 0
+    while read < messages:
+        for msg in await sub.fetch(100, timeout=10):
+            read += msg.metadata.num_delivered or 0
+            await msg.ack()
+    await sub.unsubscribe()
+    return read
+
+
+PARTS: dict[str, Callable[[Client, int, str], Awaitable[int]]] = {"publish": publish, "consume": consume,
+                                                                  "fetch": fetch}
+
+
+def run(part: str, messages: int) -> None:
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    with tempfile.TemporaryDirectory(prefix="kubus-bus-bench-") as tmp:
+        server = EmbeddedNats(Path(tmp) / "jetstream")
+        loop.run_until_complete(server.start())
+
+        async def setup() -> Client:
+            nc = await connect(server.url, "bench")
+            await jetstream(nc).add_stream(StreamConfig(name=STREAM, subjects=["bench.>"], duplicate_window=120.0))
+            if part != "publish":
+                await publish(nc, 300, "warm")
+                await publish(nc, messages, "m")
+            await PARTS[part](nc, 300, "warm")  # warm-up: nats-py's and kubus's first calls, on other subjects
+            return nc
+
+        nc = loop.run_until_complete(setup())
+        done: list[int] = []
+        cpu = time.process_time()
+
+        def measured(_: int) -> int:
+            done.append(loop.run_until_complete(PARTS[part](nc, messages, "m")))
+            return 0
+
+        min([0], key=measured)
+        cpu = time.process_time() - cpu
+        print(f"{part}: {messages:,} messages ({done[0]:,}): {cpu / messages * 1e6:.1f} µs CPU each", flush=True)
+        loop.run_until_complete(close(nc))
+        loop.run_until_complete(server.stop())
+    loop.close()
+
+
+def main() -> None:
+    if len(sys.argv) != 3 or sys.argv[1] not in PARTS:
+        sys.exit(__doc__)
+    run(sys.argv[1], int(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()
