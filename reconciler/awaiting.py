@@ -22,7 +22,7 @@ from datetime import datetime
 import msgspec
 from nats.aio.msg import Msg
 
-from messages.codec import COMPRESSED
+from messages.codec import is_compressed
 from messages.keys import ControllerKey
 from messages.observed import ADDED, DELETED, DELETED_FINAL_STATE_UNKNOWN
 from reconciler.core.expectations import Expectations
@@ -108,7 +108,7 @@ class Countdown:
         _, kind, uid = subject.rsplit(".", 2)
         if kind != "Pod" or (self._known_pod is not None and self._known_pod(uid)):
             return False
-        if msg.data[:len(COMPRESSED)] == COMPRESSED:
+        if is_compressed(msg.data):
             return False
         try:
             event = _decode_event(msg.data)
