@@ -18,6 +18,7 @@ DaemonSet and ReplicaSet controllers.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -32,11 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 import yaml  # type: ignore[import-untyped]
 
 from controlplane.api import Api
 from controlplane.processes import ControlPlane
+from messages import subjects
+from runtime.bus import PARTITIONS_KEY
 from runtime.natsserver import binary as nats_binary
 from runtime.ports import free_port
 from tests import postgres
@@ -490,6 +494,29 @@ def test_the_services_converge_as_their_serviceaccounts_and_are_never_refused(
     # and could not: bound to nothing
     can = kubectl("auth", "can-i", "--list", f"--as={USER}kubus-reconciler", "-n", namespace).stdout
     assert "pods " not in can and "replicasets" not in can, can
+
+    # a pod's last event on the bus is the API's object without the managedFields the API keeps on it, as
+    # kube-controller-manager's informers cache it (ingest/observing.py, without_managed_fields)
+    live = pods(api, namespace, "app=web")[0]
+    assert live["metadata"]["managedFields"], live["metadata"]
+    published = asyncio.run(last_event(applied.nats_url, namespace, "Pod", live["metadata"]["uid"]))
+    assert published["name"] == live["metadata"]["name"] and "managedFields" not in published["object"]["metadata"]
+    assert published["object"]["metadata"]["ownerReferences"] == live["metadata"]["ownerReferences"]
+
+
+async def last_event(url: str, namespace: str, kind: str, uid: str) -> dict[str, Any]:
+    """The last event of an object on KUBUS_EVENTS, read as NATS's admin user."""
+    nc = await nats.connect(url, user="kubus-admin", password=NATS_PASSWORDS["admin"])
+    try:
+        js = nc.jetstream()
+        stream = subjects.stream_name(subjects.EVENTS_STREAM)
+        info = await js.stream_info(stream)
+        partition = subjects.partition_of(namespace, int((info.config.metadata or {})[PARTITIONS_KEY]))
+        msg = await js.get_last_msg(stream, subjects.event_subject(partition, kind, uid))
+        event: dict[str, Any] = json.loads(msg.data)
+        return event
+    finally:
+        await nc.close()
 
 
 # The only refusals an idempotent controller meets in normal work, each by a request RBAC allowed (the audit

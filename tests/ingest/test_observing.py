@@ -1,7 +1,10 @@
-"""Raw API bytes -> ObservedEvent: metadata, routing, and quarantine of what the model rejects."""
+"""Raw API bytes -> ObservedEvent: metadata, routing, managedFields left out, and quarantine of what the model
+rejects."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -16,12 +19,15 @@ from ingest.observing import (
     parse_line,
     parse_page,
     parse_status,
+    without_managed_fields,
 )
 from kube import codec
 from kube.testing import daemonset, node, pod, replicaset
 from messages.observed import ADDED, DELETED, QUARANTINED
 
 ORIGIN = Origin("ingest-test", "2026-01-02T03:04:05.000000Z")
+# objects as kube-apiserver v1.36 wrote them on ingest's watches, managedFields and all (see its "_about")
+APISERVER_OBJECTS = json.loads((Path(__file__).parent / "apiserver_objects.json").read_text())
 
 
 def _line(event_type: str, obj: Any) -> bytes:
@@ -99,3 +105,45 @@ def test_a_list_page_keeps_items_raw() -> None:
 def test_a_line_that_is_not_a_watch_frame_is_refused() -> None:
     with pytest.raises(msgspec.DecodeError):
         parse_line(b'{"type":"ADDED"')
+
+
+def _go_json(obj: Any) -> bytes:
+    """`obj` written compactly in its own member order, as kube-apiserver writes JSON."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(("name", "kind"), [("pod-created", "Pod"), ("pod-running", "Pod"), ("node", "Node")])
+def test_the_event_carries_the_api_bytes_less_metadata_managed_fields(name: str, kind: str) -> None:
+    """kube-controller-manager's informers drop managedFields; so does ingest, from the object's own metadata
+    only, every other member the API's bytes in the API's order."""
+    obj = APISERVER_OBJECTS[name]
+    assert obj["metadata"]["managedFields"]
+    frame = parse_line(_line("MODIFIED", _go_json(obj)))
+    event = observe(KINDS[kind], frame.type, frame.object, ORIGIN)
+    expected = json.loads(json.dumps(obj))
+    del expected["metadata"]["managedFields"]
+    assert bytes(event.object) == _go_json(expected)
+    assert event.error is None and event.resource_version == obj["metadata"]["resourceVersion"]
+    assert len(event.object) < len(_go_json(obj)) * 0.8  # a fifth of it or more, on every object here
+
+
+def test_only_the_metadata_member_named_managed_fields_is_left_out() -> None:
+    """The name as a label's or an annotation's text, or in a template's metadata, is not the object's."""
+    obj = APISERVER_OBJECTS["pod-running"]
+    kept = {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+    kept["metadata"]["annotations"] = {"note": '"managedFields":[]', "managedFields": "x"}
+    raw = msgspec.Raw(_go_json(kept))
+    assert without_managed_fields(raw) is raw  # nothing to leave out: the very bytes, not a copy
+    template = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "d", "uid": "u", "managedFields": []},
+                "spec": {"template": {"metadata": {"managedFields": [{"manager": "m"}]}}}}
+    trimmed = json.loads(bytes(without_managed_fields(msgspec.Raw(_go_json(template)))))
+    assert trimmed == {**template, "metadata": {"name": "d", "uid": "u"}}
+
+
+@pytest.mark.parametrize("body", [b'{"metadata":"managedFields"}', b'{"managedFields":[],"metadata":{}}',
+                                  b'{"metadata":{"managedFields":[}', b'["managedFields"]'],
+                         ids=["metadata-not-an-object", "not-in-metadata", "unreadable", "not-an-object"])
+def test_an_object_whose_metadata_cannot_be_read_is_left_for_the_model_to_judge(body: bytes) -> None:
+    raw = msgspec.Raw(body)
+    assert without_managed_fields(raw) is raw
