@@ -429,6 +429,22 @@ async def test_a_kubus_state_without_direct_gets_costs_a_get_per_delete(
         await nc.close()
 
 
+@pytest.mark.parametrize("uid", ["*", ">", "uid-web-0.>"])
+async def test_a_uid_with_a_wildcard_is_vouched_for_by_nothing(nats_url: str, prefix: str, uid: str) -> None:
+    """The uid comes from the action, whose publisher the check distrusts, and becomes a subject token: a
+    wildcard's direct get answers some object's last event (here web-0's), never one of that uid."""
+    nc = await nats.connect(nats_url)
+    try:
+        bus = await ensure_streams(nc, prefix=prefix, partitions=PARTITIONS)
+        target = pod("web-0", "5", [ref("web", RS_UID)])
+        await bus.js.publish(subjects.event_subject(bus.partition_of(NS), "Pod", "uid-web-0", prefix), observed(target))
+        reader = LastStates.of(bus)
+        assert await eventually(lambda: reader.controlled("Pod", NS, "uid-web-0"), timeout=10, what="web-0's state")
+        assert await reader.controlled("Pod", NS, uid) is None
+    finally:
+        await nc.close()
+
+
 def test_only_a_version_controlled_by_a_replicaset_or_daemonset_is_vouched_for() -> None:
     mine = pod("web-0", "1", [ref("web", RS_UID)])
     assert controlled_of("Pod", "uid-web-0", observed(mine)) is not None
