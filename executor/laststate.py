@@ -56,6 +56,8 @@ log = logging.getLogger("kubus.executor.state")
 CONTROLLER_KINDS: Final = ("ReplicaSet", "DaemonSet")
 DIRECT_GET: Final = "$JS.API.DIRECT.GET"  # nats-server's JSDirectGetLastBySubjectT: <this>.<stream>.<subject>
 GET_TIMEOUT: Final = 1.0  # seconds: a direct get answers in about a millisecond; past this, the delete reads the object
+STATUS: Final = "Status"  # the header of an answer without a message: why
+NOT_FOUND: Final = "404"  # no message on the subject
 REFUSED_PAUSE: Final = 5.0  # seconds without gets after one was refused or unanswered: every delete reads meanwhile
 
 
@@ -151,15 +153,24 @@ class LastStates:
         partition = subjects.partition_of(namespace, self._partitions)
         subject = f"{DIRECT_GET}.{self._stream}.{self._prefix}.state.{partition}.{kind}.{uid}"
         try:
-            reply = await self._nc.request(subject, b"", timeout=self._timeout)
+            # nats-py's request() reads every answer's headers to find a no-responders status (which kubus parses
+            # when first read, runtime/bus.py: ~15% of a get); the request it wraps reads none, and the status is
+            # read below, of an answer without a message only
+            reply = await self._nc._request_new_style(subject, b"", timeout=self._timeout)
         except Exception as exc:  # anything NATS says: the get is an optimisation, the read decides
-            self._refused_until = loop.time() + self._refused_pause
             refused = denied(self._nc, DIRECT_GET)
-            why = f"a permission violation on {refused}" if refused is not None else str(exc) or type(exc).__name__
-            log.warning("cannot read the last state of objects from %s (%s; is allow_direct on, and may this "
-                        "identity publish to %s.%s.>?): deletes read their object first for %.0fs",
-                        self._stream, why, DIRECT_GET, self._stream, self._refused_pause)
+            self._refused(loop, f"a permission violation on {refused}" if refused is not None
+                          else str(exc) or type(exc).__name__)
             return None
-        if not reply.data:  # a status, no message: 404 (no such subject), or a stream that cannot answer now
-            return None
-        return controlled_of(kind, uid, reply.data)
+        if reply.data:
+            return controlled_of(kind, uid, reply.data)
+        status = (reply.headers or {}).get(STATUS)
+        if status != NOT_FOUND:  # 503: no responders, a KUBUS_STATE without allow_direct; or another refusal
+            self._refused(loop, f"status {status}")
+        return None
+
+    def _refused(self, loop: asyncio.AbstractEventLoop, why: str) -> None:
+        self._refused_until = loop.time() + self._refused_pause
+        log.warning("cannot read the last state of objects from %s (%s; is allow_direct on, and may this identity "
+                    "publish to %s.%s.>?): deletes read their object first for %.0fs", self._stream, why, DIRECT_GET,
+                    self._stream, self._refused_pause)

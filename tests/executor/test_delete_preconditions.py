@@ -114,20 +114,25 @@ def observed(obj: dict[str, Any], type: str = MODIFIED, kind: str = "Pod") -> by
 
 
 class DirectGets:
-    """A stand-in for nats-server's direct gets of KUBUS_STATE (the one method of a NATS connection LastStates
-    uses): the last message of each subject, an empty status answer for a subject with none; `refusal`, when
-    set, is raised instead (no responders, a timeout). `asked` records every subject asked."""
+    """A stand-in for nats-server's direct gets of KUBUS_STATE (the one request of a NATS connection LastStates
+    makes): the last message of each subject, or an answer without a message and its status (404: none); when
+    `refusal` is set, it is raised (a timeout: a permission violation drops the request) or, a status, answered
+    (503: no responders, a stream without allow_direct). `asked` records every subject asked."""
 
     def __init__(self) -> None:
         self.messages: dict[str, bytes] = {}
         self.asked: list[str] = []
-        self.refusal: Exception | None = None
+        self.refusal: Exception | str | None = None
 
-    async def request(self, subject: str, payload: bytes, timeout: float) -> SimpleNamespace:
+    async def _request_new_style(self, subject: str, payload: bytes, timeout: float) -> SimpleNamespace:
         self.asked.append(subject)
-        if self.refusal is not None:
+        if isinstance(self.refusal, Exception):
             raise self.refusal
-        return SimpleNamespace(data=self.messages.get(subject.removeprefix(f"{DIRECT_GET}.KUBUS_STATE."), b""))
+        if self.refusal is not None:
+            return SimpleNamespace(data=b"", headers={"Status": self.refusal, "Description": "No Responders"})
+        data = self.messages.get(subject.removeprefix(f"{DIRECT_GET}.KUBUS_STATE."), b"")
+        return SimpleNamespace(data=data, headers=None if data else {"Status": "404",
+                                                                    "Description": "Message Not Found"})
 
 
 class States:
@@ -388,7 +393,7 @@ async def test_a_refused_direct_get_reads_the_object_and_pauses_the_gets(api: Fa
     states = States(reader, lambda *_: asyncio.sleep(0))
     target = pod("web-0", "5", [ref("web", RS_UID)])
     gets.messages[f"kubus.state.{subjects.partition_of(NS, PARTITIONS)}.Pod.uid-web-0"] = observed(target)
-    for refusal in (nats.errors.NoRespondersError(), nats.errors.TimeoutError()):
+    for refusal in ("503", nats.errors.TimeoutError()):
         api.put(POD_PATH + "web-0", target)
         gets.refusal, gets.asked, api.requests = refusal, [], []
         reader._refused_until = 0.0
@@ -405,6 +410,19 @@ async def test_a_refused_direct_get_reads_the_object_and_pauses_the_gets(api: Fa
     refused, [result] = await delete(api, states, target)
     assert refused is None and result.outcome == SUCCEEDED, result
     assert len(gets.asked) == 1 and api.of("GET", POD_PATH) == []
+
+
+async def test_an_object_without_a_message_on_kubus_state_does_not_pause_the_gets(
+        api: FakeApi, states: States) -> None:
+    """404 is an answer: an object ingest has not seen yet is read, and the next delete still asks KUBUS_STATE."""
+    unseen = pod("web-0", "5", [ref("web", RS_UID)])
+    api.put(POD_PATH + "web-0", unseen)
+    await seen(api, states, pod("web-1", "6", [ref("web", RS_UID)]))
+    for target in (unseen, api.objects[POD_PATH + "web-1"]):
+        refused, [result] = await delete(api, states, target)
+        assert refused is None and result.outcome == SUCCEEDED, result
+    assert [(m, p) for m, p, _ in api.requests if p.startswith(POD_PATH)] == [
+        ("GET", POD_PATH + "web-0"), ("DELETE", POD_PATH + "web-0"), ("DELETE", POD_PATH + "web-1")]
 
 
 async def test_a_kubus_state_without_direct_gets_costs_a_get_per_delete(
