@@ -22,8 +22,10 @@ back to the GET, check and delete (carrying the version it just read). Behind it
 KUBUS_EVENTS a moment after ingest publishes, and on a stream of three replicas a follower that has not applied
 the last changes may answer. An object with no message there, one whose last event is another's, an orphan's,
 a deletion, unreadable or of a newer schema, takes the GET path too; so does every delete while the get is
-refused (a KUBUS_STATE without `allow_direct`, an identity without the permission) or unanswered: the get only
-ever answers "yes, at this version", and a "yes" is enforced by the API server.
+refused (a KUBUS_STATE without `allow_direct`, an identity without the permission) or unanswered, and for
+REFUSED_PAUSE after it (a refusal then costs one timeout, not one per delete): the get only ever answers "yes,
+at this version", and a "yes" is enforced by the API server. The uid in the subject is the action's: one with a
+wildcard gets some other object's last event, which the event's own uid, checked, refuses.
 
 It decodes only the metadata it keeps (msgspec Structs of just those fields).
 
