@@ -716,9 +716,10 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
 
 async def _add_identity_subject(js: JetStreamContext, want: StreamConfig, have: StreamConfig) -> bool:
     """KUBUS_STATE made by a kubus before issue 15 has no subject of its own; the cluster's identity needs one
-    (`<prefix>.cluster`). This one change kubus makes to an existing stream, once: it adds what only kubus
-    uses and touches nothing else, through the server's own view of the configuration (nats-py's
-    StreamConfig would drop fields it does not know). Returns whether it changed the stream."""
+    (`<prefix>.cluster`). One of the two changes kubus makes to an existing stream (`_allow_direct` the other),
+    once: it adds what only kubus uses and touches nothing else, through the server's own view of the
+    configuration (nats-py's StreamConfig would drop fields it does not know). Returns whether it changed the
+    stream."""
     assert want.name is not None
     if have.subjects or not want.sources or not want.subjects:
         return False
