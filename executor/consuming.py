@@ -34,7 +34,7 @@ from executor.effects import Effect, RetryLater, StaleVersion, head_of, object_s
 from executor.errors import Interrupted, TransientError
 from executor.events import EventRecorder
 from executor.kubeapi import KubeApi
-from executor.ownedindex import OwnershipIndex
+from executor.laststate import LastStates
 from kube.flowcontrol import doubled
 from kube.times import Clock, utcnow
 from messages import codec, subjects
@@ -52,8 +52,8 @@ MAX_REDELIVERY_DELAY = 30.0
 MAX_ACK_PENDING = 20_000
 BUSY_FETCH_WAIT = 0.05  # how long a batch fetch lingers for more while actions are in flight
 # checks of a delete whose checked version went stale (the object changed before the DELETE): the first may
-# take the ownership index's word, the others read the object; the last stale one is reported failed (409),
-# as client-go's RetryOnConflict gives up after its steps (DefaultRetry: 5)
+# take the word of the object's last state on KUBUS_STATE, the others read the object; the last stale one is
+# reported failed (409), as client-go's RetryOnConflict gives up after its steps (DefaultRetry: 5)
 PROOFS = 5
 
 
@@ -85,7 +85,7 @@ class Results:
 class Executor:
     def __init__(self, bus: Bus, api: KubeApi, config: ExecutorConfig, metrics: m.ExecutorMetrics,
                  stopping: asyncio.Event, now: Clock = utcnow, halts: Halts | None = None,
-                 index: OwnershipIndex | None = None):
+                 states: LastStates | None = None):
         self._bus = bus
         self.halts = halts or Halts()  # the service's: /readyz is false once this executor met a newer action
         self._api = api
@@ -95,7 +95,7 @@ class Executor:
         self._now = now
         self._events = EventRecorder(metrics, clock=now)  # one EventCorrelator for every delivery of this process
         # the controllers actions create for, by uid, and who controls each pod (executor/ownership.py)
-        self._owners = ownership.Owners(api, index, metrics)
+        self._owners = ownership.Owners(api, states, metrics)
         self._fetch_timeout = config.fetch_timeout
         self._tasks: set[asyncio.Task[None]] = set()
         self._working: dict[int, Msg] = {}  # by id(): Msg is an unhashable dataclass
@@ -292,8 +292,8 @@ async def checked_apply(delivery: Delivery, owners: ownership.Owners | None) -> 
     for attempt in range(1, PROOFS + 1):
         proven = None
         if owners is not None:
-            # the first check may take the ownership index's word; after a stale version, read the object
-            refused, proven = await _refusal(delivery, owners, use_index=attempt == 1)
+            # the first check may take KUBUS_STATE's word; after a stale version, read the object
+            refused, proven = await _refusal(delivery, owners, use_state=attempt == 1)
             if refused is not None:
                 return refused
         try:
@@ -307,12 +307,12 @@ async def checked_apply(delivery: Delivery, owners: ownership.Owners | None) -> 
 
 
 async def _refusal(delivery: Delivery, owners: ownership.Owners,
-                   use_index: bool) -> tuple[str | None, ownership.Proven | None]:
+                   use_state: bool) -> tuple[str | None, ownership.Proven | None]:
     """Why the action must not be applied, its effects reported failed (executor/ownership.py), or None to apply
     it, with the version of the object it touches found its controller's (a delete's preconditions)."""
     action = delivery.action
     try:
-        return None, await ownership.check(owners, action, use_index=use_index)
+        return None, await ownership.check(owners, action, use_state=use_state)
     except TransientError as exc:  # the controller could not be read: as any API call of the action
         if not delivery.final:
             raise RetryLater(exc) from exc

@@ -10,8 +10,9 @@ benchmarks) an executor counts on a registry of its own. The metrics:
 - `kubus_executor_events_total{outcome}`: Events recorded, counted onto an existing Event, duplicate, dropped
   by the spam filter, failed;
 - `kubus_executor_ownership_checks_total{by}`: deletes and patches checked (executor/ownership.py) by the
-  ownership index with no GET (`index`), by reading the object (`read`), and index versions found stale by the
-  delete's precondition (`stale`, each followed by a `read`);
+  object's last state on KUBUS_STATE with no GET (`index`: the name of the index of KUBUS_STATE that direct get
+  replaced), by reading the object (`read`), and versions found stale by the delete's precondition (`stale`, each
+  followed by a `read`);
 - `rest_client_requests_total{code,method,host}`, `rest_client_request_duration_seconds{verb,host}` (client-go's);
 - `kubus_executor_in_flight` (actions being applied) and `kubus_executor_events_pending` (recordings started in
   the background and not yet written: an action is acked before its events are, as client-go's broadcaster
@@ -49,8 +50,8 @@ class ExecutorMetrics:
                                          "(recorded, counted, duplicate, dropped, failed)", ["outcome"],
                                          registry=registry))
         self.checks = CounterMap(Counter("kubus_executor_ownership_checks_total", "Objects a delete or patch "
-                                         "touches, checked by the ownership index (index), by a GET (read), or "
-                                         "found stale by the delete's precondition (stale)", ["by"],
+                                         "touches, checked by their last state on KUBUS_STATE (index), by a GET "
+                                         "(read), or found stale by the delete's precondition (stale)", ["by"],
                                          registry=registry))
         self.rest = RestClientMetrics.of(registry)
         self.in_flight = 0

@@ -23,18 +23,19 @@ behind meets that race, and it is no forgery.
 How the object is known to be its controller's (issue 25). The action's own uid and resourceVersion prove
 nothing: its publisher, the reconciler, sees every object's on the bus. So either:
 
-- the executor's ownership index (executor/ownedindex.py, fed from KUBUS_STATE, which only ingest may feed)
-  holds the object at a version whose controller reference names the controller with the uid it has now: a
+- the object's last event on KUBUS_STATE (executor/laststate.py: read at the delete, KUBUS_STATE is fed only
+  by ingest) is of a version whose controller reference names the controller with the uid it has now: a
   plain delete (no adoption first) then costs no GET, and the DELETE carries `preconditions: {uid,
   resourceVersion}` of exactly that version, so the API deletes that version or nothing. That is the common
-  case, and one request per delete, as upstream's delete from its informer's cache;
+  case, and one request to the API per delete, as upstream's delete from its informer's cache;
 - or the object is read (one GET) and checked as above, and a delete carries the uid and resourceVersion it
   read (an adoption first: the version the adoption's answer has), closing the window between the read and
-  the write. This is the path for everything the index does not vouch for (not in it, another's or an
-  orphan there, a patch, an adoption first), and after a delete answered 409 on the version (the object
-  changed since it was checked: StaleVersion), at most five checks in all (executor/consuming.py).
+  the write. This is the path for everything KUBUS_STATE does not vouch for (no message there, another's or
+  an orphan there, a patch, an adoption first, the state unreadable), and after a delete answered 409 on the
+  version (the object changed since it was checked: StaleVersion), at most five checks in all
+  (executor/consuming.py).
 
-The index never refuses, and never makes a delete happen that the read would refuse: its "yes" is enforced by
+KUBUS_STATE never refuses, and never makes a delete happen that the read would refuse: its "yes" is enforced by
 the API server's precondition, and anything else is decided by the read.
 
 The controller is read once per action, and not again while its uid stays the same: apps/v1 selectors are
@@ -53,8 +54,8 @@ import msgspec
 from executor.effects import metadata_of
 from executor.errors import api_status
 from executor.kubeapi import KubeApi
+from executor.laststate import LastStates
 from executor.metrics import ExecutorMetrics
-from executor.ownedindex import OwnershipIndex
 from executor.resources import KINDS
 from kube.labels import Selector, SelectorError, selector_from_label_selector
 from kube.meta import LabelSelector, LabelSelectorRequirement
@@ -70,9 +71,11 @@ from messages.actions import (
     PatchPod,
 )
 
-BY_INDEX: Final = "index"  # kubus_executor_ownership_checks_total{by}: proven by the ownership index, no GET
+# kubus_executor_ownership_checks_total{by}: proven by the object's last state on KUBUS_STATE, no GET (the label
+# is the name of the index of KUBUS_STATE this read replaced: dashboards count it)
+BY_INDEX: Final = "index"
 BY_READ: Final = "read"  # the object read (a GET)
-STALE: Final = "stale"  # the index's version was not the live one (409): read again
+STALE: Final = "stale"  # the version checked was not the live one (409): read again
 NOT_OWNED: Final = "NotOwned"  # the reason of the results (and the dead letter) of a refused action
 CONTROLLERS: Final = ("ReplicaSet", "DaemonSet")
 OWNERS_CACHED: Final = 1024
@@ -94,23 +97,21 @@ class Owner:
 @dataclass(frozen=True, slots=True)
 class Proven:
     """The version of the object a delete or patch touches that the check found its controller's (or, adopted
-    first, an orphan it may adopt): a delete's preconditions. `by_index` when the executor's ownership index
-    (executor/ownedindex.py) vouched for it and no GET was made."""
+    first, an orphan it may adopt): a delete's preconditions."""
 
     uid: str
     resource_version: str
-    by_index: bool = False
 
 
 class Owners:
     """The controllers actions named, by uid: one GET per controller, not per action or per object (a
     selector never changes under one uid). A controller deleted and created again has another uid, and is
-    read again. `index`, when given, saves the GET of a deleted object (executor/ownedindex.py)."""
+    read again. `states`, when given, saves the GET of a deleted object (executor/laststate.py)."""
 
-    def __init__(self, api: KubeApi, index: OwnershipIndex | None = None,
+    def __init__(self, api: KubeApi, states: LastStates | None = None,
                  metrics: ExecutorMetrics | None = None) -> None:
         self.api = api
-        self.index = index
+        self.states = states
         self.metrics = metrics
         self._by_key: dict[tuple[str, str, str], Owner] = {}
 
@@ -165,20 +166,20 @@ def controller_of(action: Action) -> tuple[str, str, str]:
 Touching = DeletePod | PatchPod | DeleteControllerRevision | PatchControllerRevision
 
 
-async def check(owners: Owners, action: Action, *, use_index: bool = True) -> Proven | None:
+async def check(owners: Owners, action: Action, *, use_state: bool = True) -> Proven | None:
     """Raises NotOwned when an object `action` creates, deletes or patches does not belong to its controller
     (module docstring); TransientError when the API did not answer (from KubeApi.call). Status writes and
     events are not checked here (they name their controller's own object, or describe it). For a delete or
     patch, the version of the object found controlled by the action's controller (None when the object is
-    gone or has another uid, or the action adopts it and the API decides), consulting the ownership index
-    first when `use_index`."""
+    gone or has another uid, or the action adopts it and the API decides), consulting its last state on
+    KUBUS_STATE first when `use_state`."""
     if isinstance(action, CreatePods | DeletePod) and action.after_claim is not None:
         kind, _, name = controller_of(action)
         claim = action.after_claim
         if (claim.kind, claim.name) != (kind, name):
             raise NotOwned(f"after_claim re-reads {claim.kind} {claim.name!r}, not the action's {action.controller}")
     if isinstance(action, Touching):
-        return await _check_touched(owners, action, use_index)
+        return await _check_touched(owners, action, use_state)
     if isinstance(action, CreatePods):
         bodies = [(p.key, bytes(p.pod)) for p in action.pods]
         want_kind, want_version = "Pod", "v1"
@@ -242,11 +243,11 @@ def _name(obj: dict[str, Any]) -> str:
     return str(meta.get("name") or meta.get("generateName") or "")
 
 
-async def _check_touched(owners: Owners, action: Touching, use_index: bool) -> Proven | None:
+async def _check_touched(owners: Owners, action: Touching, use_state: bool) -> Proven | None:
     """A delete or patch touches an object of its controller: one whose controller reference names it (kind,
     name and the uid it has now), or, when the action adopts it first (`adopt_first`, or a patch with an
     `owner_check`, which is the adoption), an orphan whose labels match its selector. A plain delete of an
-    object the ownership index holds at a version its controller controls is proven by the index (no GET);
+    object whose last state on KUBUS_STATE is of a version its controller controls is proven by it (no GET);
     anything else reads the object once (a GET): one that is gone, or has another uid than the action's, is
     left to the action, whose uid precondition touches nothing then."""
     kind, namespace, name = controller_of(action)
@@ -256,8 +257,8 @@ async def _check_touched(owners: Owners, action: Touching, use_index: bool) -> P
     if adopter is not None and (adopter.kind, adopter.name) != (kind, name):
         raise NotOwned(f"it adopts for {adopter.kind} {adopter.name!r}, not for the action's {action.controller}")
     target = "Pod" if isinstance(action, DeletePod | PatchPod) else "ControllerRevision"
-    if use_index and adopter is None and isinstance(action, DeletePod | DeleteControllerRevision):
-        proven = await _by_index(owners, action, target, kind, name)
+    if use_state and adopter is None and isinstance(action, DeletePod | DeleteControllerRevision):
+        proven = await _by_state(owners, action, target, kind, name)
         if proven is not None:
             owners.checked(BY_INDEX)
             return proven
@@ -293,15 +294,15 @@ async def _check_touched(owners: Owners, action: Touching, use_index: bool) -> P
     return proven
 
 
-async def _by_index(owners: Owners, action: DeletePod | DeleteControllerRevision, target: str, kind: str,
+async def _by_state(owners: Owners, action: DeletePod | DeleteControllerRevision, target: str, kind: str,
                     name: str) -> Proven | None:
-    """The version the ownership index holds of the object, when at that version it is controlled by the
+    """The version of the object's last state on KUBUS_STATE, when at that version it is controlled by the
     action's controller (kind, name and the uid the controller has now); None (read the object) otherwise,
-    never a refusal: only the read refuses. The delete carries that version as its precondition, so an index
+    never a refusal: only the read refuses. The delete carries that version as its precondition, so a state
     behind the cluster deletes nothing (409) and the object is read then."""
-    if owners.index is None:
+    if owners.states is None:
         return None
-    entry = owners.index.lookup(target, action.uid)
+    entry = await owners.states.controlled(target, action.namespace, action.uid)
     if entry is None or (entry.namespace, entry.name) != (action.namespace, action.name):
         return None
     if (entry.controller_kind, entry.controller_name) != (kind, name):
@@ -312,7 +313,7 @@ async def _by_index(owners: Owners, action: DeletePod | DeleteControllerRevision
         return None
     if owner.uid != entry.controller_uid:
         return None
-    return Proven(entry.uid, entry.resource_version, by_index=True)
+    return Proven(entry.uid, entry.resource_version)
 
 
 def _adopter(action: Touching) -> OwnerCheck | None:

@@ -19,8 +19,8 @@ import logging
 from executor.config import ExecutorConfig
 from executor.consuming import Executor
 from executor.kubeapi import KubeApi
+from executor.laststate import LastStates
 from executor.metrics import ExecutorMetrics
-from executor.ownedindex import OwnershipIndex, follow
 from kube.flowcontrol import TokenBucket
 from messages import subjects
 from runtime.bus import Bus, connected
@@ -70,17 +70,8 @@ async def _consume(config: ExecutorConfig, bus: Bus, health: Health | None, api:
     log.info("executor %s consuming %s (qps %s, burst %s, %d actions%s and %d API calls in flight)",
              config.instance, bus.stream(subjects.ACTIONS_STREAM), config.qps, config.burst,
              config.concurrency, per_kind, config.api_workers)
-    if not config.check_ownership:
-        await Executor(bus, api, config, metrics, stopping, halts=halts).run(stop)
-        return
-    # who controls each pod and ControllerRevision, from KUBUS_STATE: saves a delete's GET (executor/ownedindex.py)
-    index, done = OwnershipIndex(), asyncio.Event()
-    following = asyncio.create_task(follow(bus, index, done))
-    try:
-        await Executor(bus, api, config, metrics, stopping, halts=halts, index=index).run(stop)
-    finally:
-        done.set()
-        await following
+    # who controls a deleted pod or ControllerRevision, read from KUBUS_STATE: saves its GET (executor/laststate.py)
+    await Executor(bus, api, config, metrics, stopping, halts=halts, states=LastStates.of(bus)).run(stop)
 
 
 async def connect(config: ExecutorConfig) -> KubeHttp:

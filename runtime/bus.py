@@ -4,7 +4,8 @@ kubus creates the streams that are missing, as `StreamSettings` says (replicas, 
 the ones that exist: what kubus depends on (subjects, retention, duplicate window, the partition count,
 KUBUS_STATE's source) must be as it needs, or the service refuses to start (`StreamError`, one line). It
 never rewrites an existing stream: limits and replicas are the operator's once the stream exists
-(docs/production.md, "Streams").
+(docs/production.md, "Streams"). It only adds, to a KUBUS_STATE made by an earlier kubus, what only kubus
+uses: the subject of the cluster's identity, and direct gets (`allow_direct`).
 
 The partition count is fixed when the streams are first created and kept in KUBUS_EVENTS's
 metadata; later starts read it from there, so every process agrees on the partitioning.
@@ -614,6 +615,8 @@ def wanted(prefix: str, partitions: int, history_max_age: float, settings: Strea
             # one message per object: bounded by the cluster's size, never by bytes (a byte limit would drop
             # the state of objects that still exist)
             max_msgs_per_subject=1, max_bytes=-1, discard=DiscardPolicy.OLD,
+            # the executor reads a deleted object's last event by its subject (executor/laststate.py)
+            allow_direct=True,
             sources=[StreamSource(name=events, subject_transforms=[
                 SubjectTransform(src=f"{prefix}.events.>", dest=f"{prefix}.state.>")])],
             description="the last event of every object: what a reconciler bootstraps from; and the cluster's "
@@ -703,6 +706,8 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
     if problems:
         raise StreamError(f"stream {want.name} does not fit kubus: {'; '.join(problems)}; {FIX}")
     have = info.config
+    if want.allow_direct and not have.allow_direct:
+        await _allow_direct(js, want.name)
     if have.num_replicas != settings.replicas:
         # the operator's (or an earlier start's) choice stands: kubus never rewrites a stream
         log.info("stream %s keeps its %s replicas (--stream-replicas %d applies to streams kubus creates)",
@@ -711,28 +716,59 @@ async def _ensure(js: JetStreamContext, want: StreamConfig, settings: StreamSett
 
 async def _add_identity_subject(js: JetStreamContext, want: StreamConfig, have: StreamConfig) -> bool:
     """KUBUS_STATE made by a kubus before issue 15 has no subject of its own; the cluster's identity needs one
-    (`<prefix>.cluster`). This one change kubus makes to an existing stream, once: it adds what only kubus
-    uses and touches nothing else, through the server's own view of the configuration (nats-py's
-    StreamConfig would drop fields it does not know). Returns whether it changed the stream."""
+    (`<prefix>.cluster`). One of the two changes kubus makes to an existing stream (`_allow_direct` the other),
+    once: it adds what only kubus uses and touches nothing else, through the server's own view of the
+    configuration (nats-py's StreamConfig would drop fields it does not know). Returns whether it changed the
+    stream."""
+    assert want.name is not None
     if have.subjects or not want.sources or not want.subjects:
         return False
     if incompatibilities(replace(want, subjects=None), have):
         return False  # another problem: say so rather than change anything
-    api = f"$JS.API.STREAM.%s.{want.name}"
-    answer = json.loads((await js._nc.request(api % "INFO", b"", timeout=5)).data)
+    answer = await _stream_api(js, "INFO", want.name)
     if "error" in answer:
         raise StreamError(f"cannot read stream {want.name}: {answer['error'].get('description', answer['error'])}")
     config = answer["config"]
     if config.get("subjects"):
         return False  # another service added it meanwhile
     config["subjects"] = list(want.subjects)
-    answer = json.loads((await js._nc.request(api % "UPDATE", json.dumps(config).encode(), timeout=5)).data)
+    answer = await _stream_api(js, "UPDATE", want.name, config)
     if "error" in answer:
         raise StreamError(f"cannot add subject {want.subjects[0]} to stream {want.name} (the cluster's identity): "
                           f"{answer['error'].get('description', answer['error'])}; {FIX}")
     log.info("stream %s: added its subject %s, where ingest records the cluster's identity", want.name,
              want.subjects[0])
     return True
+
+
+async def _allow_direct(js: JetStreamContext, name: str) -> None:
+    """Turns direct gets on for a KUBUS_STATE made before the executor read it by them (issue 25), as
+    `_add_identity_subject` adds its subject: through the server's view of the configuration. Only the admin
+    identity may (docs/nats-permissions.conf); refused, the stream stays as it is and the executor reads every
+    object it deletes first (executor/laststate.py), until `kubus streams ensure` runs as the admin."""
+    refusal = None
+    try:
+        answer = await _stream_api(js, "INFO", name)
+        if "error" not in answer:
+            answer = await _stream_api(js, "UPDATE", name, answer["config"] | {"allow_direct": True})
+        if "error" in answer:
+            refusal = str(answer["error"].get("description", answer["error"]))
+    except nats.errors.TimeoutError:  # a permission violation drops the request: the server never answers it
+        refusal = f"{denied(js._nc, '$JS.API.STREAM.') or 'no answer'} (is this the admin identity?)"
+    if refusal is not None:
+        log.warning("stream %s: cannot turn on allow_direct (%s): executors read each object they delete first; "
+                    "run `kubus streams ensure` as the NATS admin user", name, refusal)
+        return
+    log.info("stream %s: turned on allow_direct, which executors read deleted objects' last events by", name)
+
+
+async def _stream_api(js: JetStreamContext, verb: str, name: str, config: dict[str, Any] | None = None,
+                      ) -> dict[str, Any]:
+    """JetStream's answer to `$JS.API.STREAM.<verb>.<name>` with `config`, as the server sent it (nats-py's
+    StreamConfig would drop fields it does not know)."""
+    body = b"" if config is None else json.dumps(config).encode()
+    answer: dict[str, Any] = json.loads((await js._nc.request(f"$JS.API.STREAM.{verb}.{name}", body, timeout=5)).data)
+    return answer
 
 
 def incompatibilities(want: StreamConfig, have: StreamConfig) -> list[str]:

@@ -125,7 +125,7 @@ def test_a_replicaset_scales_0_3_1(kubus: Kubus, controlplane: ControlPlane, api
         deletes_sent = kubus.metric("rest_client_requests_total", method="DELETE")
         scale(api, namespace, "replicasets", "web", 1)
         wait_for(lambda: converged(1), timeout=90, interval=0.2, what="1 ready replica")
-        # issue 25: each pod deleted with one request, the DELETE at the version the ownership index checked
+        # issue 25: each pod deleted with one request, the DELETE at the version checked on KUBUS_STATE
         assert kubus.metric(checks, by="index") - by_index == 2
         assert kubus.metric(checks, by="read") - by_read == 0
         assert kubus.metric("rest_client_requests_total", method="DELETE") - deletes_sent == 2

@@ -71,15 +71,15 @@ def test_least_privilege_pipeline_converges(pipeline: Pipeline) -> None:
     assert all(pod["metadata"]["ownerReferences"][0]["name"] == "web" for pod in pods)
     wait_for(lambda: p.sql("select count(*) from action_results where outcome = 'succeeded'")[0][0] >= 1,
              timeout=30, what="a succeeded result recorded by the reconciler")
-    # issue 25: with read access to KUBUS_STATE, the executor's ownership index vouches for each pod it deletes:
-    # one request per deleted pod (the DELETE, with the indexed version as its precondition), no GET
+    # issue 25: with the direct get of KUBUS_STATE, each deleted pod's last state there vouches for it: one request
+    # per deleted pod (the DELETE, with that version as its precondition), no GET
     checks = "kubus_executor_ownership_checks_total"
     assert p.metric("execute", checks, by="read") == 0
     deletes_before = p.metric("execute", "rest_client_requests_total", method="DELETE")
     code, body = p.sim.request("PATCH", "/apis/apps/v1/namespaces/least/replicasets/web/scale",
                                {"spec": {"replicas": 2}}, "application/merge-patch+json")
     assert code == 200, body
-    wait_for(lambda: p.metric("execute", checks, by="index") >= 3, timeout=30, what="3 deletes checked by the index")
+    wait_for(lambda: p.metric("execute", checks, by="index") >= 3, timeout=30, what="3 deletes checked on KUBUS_STATE")
     wait_for(lambda: len([q for q in p.pods("least") if not q["metadata"].get("deletionTimestamp")]) == 2,
              timeout=30, what="3 pods deleted")
     assert p.metric("execute", checks, by="index") == 3

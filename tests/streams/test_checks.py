@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+import nats.errors
 import pytest
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig, StreamSource, SubjectTransform
 
@@ -13,6 +14,7 @@ from messages import subjects
 from runtime.bus import (
     StreamError,
     StreamSettings,
+    _allow_direct,
     connect,
     ensure_streams,
     incompatibilities,
@@ -121,3 +123,48 @@ async def test_a_restart_changes_nothing(nats_server: EmbeddedNats) -> None:
         assert info.config.max_bytes == 1024**3
     finally:
         await nc.close()
+
+
+async def test_kubus_state_answers_direct_gets_and_one_made_without_them_is_changed_at_the_next_start(
+        nats_server: EmbeddedNats) -> None:
+    """The executor reads a deleted object's last event by a direct get (executor/laststate.py): KUBUS_STATE is
+    created with allow_direct, and one an earlier kubus made without it gains it, its messages and the
+    operator's limits kept; nothing else is changed."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    nc = await connect(nats_server.url, "test")
+    try:
+        bus = await ensure_streams(nc, prefix=prefix, partitions=4)
+        js = nc.jetstream()
+        state = bus.stream(subjects.STATE_STREAM)
+        assert (await js.stream_info(state)).config.allow_direct is True
+        assert [name for name in bus.streams() if (await js.stream_info(name)).config.allow_direct] == [state]
+        earlier = dataclasses.replace((await js.stream_info(state)).config, allow_direct=False, max_age=7200.0)
+        await js.update_stream(earlier)
+        await js.publish(subjects.cluster_subject(prefix), b"the cluster")
+        assert (await js.stream_info(state)).config.allow_direct is False
+        await ensure_streams(nc, prefix=prefix, partitions=4)
+        info = await js.stream_info(state)
+        assert info.config.allow_direct is True and info.config.max_age == 7200.0 and info.state.messages == 1
+        got = await js.get_last_msg(state, subjects.cluster_subject(prefix), direct=True)
+        assert got.data == b"the cluster"
+    finally:
+        await nc.close()
+
+
+async def test_an_identity_that_may_not_turn_direct_gets_on_starts_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Only the admin identity may change a stream: a service's request is dropped by the server (a permission
+    violation, no answer). It says so and starts: the executor reads each object it deletes first."""
+
+    class Refusing:
+        async def request(self, subject: str, payload: bytes, timeout: float) -> None:
+            raise nats.errors.TimeoutError
+
+    class Js:
+        _nc = Refusing()
+
+    with caplog.at_level("WARNING", logger="kubus.jetstream"):
+        await _allow_direct(Js(), "KUBUS_STATE")  # type: ignore[arg-type]
+    [record] = caplog.records
+    assert "cannot turn on allow_direct" in record.getMessage()
+    assert "kubus streams ensure" in record.getMessage()

@@ -4,6 +4,7 @@ fit what kubus depends on; and /metrics says how full each one is."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -13,12 +14,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import msgspec
 import pytest
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
-from messages import subjects
-from runtime.bus import STREAMS, GiB, connect
+from executor.laststate import Controlled, LastStates
+from messages import codec, subjects
+from messages.observed import ObservedEvent
+from runtime.bus import STREAMS, GiB, StreamSettings, connect, ensure_streams
 from runtime.ports import free_port
 from tests.natscluster import NatsCluster
 from tests.simulation import wait_for
@@ -155,3 +159,37 @@ async def test_an_incompatible_stream_is_refused_in_one_line(cluster: NatsCluste
     async with jetstream(cluster) as js:
         kept = (await js.stream_info(name)).config
         assert (kept.subjects, kept.retention) == (existing.subjects, retention)
+
+
+async def test_the_executor_reads_a_pods_last_state_from_any_replica_of_kubus_state(cluster: NatsCluster) -> None:
+    """On an R3 KUBUS_STATE every replica answers direct gets (allow_direct): the executor's read of a deleted pod's
+    last state (executor/laststate.py) works through a connection to any server of the cluster. A follower may
+    answer from behind: that is the stale version a delete's precondition catches (409, then the GET)."""
+    prefix = fresh_prefix()
+    nc = await connect(cluster.seeds, "test", reconnect=False)
+    try:
+        bus = await ensure_streams(nc, prefix=prefix, partitions=4, settings=StreamSettings(replicas=3))
+        assert (await bus.js.stream_info(bus.stream(subjects.STATE_STREAM))).config.allow_direct is True
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "web-0", "namespace": "test", "uid": "uid-web-0", "resourceVersion": "7",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid",
+                                 "controller": True}]}}
+        event = ObservedEvent(kind="Pod", type="ADDED", namespace="test", name="web-0", uid="uid-web-0",
+                              resource_version="7", observed_at="2026-01-01T00:00:00Z", ingest="ingest-0",
+                              object=msgspec.Raw(msgspec.json.encode(pod)))
+        await bus.js.publish(subjects.event_subject(bus.partition_of("test"), "Pod", "uid-web-0", prefix),
+                             codec.encode(event))
+        want = Controlled("test", "web-0", "uid-web-0", "7", "ReplicaSet", "web", "rs-uid")
+        for url in (node.url for node in cluster.nodes.values()):
+            server = await connect(url, "test", reconnect=False)
+            try:
+                states = LastStates(server, bus.stream(subjects.STATE_STREAM), prefix, bus.partitions)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 30
+                while (found := await states.controlled("Pod", "test", "uid-web-0")) != want:
+                    assert loop.time() < deadline, f"{url}: {found}"
+                    await asyncio.sleep(0.1)  # polling KUBUS_STATE's copy on that server's replica
+            finally:
+                await server.close()
+    finally:
+        await nc.close()
