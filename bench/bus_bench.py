@@ -7,6 +7,9 @@
                 KUBUS_EVENTS (reconciler/consuming.py), the stream sequence of each read with stream_sequence
     fetch N     N such messages fetched by a pull consumer 100 at a time and acked, as the executor takes its
                 actions (executor/consuming.py), each one's metadata read
+    read N      N such events, as a JetStream consumer's HMSG, read from the wire and queued by the connection's
+                protocol parser alone (no server: handed to the parser of a connection of the same class, 32 kB at
+                a time, as nats-py reads its socket) and taken from the subscription's queue
 
 against an embedded nats-server, on uvloop as the services run, through a connection made by runtime.bus.connect.
 The measured part runs inside min()'s key function, so that
@@ -21,6 +24,7 @@ Without valgrind it prints the CPU µs per message (time.process_time), which th
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import tempfile
 import time
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
 
 from runtime.bus import Sent, close, connect, jetstream, publish_async, stored, stream_sequence
@@ -92,8 +97,38 @@ async def fetch(nc: Client, messages: int, tag: str) -> int:
     return read
 
 
+async def read(nc: Client, messages: int, tag: str) -> int:
+    """Reads `messages` events from the wire into a subscription's queue, as the connection's parser reads a socket."""
+    reader = type(nc)()  # the parser and message handling of nc's class, on a connection of its own
+    sub = Subscription(reader, 1, "bench.events.>")
+    reader._subs[1] = sub
+    wire = events_on_the_wire(messages)
+    queue = sub._pending_queue
+    read = 0
+    for at in range(0, len(wire), READ_SIZE):
+        await reader._ps.parse(wire[at:at + READ_SIZE])
+        while not queue.empty():
+            read += len(queue.get_nowait().data) > 0
+            queue.task_done()
+    return read
+
+
+@functools.cache
+def events_on_the_wire(messages: int) -> bytes:
+    """`messages` events as a JetStream consumer's HMSG, with the two headers ingest publishes (made before the part
+    that reads them is measured)."""
+    headers = b"NATS/1.0\r\nNats-Msg-Id: Pod/u/1/MODIFIED\r\nNats-Expected-Last-Subject-Sequence: 7\r\n\r\n"
+    return b"".join(
+        b"HMSG bench.events.m.Pod.%s 1 $JS.ACK.%s.c.1.%d.%d.1732870000000000000.0 %d %d\r\n%s%s\r\n" % (
+            str(uuid.UUID(int=i % SUBJECTS)).encode(), STREAM.encode(), i + 1, i + 1, len(headers),
+            len(headers) + len(PAYLOAD), headers, PAYLOAD)
+        for i in range(messages))
+
+
+READ_SIZE = 32768  # what nats-py asks its socket for at a time (nats.aio.client.DEFAULT_BUFFER_SIZE)
+
 PARTS: dict[str, Callable[[Client, int, str], Awaitable[int]]] = {"publish": publish, "consume": consume,
-                                                                  "fetch": fetch}
+                                                                  "fetch": fetch, "read": read}
 
 
 def run(part: str, messages: int) -> None:
@@ -107,9 +142,10 @@ def run(part: str, messages: int) -> None:
         async def setup() -> Client:
             nc = await connect(server.url, "bench")
             await jetstream(nc).add_stream(StreamConfig(name=STREAM, subjects=["bench.>"], duplicate_window=120.0))
-            if part != "publish":
+            if part in ("consume", "fetch"):
                 await publish(nc, 300, "warm")
                 await publish(nc, messages, "m")
+            events_on_the_wire(messages)
             await PARTS[part](nc, 300, "warm")  # warm-up: nats-py's and kubus's first calls, on other subjects
             return nc
 
