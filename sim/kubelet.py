@@ -196,11 +196,16 @@ class Kubelets:
                              {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
 
     def _write_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        """Writes `status` as a kubelet does: a Go PodStatus, so nothing decoding would drop. Its parts are the
+        stored (already decoded) status's and what the kubelet builds of known fields; only a list it left empty
+        (no containers, no conditions) would go, as omitempty leaves it out, so that is dropped here and the body
+        is not pruned again (the prune was ~4% of the sim's work per pod, issue 25)."""
         meta = pod["metadata"]
+        status = {key: value for key, value in status.items() if value != []}
         self.registry.update(R.PODS, meta["namespace"], meta["name"],
                              {"metadata": {"name": meta["name"], "namespace": meta["namespace"],
                                            "resourceVersion": meta["resourceVersion"]},
-                              "status": status}, subresource="status")
+                              "status": status}, subresource="status", prune=False)
 
     # --- node-level controls ---------------------------------------------------------------------
     def fail_pod(self, namespace: str, name: str) -> None:

@@ -200,11 +200,14 @@ class Registry:
 
     # --- update ---------------------------------------------------------------------------------
     def update(self, resource: ApiResource, namespace: str, name: str, obj: dict[str, Any],
-               subresource: str | None = None, decoding: Decoding | None = None) -> Entry:
+               subresource: str | None = None, decoding: Decoding | None = None, *, prune: bool = True) -> Entry:
+        """A PUT as kube-apiserver's registry does it. ``prune=False`` is for a body known to hold nothing that
+        decoding would drop (the sim's kubelet's status: known fields, no empty list), which is not walked again."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise errors.bad_request("the body of the request must be an object with metadata")
         _check_type(resource, obj)
-        self._decode(resource, obj, decoding)
+        if prune:
+            self._decode(resource, obj, decoding)
         meta = obj["metadata"]
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name "

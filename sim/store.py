@@ -136,9 +136,16 @@ class ObjectStore:
         previous = table.get(name)
         table[name] = entry
         key = (resource, ns, name)
-        if previous is not None:
-            self._unindex(key, previous.obj)
-        self._index(key, obj)
+        if previous is None:
+            self._index(key, obj)
+        else:
+            old_meta = previous.obj["metadata"]
+            # a write that keeps the uid and shares the owner references (Entry.shallow: a binding, a status, a
+            # deletion mark) leaves both indexes as they are
+            if old_meta.get("ownerReferences") is not meta.get("ownerReferences") or \
+                    old_meta.get("uid") != meta.get("uid"):
+                self._unindex(key, previous.obj)
+                self._index(key, obj)
         self._append(HistoryEvent(self.rv, event_type, resource, ns, name, entry, old))
         return entry
 

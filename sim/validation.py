@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from kube.validation import (
     aggregate_message,
     validate_dns1123_label,
@@ -234,8 +236,36 @@ def path_segment_name(name: str, prefix: bool) -> list[str]:
     return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]
 
 
+# Label maps and owner reference lists found valid lately. A controller's objects carry the same ones, one object
+# after another, and checking them again was a third of a pod's metadata validation (issue 25). Only valid ones are
+# kept (an invalid one is checked every time, so no error is shared), and the sets are emptied when full: a bound,
+# not a policy. An owner reference list is keyed by its JSON (bodies are JSON: its text tells its values' types).
+_VALID_KEPT = 1024
+_valid_label_maps: set[tuple[tuple[str, str], ...]] = set()
+_valid_owner_references: set[bytes] = set()
+_encode = msgspec.json.encode
+
+
+def _remember_valid(valid: set[Any], key: Any) -> None:
+    if len(valid) >= _VALID_KEPT:
+        valid.clear()
+    valid.add(key)
+
+
 def validate_labels(labels: dict[str, str] | None, path: str, errs: Errors) -> None:
-    for key in sorted(labels or {}):
+    if not labels:
+        return
+    known = tuple(labels.items())
+    if known in _valid_label_maps:
+        return
+    before = len(errs)
+    _validate_labels(labels, path, errs)
+    if len(errs) == before:
+        _remember_valid(_valid_label_maps, known)
+
+
+def _validate_labels(labels: dict[str, str], path: str, errs: Errors) -> None:
+    for key in sorted(labels):
         errs.extend(ApiFieldError.invalid(path, key, msg) for msg in validate_label_key(key))
         errs.extend(ApiFieldError.invalid(path, labels[key], msg) for msg in validate_label_value(labels[key]))
 
@@ -324,6 +354,22 @@ def validate_owner_references(meta: dict[str, Any], path: str, errs: Errors) -> 
     not an index: v1.32 passes the list's path to validateOwnerReference. It checks the references
     alone; nothing compares a reference's uid with the object's own.
     """
+    listed = meta.get("ownerReferences")
+    if listed is None or listed == []:
+        return  # absent, null or empty: nothing to check
+    try:
+        known = _encode(listed) if type(listed) is list else None
+    except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): checked as it is
+        known = None
+    if known is not None and known in _valid_owner_references:
+        return
+    before = len(errs)
+    _validate_owner_references(meta, path, errs)
+    if known is not None and len(errs) == before:
+        _remember_valid(_valid_owner_references, known)
+
+
+def _validate_owner_references(meta: dict[str, Any], path: str, errs: Errors) -> None:
     refs: list[dict[str, Any]] = []
     for item_path, ref in items(meta, "ownerReferences", path, errs):
         if isinstance(ref, dict):

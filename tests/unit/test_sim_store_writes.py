@@ -81,3 +81,40 @@ async def test_a_pods_life_decodes_no_stored_pod_and_changes_none(
     # nothing the store held was changed after it was written: every event's object is still what was encoded
     changed = [f"{e.type} {e.name} rv {e.rv}" for e in events if msgspec.json.decode(e.entry.raw) != e.entry.obj]
     assert not changed, changed
+
+
+def test_the_owner_and_uid_indexes_follow_each_write() -> None:
+    """A write sharing the stored owner references and keeping the uid leaves the indexes as they are (issue 25: it
+    re-indexed them on every binding and status); any other write re-indexes."""
+    store = store_module.ObjectStore()
+    key = (R.PODS, "ns", "p")
+    refs = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "a", "uid": "owner-a", "controller": True}]
+    entry = store.put(R.PODS, {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "ownerReferences": refs}},
+                      "ADDED")
+
+    def indexes() -> tuple[Any, ...]:
+        return (store.by_uid("u1"), store.by_uid("u2"), store.dependents_of("owner-a"), store.dependents_of("owner-b"))
+
+    assert indexes() == (key, None, {key}, set())
+    bound = entry.shallow()  # as a binding writes: the owner references shared
+    bound["spec"] = {"nodeName": "n1"}
+    entry = store.put(R.PODS, bound, "MODIFIED", entry.obj)
+    assert indexes() == (key, None, {key}, set())
+    moved = entry.shallow()
+    moved["metadata"]["ownerReferences"] = [{**refs[0], "name": "b", "uid": "owner-b"}]
+    entry = store.put(R.PODS, moved, "MODIFIED", entry.obj)
+    assert indexes() == (key, None, set(), {key})
+    equal = entry.shallow()  # equal references in a list of their own
+    equal["metadata"]["ownerReferences"] = [dict(r) for r in equal["metadata"]["ownerReferences"]]
+    entry = store.put(R.PODS, equal, "MODIFIED", entry.obj)
+    assert indexes() == (key, None, set(), {key})
+    renamed = entry.shallow()  # the references shared, the uid not
+    renamed["metadata"]["uid"] = "u2"
+    entry = store.put(R.PODS, renamed, "MODIFIED", entry.obj)
+    assert indexes() == (None, key, set(), {key})
+    orphan = entry.shallow()
+    del orphan["metadata"]["ownerReferences"]
+    store.put(R.PODS, orphan, "MODIFIED", entry.obj)
+    assert indexes() == (None, key, set(), set())
+    store.remove(R.PODS, "ns", "p")
+    assert indexes() == (None, None, set(), set())
