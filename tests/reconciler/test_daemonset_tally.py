@@ -2,7 +2,9 @@
 
 After `claim` and `count`, a tally kept across the steps must hold exactly what claim_facts,
 nodes_to_daemon_facts and calculate_status_facts compute from scratch over the same cache: the claimed,
-adopted and released pods, every node's pods oldest first, and the seven counts of the status.
+adopted and released pods, every node's pods oldest first, and the seven counts of the status; and manage over
+the tally's inputs (manage_placed over the nodes it does not skip) must decide what manage_facts decides over
+every node.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from messages.observed import ADDED, DELETED, MODIFIED
 from reconciler.core import cache as cache_module
 from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
-from reconciler.core.daemonset.manage import nodes_to_daemon_facts
+from reconciler.core.daemonset.manage import ManageResult, manage_facts, manage_placed, nodes_to_daemon_facts
 from reconciler.core.daemonset.status import calculate_status_facts
 from reconciler.core.daemonset.tally import StatusTally
 from tests.reconciler.builders import NOW, Cluster, observed
@@ -255,3 +257,128 @@ def test_a_status_only_sync_recounts_only_what_changed() -> None:
     history._pod()
     assert _kept(history, tally) == _fresh(history)
     assert len(counted) - waiting <= 2  # the pod's old node and its new one
+
+
+def _decided(result: ManageResult) -> tuple[Any, ...]:
+    """Everything of manage's result, pods by uid, the placements with their order."""
+    return (result.nodes_needing_pods, [p.metadata.uid for p in result.pods_to_delete], result.events,
+            result.requeue_after, dict(result.backoff), result.backoff_updates, list(result.placements.items()),
+            result.unusual_nodes)
+
+
+def _managed_from_scratch(history: History, max_surge: int) -> tuple[Any, ...]:
+    cache, ds = history.cluster.cache, history.ds
+    selector = selector_from_label_selector(ds.spec.selector)
+    claim = claim_facts(ds.metadata, selector, cache.owned_or_orphan_pods(ds.metadata.namespace, ds.metadata.uid))
+    nodes = sorted(cache.all("Node"), key=lambda n: n.metadata.name)
+    return _decided(manage_facts(ds, nodes, nodes_to_daemon_facts(claim.claimed), history.hash,
+                                 max_surge=max_surge, backoff_entries={}, now=history.now))
+
+
+def _managed_kept(history: History, tally: StatusTally, max_surge: int) -> tuple[Any, ...]:
+    _kept(history, tally)
+    inputs = tally.manage_inputs()
+    assert inputs is not None  # the histories never give two nodes one name
+    return _decided(manage_placed(history.ds, *inputs, tally.by_node, history.hash, max_surge=max_surge,
+                                  backoff_entries={}, now=history.now))
+
+
+@pytest.mark.parametrize("max_surge", [0, 1])
+@pytest.mark.parametrize("seed", range(8))
+def test_manage_over_a_kept_tally_decides_as_over_every_node(seed: int, max_surge: int) -> None:
+    history = History(seed)
+    tally = StatusTally()
+    for step in range(400):
+        history.step()
+        if history.rng.random() < 0.5:
+            assert _managed_kept(history, tally, max_surge) == _managed_from_scratch(history, max_surge), \
+                f"seed {seed}, step {step}"
+
+
+def _settled_history() -> History:
+    """Four untainted nodes, each running one Ready pod of the DaemonSet."""
+    history = History(0)
+    for name in NODE_NAMES[:4]:
+        history.nodes[name] = new = node(name).uid(f"{name}-uid").ready().build()
+        history.put(new, ADDED)
+        history.pods[name] = running = (pod(f"agent-{name}").uid(f"uid-agent-{name}").owned_by(history.ds)
+                                        .labels(app="agent", **{UNIQUE_LABEL_KEY: "h1"}).on_node(name)
+                                        .created(NOW).ready(NOW).phase(POD_RUNNING).build())
+        history.put(running, ADDED)
+    return history
+
+
+def _changed_pod(history: History, name: str, change: Any) -> None:
+    history.pods[name] = new = change(PodBuilder(codec.decode(codec.encode(history.pods[name]), Pod))).build()
+    history.put(new, MODIFIED)
+
+
+def _changed_node(history: History, name: str, change: Any) -> None:
+    old = history.nodes[name]
+    history.nodes[name] = new = change(node(name).uid(old.metadata.uid).ready()).build()
+    history.put(new, MODIFIED)
+
+
+ONE_CHANGE = [
+    pytest.param(lambda h: _changed_node(h, "node-1", lambda b: b.taint("evict", "x", "NoExecute")), 0,
+                 id="node-tainted-noexecute"),
+    pytest.param(lambda h: _changed_node(h, "node-1", lambda b: b.taint("dedicated", "x", "NoSchedule")), 0,
+                 id="node-tainted-noschedule"),
+    pytest.param(lambda h: (h.put(h.nodes.pop("node-3"), DELETED)), 0, id="node-deleted"),
+    pytest.param(lambda h: h.put(node("node-9").uid("node-9-uid").ready().build(), ADDED), 0, id="node-added"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.phase(POD_FAILED)), 0, id="pod-failed"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.phase(POD_SUCCEEDED)), 0, id="pod-succeeded"),
+    # with surge a pod being deleted gets a successor beside it (without, manage waits: nothing to tell apart)
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.deleting(h.now)), 1, id="pod-being-deleted"),
+    pytest.param(lambda h: h.put(h.pods.pop("node-0"), DELETED), 0, id="pod-deleted"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.labels(app="web")), 0, id="pod-relabelled-away"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.on_node("node-1")), 0, id="pod-moved-to-a-busy-node"),
+    pytest.param(lambda h: h.put(pod("extra").uid("uid-extra").owned_by(h.ds).labels(app="agent").on_node("node-2")
+                                 .created(NOW).phase(POD_RUNNING).build(), ADDED), 0, id="second-pod-on-a-node"),
+    pytest.param(lambda h: setattr(h, "ds", h._daemonset(app="agent", min_ready=0, selector_nodes=True, generation=2))
+                 or h.put(h.ds, MODIFIED), 0, id="template-node-selector"),
+]
+
+
+@pytest.mark.parametrize(("change", "max_surge"), ONE_CHANGE)
+def test_one_changed_input_reaches_manage_over_a_kept_tally(change: Any, max_surge: int) -> None:
+    """A settled cluster synced once, one input changed: the kept tally's manage decides as one from scratch."""
+    history = _settled_history()
+    tally = StatusTally()
+    before = _managed_kept(history, tally, max_surge)
+    assert before == _managed_from_scratch(history, max_surge)
+    change(history)
+    after = _managed_from_scratch(history, max_surge)
+    assert after != before  # the change matters to manage
+    assert _managed_kept(history, tally, max_surge) == after
+
+
+def test_an_old_pod_turning_unready_beside_a_new_one_reaches_manage_over_a_kept_tally() -> None:
+    """With surge, a node running an old Ready pod and a new unready one keeps both; the old one turning unready
+    (one input changed) is deleted by the kept tally's manage as by one from scratch."""
+    history = _settled_history()
+    history.hash = "h2"
+    history.put(pod("agent-node-0-new").uid("uid-agent-node-0-new").owned_by(history.ds)
+                .labels(app="agent", **{UNIQUE_LABEL_KEY: "h2"}).on_node("node-0").created(NOW).phase(POD_RUNNING)
+                .not_ready(NOW).build(), ADDED)
+    tally = StatusTally()
+    before = _managed_kept(history, tally, 1)
+    assert before == _managed_from_scratch(history, 1)
+    _changed_pod(history, "node-0", lambda b: b.not_ready(history.now))
+    after = _managed_from_scratch(history, 1)
+    assert after != before
+    assert _managed_kept(history, tally, 1) == after
+
+
+def test_two_nodes_of_one_name_leave_manage_to_the_walk_over_every_node() -> None:
+    """Two cached nodes bearing one name: the tally gives no inputs, manage_facts visits both."""
+    history = _settled_history()
+    tally = StatusTally()
+    _kept(history, tally)
+    assert tally.manage_inputs() is not None
+    twin = node("node-1").uid("node-1-twin").ready().build()
+    history.put(twin, ADDED)
+    _kept(history, tally)
+    assert tally.manage_inputs() is None
+    history.put(twin, DELETED)
+    assert _managed_kept(history, tally, 0) == _managed_from_scratch(history, 0)

@@ -29,7 +29,7 @@ from kube.core import Node, Pod, PodSpec
 from kube.labels import Selector
 from kube.pods import PodFacts
 from reconciler.core.cache import Journal
-from reconciler.core.daemonset.manage import facts_order_key
+from reconciler.core.daemonset.manage import facts_order_key, is_settled
 from reconciler.core.daemonset.placement import Placement, node_placer
 from reconciler.core.daemonset.rollout import template_generation
 from reconciler.core.daemonset.status import NO_COUNTS, NodeCounts, node_counts, summed
@@ -69,6 +69,10 @@ class StatusTally:
         self._counts: dict[str, NodeCounts] = {}  # node uid -> what it adds to the status (NO_COUNTS: left out)
         self._totals = [0, 0, 0, 0, 0, 0]  # the six counts of every NodeCounts, summed
         self._waiting: dict[str, datetime] = {}  # node uid -> when its counted pod turns available
+        # manage's inputs, kept as the counts are: every node name's placement in name order, and the names
+        # manage_placed must visit (all but those is_settled lets it skip)
+        self._placed: dict[str, Placement] = {}
+        self._unsettled: set[str] = set()
 
     # --- what a sync reads ------------------------------------------------------------------------------
     def claimed(self) -> list[PodFacts]:
@@ -84,6 +88,14 @@ class StatusTally:
     @property
     def node_count(self) -> int:
         return len(self._nodes)
+
+    def manage_inputs(self) -> tuple[dict[str, Placement], list[tuple[str, Placement]]] | None:
+        """manage_placed's ``placements`` (a copy) and ``visits`` as of the last :meth:`count`, or None when two
+        cached nodes share a name (manage_facts visits each of them, in the cache's order: let it)."""
+        if len(self._uids_by_name) != len(self._nodes):
+            return None
+        placed = self._placed
+        return dict(placed), [(name, placed[name]) for name in sorted(self._unsettled)]
 
     def status(self, ds: DaemonSet, *, update_observed_generation: bool) -> DaemonSetStatus:
         """calculate_status_facts over every cached node, as of the last :meth:`count` (``ds`` is untouched)."""
@@ -136,6 +148,10 @@ class StatusTally:
         else:
             for uid in changed:
                 self._node_changed(uid, view.get(_NODE, uid), place)
+        if self._recount_all:
+            self._settle_all()
+        else:
+            self._settle(self._dirty)
         counted_for = (hash_, _generation_label(ds), ds.spec.min_ready_seconds)
         if self._recount_all or counted_for != self._counted_for or self._now is None or now < self._now:
             self._counted_for = counted_for
@@ -215,6 +231,7 @@ class StatusTally:
             same_name.remove(uid)
             if not same_name:
                 del self._uids_by_name[old.metadata.name]
+            self._dirty.add(old.metadata.name)  # its name's placement, or the name itself, may be gone
         if node is not None:
             self._add_node(uid, node, place(node))
             self._dirty.add(node.metadata.name)
@@ -223,6 +240,31 @@ class StatusTally:
         self._nodes[uid] = node
         self._uids_by_name.setdefault(node.metadata.name, []).append(uid)
         self._placements[uid] = placement
+
+    def _settle_all(self) -> None:
+        """manage's inputs for every node name (see :meth:`manage_inputs`)."""
+        placements, by_node = self._placements, self.by_node
+        self._placed = placed = {name: placements[uids[-1]] for name, uids in sorted(self._uids_by_name.items())}
+        self._unsettled = {name for name, placement in placed.items() if not is_settled(placement, by_node.get(name))}
+
+    def _settle(self, names: Iterable[str]) -> None:
+        """manage's inputs again for the node names whose placement or pods changed."""
+        placed, unsettled = self._placed, self._unsettled
+        added = False
+        for name in names:
+            uids = self._uids_by_name.get(name)
+            if uids is None:
+                placed.pop(name, None)
+                unsettled.discard(name)
+                continue
+            added = added or name not in placed
+            placement = placed[name] = self._placements[uids[-1]]
+            if is_settled(placement, self.by_node.get(name)):
+                unsettled.discard(name)
+            else:
+                unsettled.add(name)
+        if added:  # a new name goes to its place in name order
+            self._placed = dict(sorted(placed.items()))
 
     def _count_all(self, now: datetime) -> None:
         """Counts every node's part of the status (in one lean loop: it runs over thousands of nodes)."""
