@@ -24,7 +24,13 @@ from messages.observed import ADDED, DELETED, MODIFIED
 from reconciler.core import cache as cache_module
 from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
-from reconciler.core.daemonset.manage import ManageResult, manage_facts, manage_placed, nodes_to_daemon_facts
+from reconciler.core.daemonset.manage import (
+    ManageResult,
+    is_settled,
+    manage_facts,
+    manage_placed,
+    nodes_to_daemon_facts,
+)
 from reconciler.core.daemonset.status import calculate_status_facts
 from reconciler.core.daemonset.tally import StatusTally
 from tests.reconciler.builders import NOW, Cluster, observed
@@ -279,6 +285,10 @@ def _managed_kept(history: History, tally: StatusTally, max_surge: int) -> tuple
     _kept(history, tally)
     inputs = tally.manage_inputs()
     assert inputs is not None  # the histories never give two nodes one name
+    placements, visits = inputs
+    # the work is the unsettled nodes' only: not every node, not a node left over from a former state
+    assert [name for name, _ in visits] == [name for name, placement in placements.items()
+                                            if not is_settled(placement, tally.by_node.get(name))]
     return _decided(manage_placed(history.ds, *inputs, tally.by_node, history.hash, max_surge=max_surge,
                                   backoff_entries={}, now=history.now))
 
