@@ -2,7 +2,8 @@
 
 After `claim` and `count`, a tally kept across the steps must hold exactly what claim_facts,
 nodes_to_daemon_facts and calculate_status_facts compute from scratch over the same cache: the claimed,
-adopted and released pods, every node's pods oldest first, and the seven counts of the status; and manage over
+adopted and released pods, every node's pods oldest first, the seven counts of the status and whether every pod
+is of the current revision; and manage over
 the tally's inputs (manage_placed over the nodes it does not skip) must decide what manage_facts decides over
 every node.
 """
@@ -31,6 +32,7 @@ from reconciler.core.daemonset.manage import (
     manage_placed,
     nodes_to_daemon_facts,
 )
+from reconciler.core.daemonset.rollout import daemon_facts_by_node, template_generation
 from reconciler.core.daemonset.status import calculate_status_facts
 from reconciler.core.daemonset.tally import StatusTally
 from tests.reconciler.builders import NOW, Cluster, observed
@@ -163,19 +165,22 @@ class History:
         self.put(self.ds, MODIFIED)
 
 
-def _fresh(history: History) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any]:
+def _fresh(history: History) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any, bool]:
     cache, ds = history.cluster.cache, history.ds
     selector = selector_from_label_selector(ds.spec.selector)
     claim = claim_facts(ds.metadata, selector, cache.owned_or_orphan_pods(ds.metadata.namespace, ds.metadata.uid))
     by_node = nodes_to_daemon_facts(claim.claimed)
     nodes = sorted(cache.all("Node"), key=lambda n: n.metadata.name)
     status = calculate_status_facts(ds, nodes, by_node, history.hash, history.now, update_observed_generation=False)
+    view = daemon_facts_by_node(by_node, history.hash, template_generation(ds))
     return ({f.uid for f in claim.claimed}, sorted(p.metadata.name for p in claim.adopt),
             sorted(p.metadata.name for p in claim.release),
-            {name: [f.uid for f in pods] for name, pods in by_node.items()}, status)
+            {name: [f.uid for f in pods] for name, pods in by_node.items()}, status,
+            all(view.updated(facts) for pods in by_node.values() for facts in pods))
 
 
-def _kept(history: History, tally: StatusTally) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any]:
+def _kept(history: History, tally: StatusTally
+          ) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any, bool]:
     cache, ds = history.cluster.cache, history.ds
     selector = selector_from_label_selector(ds.spec.selector)
     tally.claim(ds, selector, cache)
@@ -183,7 +188,7 @@ def _kept(history: History, tally: StatusTally) -> tuple[set[str], list[str], li
     return ({f.uid for f in tally.claimed()}, sorted(p.metadata.name for p in tally.adopt()),
             sorted(p.metadata.name for p in tally.release()),
             {name: [f.uid for f in pods] for name, pods in tally.by_node.items()},
-            tally.status(ds, update_observed_generation=False))
+            tally.status(ds, update_observed_generation=False), tally.all_updated())
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -329,6 +334,12 @@ def _changed_node(history: History, name: str, change: Any) -> None:
     history.put(new, MODIFIED)
 
 
+def _new_template(history: History, *, selector_nodes: bool) -> None:
+    history.ds = history._daemonset(app="agent", min_ready=0, selector_nodes=selector_nodes,
+                                    generation=history.ds.metadata.generation + 1)
+    history.put(history.ds, MODIFIED)
+
+
 ONE_CHANGE = [
     pytest.param(lambda h: _changed_node(h, "node-1", lambda b: b.taint("evict", "x", "NoExecute")), 0,
                  id="node-tainted-noexecute"),
@@ -345,8 +356,7 @@ ONE_CHANGE = [
     pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.on_node("node-1")), 0, id="pod-moved-to-a-busy-node"),
     pytest.param(lambda h: h.put(pod("extra").uid("uid-extra").owned_by(h.ds).labels(app="agent").on_node("node-2")
                                  .created(NOW).phase(POD_RUNNING).build(), ADDED), 0, id="second-pod-on-a-node"),
-    pytest.param(lambda h: setattr(h, "ds", h._daemonset(app="agent", min_ready=0, selector_nodes=True, generation=2))
-                 or h.put(h.ds, MODIFIED), 0, id="template-node-selector"),
+    pytest.param(lambda h: _new_template(h, selector_nodes=True), 0, id="template-node-selector"),
 ]
 
 

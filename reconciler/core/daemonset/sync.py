@@ -243,7 +243,8 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     plan.expectations = synced.expectations
     plan.events.extend(result.events)
     plan.backoff_updates = list(result.backoff_updates)
-    rolled_ok = _roll(plan, ds, synced, result, pods_by_node, claimed, hash_, rollout_problem, now, key_base)
+    rolled_ok = _roll(plan, ds, synced, result, pods_by_node, tally.all_updated(), claimed, hash_, rollout_problem,
+                      now, key_base)
 
     if rolled_ok:
         # updateDaemonSet returns before cleanupHistory when rollingUpdate fails, so a bad maxUnavailable
@@ -279,9 +280,10 @@ def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -
 
 
 def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,
-          pods_by_node: Mapping[str, Sequence[PodFacts]], claimed: Sequence[PodFacts], hash_: str,
+          pods_by_node: Mapping[str, Sequence[PodFacts]], all_updated: bool, claimed: Sequence[PodFacts], hash_: str,
           rollout_problem: RolloutValueError | None, now: datetime, key_base: str) -> bool:
-    """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail."""
+    """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail. ``all_updated``:
+    whether every pod of ``pods_by_node`` is of the current revision (StatusTally.all_updated)."""
     strategy = ds.spec.update_strategy.type
     if not synced.expectations.satisfied(now):
         # manage issued creates or deletes: upstream's second SatisfiedExpectations check fails until
@@ -303,7 +305,7 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         # over all the nodes can only decide nothing, and is skipped, and so is the map of every node's pods
         # that updatedDesiredNodeCounts hands it; its budgets are still worked out (a value that cannot be
         # scaled fails this step as upstream's does)
-        if by_node.all_updated():
+        if all_updated:
             desired = sum(map(_SHOULD_RUN, placements.values()))
             max_surge, max_unavailable = rollout_budgets(ds, desired)
             decision = RolloutDecision()

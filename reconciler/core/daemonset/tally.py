@@ -31,7 +31,7 @@ from kube.pods import PodFacts
 from reconciler.core.cache import Journal
 from reconciler.core.daemonset.manage import facts_order_key, is_settled
 from reconciler.core.daemonset.placement import Placement, node_placer
-from reconciler.core.daemonset.rollout import template_generation
+from reconciler.core.daemonset.rollout import labels_updated, template_generation
 from reconciler.core.daemonset.status import NO_COUNTS, NodeCounts, node_counts, summed
 from reconciler.core.view import CacheView
 
@@ -73,6 +73,9 @@ class StatusTally:
         # manage_placed must visit (all but those is_settled lets it skip)
         self._placed: dict[str, Placement] = {}
         self._unsettled: set[str] = set()
+        # the uids of the pods of by_node not of the revision (hash, template generation label) last counted for
+        self._outdated: set[str] = set()
+        self._outdated_for: tuple[str, str | None] | None = None  # None: to be worked out again
 
     # --- what a sync reads ------------------------------------------------------------------------------
     def claimed(self) -> list[PodFacts]:
@@ -88,6 +91,10 @@ class StatusTally:
     @property
     def node_count(self) -> int:
         return len(self._nodes)
+
+    def all_updated(self) -> bool:
+        """Whether every pod of :attr:`by_node` is of the revision of the last :meth:`count` (labels_updated)."""
+        return not self._outdated
 
     def manage_inputs(self) -> tuple[dict[str, Placement], list[tuple[str, Placement]]] | None:
         """manage_placed's ``placements`` (a copy) and ``visits`` as of the last :meth:`count`, or None when two
@@ -116,6 +123,7 @@ class StatusTally:
         self._pod_journal, self._pods_read, self._owner = journal, journal.end, owner
         if changed is None:
             self._claimed, self._adopted, self._released, self.by_node = {}, {}, {}, {}
+            self._outdated, self._outdated_for = set(), None
             self._recount_all = True
             matched: dict[int, bool] = {}  # as claim_facts: pods with equal labels share one dict, matched once
             for facts in view.owned_or_orphan_pods(meta.namespace, meta.uid):
@@ -153,6 +161,10 @@ class StatusTally:
         else:
             self._settle(self._dirty)
         counted_for = (hash_, _generation_label(ds), ds.spec.min_ready_seconds)
+        if counted_for[:2] != self._outdated_for:
+            self._outdated_for = revision = counted_for[:2]
+            self._outdated = {facts.uid for pods in self.by_node.values() for facts in pods
+                              if not labels_updated(facts.labels, *revision)}
         if self._recount_all or counted_for != self._counted_for or self._now is None or now < self._now:
             self._counted_for = counted_for
             self._count_all(now)
@@ -191,6 +203,9 @@ class StatusTally:
         node = facts.node
         if node is None or (facts.deleting and facts.terminal):
             return
+        revision = self._outdated_for
+        if revision is not None and not labels_updated(labels, *revision):
+            self._outdated.add(facts.uid)
         same_node = self.by_node.get(node)
         if same_node is None:
             self.by_node[node] = [facts]
@@ -207,6 +222,7 @@ class StatusTally:
         for i, other in enumerate(same_node):
             if other is facts:
                 del same_node[i]
+                self._outdated.discard(facts.uid)
                 if not same_node:
                     del self.by_node[node]  # type: ignore[arg-type]
                 self._dirty.add(node)  # type: ignore[arg-type]
