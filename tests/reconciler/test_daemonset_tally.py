@@ -402,3 +402,29 @@ def test_two_nodes_of_one_name_leave_manage_to_the_walk_over_every_node() -> Non
     assert tally.manage_inputs() is None
     history.put(twin, DELETED)
     assert _managed_kept(history, tally, 0) == _managed_from_scratch(history, 0)
+
+
+def _held(history: History, tally: StatusTally) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
+    """The tally's claimed, adopted and released pods and each node's pods, in the order it holds them (the nodes
+    themselves in no particular order: every reader of by_node looks a node up)."""
+    ds = history.ds
+    tally.claim(ds, selector_from_label_selector(ds.spec.selector), history.cluster.cache)
+    return ([f.uid for f in tally.claimed()], [p.metadata.uid for p in tally.adopt()],
+            [p.metadata.uid for p in tally.release()],
+            {name: [f.uid for f in pods] for name, pods in tally.by_node.items()})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_claim_of_many_changes_at_once_holds_what_one_claim_per_change_holds(seed: int) -> None:
+    """A tally claiming after dozens of changes (pods changed several times among them) holds the same pods, in the
+    same orders, as one that claimed after every change. (The DaemonSet stays as it is: a new selector has both read
+    everything again, the one claiming now and then perhaps not, had the selector come back meanwhile.)"""
+    history = History(seed)
+    history._template = lambda: None  # type: ignore[method-assign]
+    every_change, now_and_then = StatusTally(), StatusTally()
+    assert _held(history, every_change) == _held(history, now_and_then)  # both read everything once, the same
+    for step in range(400):
+        history.step()
+        held = _held(history, every_change)
+        if step % 25 == 24:
+            assert _held(history, now_and_then) == held, f"seed {seed}, step {step}"

@@ -130,7 +130,10 @@ class StatusTally:
                 self._take(facts, matched)
             return
         matched = {}  # here too: the labels looked up are the cached pods', all alive throughout
-        for uid in changed:
+        # a uid changed several times is brought up to its current facts once, where its last change is listed:
+        # each pass over a uid reads its current facts, so the ones before the last change nothing of the outcome
+        # (not even the order of the claimed pods or of a node's tied pods, where each pass moves it last)
+        for uid in reversed(dict.fromkeys(reversed(changed))):
             before = self._claimed.pop(uid, None)
             if before is not None:
                 self._adopted.pop(uid, None)
@@ -183,13 +186,13 @@ class StatusTally:
         assert self._owner is not None
         uid, namespace, deleting, selector = self._owner
         owner = facts.controller_uid
+        if owner is not None and owner != uid:
+            return  # another controller's: not even matched (a namespace's pods are mostly others', its journal too)
         labels = facts.labels
         matches = matched.get(id(labels))
         if matches is None:
             matches = matched[id(labels)] = selector.matches(labels)
         if owner is not None:
-            if owner != uid:
-                return
             if not matches:
                 if not deleting:
                     self._released[facts.uid] = facts
