@@ -305,9 +305,15 @@ def test_manage_over_a_kept_tally_decides_as_over_every_node(seed: int, max_surg
     tally = StatusTally()
     for step in range(400):
         history.step()
-        if history.rng.random() < 0.5:
+        sync = history.rng.random()
+        if sync < 0.3:  # a managing sync
+            assert _kept(history, tally) == _fresh(history), f"seed {seed}, step {step}"
             assert _managed_kept(history, tally, max_surge) == _managed_from_scratch(history, max_surge), \
                 f"seed {seed}, step {step}"
+        elif sync < 0.6:  # a status-only sync: what only manage and the rolling update read is left for later
+            ds = history.ds
+            tally.claim(ds, selector_from_label_selector(ds.spec.selector), history.cluster.cache)
+            tally.count(ds, history.hash, history.cluster.cache, history.now, comparison_operators=False)
 
 
 def _settled_history() -> History:

@@ -69,13 +69,17 @@ class StatusTally:
         self._counts: dict[str, NodeCounts] = {}  # node uid -> what it adds to the status (NO_COUNTS: left out)
         self._totals = [0, 0, 0, 0, 0, 0]  # the six counts of every NodeCounts, summed
         self._waiting: dict[str, datetime] = {}  # node uid -> when its counted pod turns available
-        # manage's inputs, kept as the counts are: every node name's placement in name order, and the names
-        # manage_placed must visit (all but those is_settled lets it skip)
+        # manage's inputs, kept as the counts are but brought up to date only when a managing sync asks for them (a
+        # status-only sync does not): every node name's placement in name order, and the names manage_placed must
+        # visit (all but those is_settled lets it skip); the names changed since they were, or None: every name
         self._placed: dict[str, Placement] = {}
         self._unsettled: set[str] = set()
-        # the uids of the pods of by_node not of the revision (hash, template generation label) last counted for
+        self._to_settle: set[str] | None = None
+        # the uids of the pods of by_node not of the revision (hash, template generation label) they were checked
+        # against (None: every pod to check again), and the pods placed since, to check (as lazily)
         self._outdated: set[str] = set()
-        self._outdated_for: tuple[str, str | None] | None = None  # None: to be worked out again
+        self._outdated_for: tuple[str, str | None] | None = None
+        self._unchecked: dict[str, PodFacts] = {}
 
     # --- what a sync reads ------------------------------------------------------------------------------
     def claimed(self) -> list[PodFacts]:
@@ -94,6 +98,16 @@ class StatusTally:
 
     def all_updated(self) -> bool:
         """Whether every pod of :attr:`by_node` is of the revision of the last :meth:`count` (labels_updated)."""
+        assert self._counted_for is not None
+        revision = self._counted_for[:2]
+        if revision != self._outdated_for:
+            self._outdated_for = revision
+            self._outdated = {facts.uid for pods in self.by_node.values() for facts in pods
+                              if not labels_updated(facts.labels, *revision)}
+        else:
+            self._outdated.update(uid for uid, facts in self._unchecked.items()
+                                  if not labels_updated(facts.labels, *revision))
+        self._unchecked = {}
         return not self._outdated
 
     def manage_inputs(self) -> tuple[dict[str, Placement], list[tuple[str, Placement]]] | None:
@@ -101,6 +115,11 @@ class StatusTally:
         cached nodes share a name (manage_facts visits each of them, in the cache's order: let it)."""
         if len(self._uids_by_name) != len(self._nodes):
             return None
+        if self._to_settle is None:
+            self._settle_all()
+        else:
+            self._settle(self._to_settle)
+        self._to_settle = set()
         placed = self._placed
         return dict(placed), [(name, placed[name]) for name in sorted(self._unsettled)]
 
@@ -123,7 +142,7 @@ class StatusTally:
         self._pod_journal, self._pods_read, self._owner = journal, journal.end, owner
         if changed is None:
             self._claimed, self._adopted, self._released, self.by_node = {}, {}, {}, {}
-            self._outdated, self._outdated_for = set(), None
+            self._outdated_for = None  # every pod to check again (all_updated)
             self._recount_all = True
             matched: dict[int, bool] = {}  # as claim_facts: pods with equal labels share one dict, matched once
             for facts in view.owned_or_orphan_pods(meta.namespace, meta.uid):
@@ -160,14 +179,10 @@ class StatusTally:
             for uid in changed:
                 self._node_changed(uid, view.get(_NODE, uid), place)
         if self._recount_all:
-            self._settle_all()
-        else:
-            self._settle(self._dirty)
+            self._to_settle = None
+        elif self._to_settle is not None:
+            self._to_settle |= self._dirty
         counted_for = (hash_, _generation_label(ds), ds.spec.min_ready_seconds)
-        if counted_for[:2] != self._outdated_for:
-            self._outdated_for = revision = counted_for[:2]
-            self._outdated = {facts.uid for pods in self.by_node.values() for facts in pods
-                              if not labels_updated(facts.labels, *revision)}
         if self._recount_all or counted_for != self._counted_for or self._now is None or now < self._now:
             self._counted_for = counted_for
             self._count_all(now)
@@ -206,9 +221,7 @@ class StatusTally:
         node = facts.node
         if node is None or (facts.deleting and facts.terminal):
             return
-        revision = self._outdated_for
-        if revision is not None and not labels_updated(labels, *revision):
-            self._outdated.add(facts.uid)
+        self._unchecked[facts.uid] = facts
         same_node = self.by_node.get(node)
         if same_node is None:
             self.by_node[node] = [facts]
@@ -226,6 +239,7 @@ class StatusTally:
             if other is facts:
                 del same_node[i]
                 self._outdated.discard(facts.uid)
+                self._unchecked.pop(facts.uid, None)
                 if not same_node:
                     del self.by_node[node]  # type: ignore[arg-type]
                 self._dirty.add(node)  # type: ignore[arg-type]
