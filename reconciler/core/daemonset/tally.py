@@ -6,12 +6,16 @@ for a sync that only refreshes the status while a round of creates is in flight,
 STATUS_ONLY_INTERVAL for as long as the round lasts (the slower the machine, the more of them). Between
 two syncs only the pods and nodes the watch changed can change the answer, so a :class:`StatusTally`
 keeps the answer and redoes only them: the cache's journals (reconciler.core.cache.Journal) name the
-pods of the DaemonSet's namespace and the nodes that changed since the tally last looked.
+pods of the DaemonSet's namespace and the nodes that changed since the tally last looked. A managing sync
+reads manage's inputs from it the same way (:meth:`StatusTally.manage_inputs`: every node's placement, and the
+nodes manage cannot skip) and whether every pod is of the current revision (:meth:`StatusTally.all_updated`),
+instead of walking every node and every pod.
 
 The tally is a memo, not state of its own: after :meth:`StatusTally.claim` and :meth:`StatusTally.count`
 its claim, its map of pods by node and its counts are exactly what claim_facts, nodes_to_daemon_facts and
-calculate_status_facts compute from the same cache (tests/reconciler/test_daemonset_tally.py checks this
-after every step of random histories). Whenever it cannot tell what changed (a first sync, a journal that
+calculate_status_facts compute from the same cache, and manage over its inputs decides what manage_facts
+decides over every node (tests/reconciler/test_daemonset_tally.py checks this after every step of random
+histories). Whenever it cannot tell what changed (a first sync, a journal that
 forgot, another cache, a DaemonSet whose uid, selector or template changed, a clock that went back) it
 reads everything again. Pure: no I/O, no clock (``now`` is passed in).
 """
