@@ -2,7 +2,10 @@
 
 After `claim` and `count`, a tally kept across the steps must hold exactly what claim_facts,
 nodes_to_daemon_facts and calculate_status_facts compute from scratch over the same cache: the claimed,
-adopted and released pods, every node's pods oldest first, and the seven counts of the status.
+adopted and released pods, every node's pods oldest first, the seven counts of the status and whether every pod
+is of the current revision; and manage over
+the tally's inputs (manage_placed over the nodes it does not skip) must decide what manage_facts decides over
+every node.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from messages.observed import ADDED, DELETED, MODIFIED
 from reconciler.core import cache as cache_module
 from reconciler.core.claiming import claim_facts
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
-from reconciler.core.daemonset.manage import nodes_to_daemon_facts
+from reconciler.core.daemonset.manage import (
+    ManageResult,
+    is_settled,
+    manage_facts,
+    manage_placed,
+    nodes_to_daemon_facts,
+)
+from reconciler.core.daemonset.rollout import daemon_facts_by_node, template_generation
 from reconciler.core.daemonset.status import calculate_status_facts
 from reconciler.core.daemonset.tally import StatusTally
 from tests.reconciler.builders import NOW, Cluster, observed
@@ -155,19 +165,22 @@ class History:
         self.put(self.ds, MODIFIED)
 
 
-def _fresh(history: History) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any]:
+def _fresh(history: History) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any, bool]:
     cache, ds = history.cluster.cache, history.ds
     selector = selector_from_label_selector(ds.spec.selector)
     claim = claim_facts(ds.metadata, selector, cache.owned_or_orphan_pods(ds.metadata.namespace, ds.metadata.uid))
     by_node = nodes_to_daemon_facts(claim.claimed)
     nodes = sorted(cache.all("Node"), key=lambda n: n.metadata.name)
     status = calculate_status_facts(ds, nodes, by_node, history.hash, history.now, update_observed_generation=False)
+    view = daemon_facts_by_node(by_node, history.hash, template_generation(ds))
     return ({f.uid for f in claim.claimed}, sorted(p.metadata.name for p in claim.adopt),
             sorted(p.metadata.name for p in claim.release),
-            {name: [f.uid for f in pods] for name, pods in by_node.items()}, status)
+            {name: [f.uid for f in pods] for name, pods in by_node.items()}, status,
+            all(view.updated(facts) for pods in by_node.values() for facts in pods))
 
 
-def _kept(history: History, tally: StatusTally) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any]:
+def _kept(history: History, tally: StatusTally
+          ) -> tuple[set[str], list[str], list[str], dict[str, list[str]], Any, bool]:
     cache, ds = history.cluster.cache, history.ds
     selector = selector_from_label_selector(ds.spec.selector)
     tally.claim(ds, selector, cache)
@@ -175,7 +188,7 @@ def _kept(history: History, tally: StatusTally) -> tuple[set[str], list[str], li
     return ({f.uid for f in tally.claimed()}, sorted(p.metadata.name for p in tally.adopt()),
             sorted(p.metadata.name for p in tally.release()),
             {name: [f.uid for f in pods] for name, pods in tally.by_node.items()},
-            tally.status(ds, update_observed_generation=False))
+            tally.status(ds, update_observed_generation=False), tally.all_updated())
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -255,3 +268,169 @@ def test_a_status_only_sync_recounts_only_what_changed() -> None:
     history._pod()
     assert _kept(history, tally) == _fresh(history)
     assert len(counted) - waiting <= 2  # the pod's old node and its new one
+
+
+def _decided(result: ManageResult) -> tuple[Any, ...]:
+    """Everything of manage's result, pods by uid, the placements with their order."""
+    return (result.nodes_needing_pods, [p.metadata.uid for p in result.pods_to_delete], result.events,
+            result.requeue_after, dict(result.backoff), result.backoff_updates, list(result.placements.items()),
+            result.unusual_nodes)
+
+
+def _managed_from_scratch(history: History, max_surge: int) -> tuple[Any, ...]:
+    cache, ds = history.cluster.cache, history.ds
+    selector = selector_from_label_selector(ds.spec.selector)
+    claim = claim_facts(ds.metadata, selector, cache.owned_or_orphan_pods(ds.metadata.namespace, ds.metadata.uid))
+    nodes = sorted(cache.all("Node"), key=lambda n: n.metadata.name)
+    return _decided(manage_facts(ds, nodes, nodes_to_daemon_facts(claim.claimed), history.hash,
+                                 max_surge=max_surge, backoff_entries={}, now=history.now))
+
+
+def _managed_kept(history: History, tally: StatusTally, max_surge: int) -> tuple[Any, ...]:
+    _kept(history, tally)
+    inputs = tally.manage_inputs()
+    assert inputs is not None  # the histories never give two nodes one name
+    placements, visits = inputs
+    # the work is the unsettled nodes' only: not every node, not a node left over from a former state
+    assert [name for name, _ in visits] == [name for name, placement in placements.items()
+                                            if not is_settled(placement, tally.by_node.get(name))]
+    return _decided(manage_placed(history.ds, *inputs, tally.by_node, history.hash, max_surge=max_surge,
+                                  backoff_entries={}, now=history.now))
+
+
+@pytest.mark.parametrize("max_surge", [0, 1])
+@pytest.mark.parametrize("seed", range(8))
+def test_manage_over_a_kept_tally_decides_as_over_every_node(seed: int, max_surge: int) -> None:
+    history = History(seed)
+    tally = StatusTally()
+    for step in range(400):
+        history.step()
+        sync = history.rng.random()
+        if sync < 0.3:  # a managing sync
+            assert _kept(history, tally) == _fresh(history), f"seed {seed}, step {step}"
+            assert _managed_kept(history, tally, max_surge) == _managed_from_scratch(history, max_surge), \
+                f"seed {seed}, step {step}"
+        elif sync < 0.6:  # a status-only sync: what only manage and the rolling update read is left for later
+            ds = history.ds
+            tally.claim(ds, selector_from_label_selector(ds.spec.selector), history.cluster.cache)
+            tally.count(ds, history.hash, history.cluster.cache, history.now, comparison_operators=False)
+
+
+def _settled_history() -> History:
+    """Four untainted nodes, each running one Ready pod of the DaemonSet."""
+    history = History(0)
+    for name in NODE_NAMES[:4]:
+        history.nodes[name] = new = node(name).uid(f"{name}-uid").ready().build()
+        history.put(new, ADDED)
+        history.pods[name] = running = (pod(f"agent-{name}").uid(f"uid-agent-{name}").owned_by(history.ds)
+                                        .labels(app="agent", **{UNIQUE_LABEL_KEY: "h1"}).on_node(name)
+                                        .created(NOW).ready(NOW).phase(POD_RUNNING).build())
+        history.put(running, ADDED)
+    return history
+
+
+def _changed_pod(history: History, name: str, change: Any) -> None:
+    history.pods[name] = new = change(PodBuilder(codec.decode(codec.encode(history.pods[name]), Pod))).build()
+    history.put(new, MODIFIED)
+
+
+def _changed_node(history: History, name: str, change: Any) -> None:
+    old = history.nodes[name]
+    history.nodes[name] = new = change(node(name).uid(old.metadata.uid).ready()).build()
+    history.put(new, MODIFIED)
+
+
+def _new_template(history: History, *, selector_nodes: bool) -> None:
+    history.ds = history._daemonset(app="agent", min_ready=0, selector_nodes=selector_nodes,
+                                    generation=history.ds.metadata.generation + 1)
+    history.put(history.ds, MODIFIED)
+
+
+ONE_CHANGE = [
+    pytest.param(lambda h: _changed_node(h, "node-1", lambda b: b.taint("evict", "x", "NoExecute")), 0,
+                 id="node-tainted-noexecute"),
+    pytest.param(lambda h: _changed_node(h, "node-1", lambda b: b.taint("dedicated", "x", "NoSchedule")), 0,
+                 id="node-tainted-noschedule"),
+    pytest.param(lambda h: (h.put(h.nodes.pop("node-3"), DELETED)), 0, id="node-deleted"),
+    pytest.param(lambda h: h.put(node("node-9").uid("node-9-uid").ready().build(), ADDED), 0, id="node-added"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.phase(POD_FAILED)), 0, id="pod-failed"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.phase(POD_SUCCEEDED)), 0, id="pod-succeeded"),
+    # with surge a pod being deleted gets a successor beside it (without, manage waits: nothing to tell apart)
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.deleting(h.now)), 1, id="pod-being-deleted"),
+    pytest.param(lambda h: h.put(h.pods.pop("node-0"), DELETED), 0, id="pod-deleted"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.labels(app="web")), 0, id="pod-relabelled-away"),
+    pytest.param(lambda h: _changed_pod(h, "node-0", lambda b: b.on_node("node-1")), 0, id="pod-moved-to-a-busy-node"),
+    pytest.param(lambda h: h.put(pod("extra").uid("uid-extra").owned_by(h.ds).labels(app="agent").on_node("node-2")
+                                 .created(NOW).phase(POD_RUNNING).build(), ADDED), 0, id="second-pod-on-a-node"),
+    pytest.param(lambda h: _new_template(h, selector_nodes=True), 0, id="template-node-selector"),
+]
+
+
+@pytest.mark.parametrize(("change", "max_surge"), ONE_CHANGE)
+def test_one_changed_input_reaches_manage_over_a_kept_tally(change: Any, max_surge: int) -> None:
+    """A settled cluster synced once, one input changed: the kept tally's manage decides as one from scratch."""
+    history = _settled_history()
+    tally = StatusTally()
+    before = _managed_kept(history, tally, max_surge)
+    assert before == _managed_from_scratch(history, max_surge)
+    change(history)
+    after = _managed_from_scratch(history, max_surge)
+    assert after != before  # the change matters to manage
+    assert _managed_kept(history, tally, max_surge) == after
+
+
+def test_an_old_pod_turning_unready_beside_a_new_one_reaches_manage_over_a_kept_tally() -> None:
+    """With surge, a node running an old Ready pod and a new unready one keeps both; the old one turning unready
+    (one input changed) is deleted by the kept tally's manage as by one from scratch."""
+    history = _settled_history()
+    history.hash = "h2"
+    history.put(pod("agent-node-0-new").uid("uid-agent-node-0-new").owned_by(history.ds)
+                .labels(app="agent", **{UNIQUE_LABEL_KEY: "h2"}).on_node("node-0").created(NOW).phase(POD_RUNNING)
+                .not_ready(NOW).build(), ADDED)
+    tally = StatusTally()
+    before = _managed_kept(history, tally, 1)
+    assert before == _managed_from_scratch(history, 1)
+    _changed_pod(history, "node-0", lambda b: b.not_ready(history.now))
+    after = _managed_from_scratch(history, 1)
+    assert after != before
+    assert _managed_kept(history, tally, 1) == after
+
+
+def test_two_nodes_of_one_name_leave_manage_to_the_walk_over_every_node() -> None:
+    """Two cached nodes bearing one name: the tally gives no inputs, manage_facts visits both."""
+    history = _settled_history()
+    tally = StatusTally()
+    _kept(history, tally)
+    assert tally.manage_inputs() is not None
+    twin = node("node-1").uid("node-1-twin").ready().build()
+    history.put(twin, ADDED)
+    _kept(history, tally)
+    assert tally.manage_inputs() is None
+    history.put(twin, DELETED)
+    assert _managed_kept(history, tally, 0) == _managed_from_scratch(history, 0)
+
+
+def _held(history: History, tally: StatusTally) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
+    """The tally's claimed, adopted and released pods and each node's pods, in the order it holds them (the nodes
+    themselves in no particular order: every reader of by_node looks a node up)."""
+    ds = history.ds
+    tally.claim(ds, selector_from_label_selector(ds.spec.selector), history.cluster.cache)
+    return ([f.uid for f in tally.claimed()], [p.metadata.uid for p in tally.adopt()],
+            [p.metadata.uid for p in tally.release()],
+            {name: [f.uid for f in pods] for name, pods in tally.by_node.items()})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_claim_of_many_changes_at_once_holds_what_one_claim_per_change_holds(seed: int) -> None:
+    """A tally claiming after dozens of changes (pods changed several times among them) holds the same pods, in the
+    same orders, as one that claimed after every change. (The DaemonSet stays as it is: a new selector has both read
+    everything again, the one claiming now and then perhaps not, had the selector come back meanwhile.)"""
+    history = History(seed)
+    history._template = lambda: None  # type: ignore[method-assign]
+    every_change, now_and_then = StatusTally(), StatusTally()
+    assert _held(history, every_change) == _held(history, now_and_then)  # both read everything once, the same
+    for step in range(400):
+        history.step()
+        held = _held(history, every_change)
+        if step % 25 == 24:
+            assert _held(history, now_and_then) == held, f"seed {seed}, step {step}"

@@ -40,7 +40,7 @@ from kube.pods import PodFacts, is_pod_available, is_pod_ready, pod_facts
 from kube.times import parse_time
 from reconciler.core.daemonset import backoff
 from reconciler.core.daemonset.backoff import FailedPodBackoff, failed_pods_backoff_key
-from reconciler.core.daemonset.placement import EVERYWHERE, Placement, daemon_placer, untainted_everywhere
+from reconciler.core.daemonset.placement import Placement, node_placer
 from reconciler.core.daemonset.pods import UNIQUE_LABEL_KEY
 
 __all__ = [
@@ -51,8 +51,10 @@ __all__ = [
     "NodePlan",
     "facts_by_node",
     "facts_order_key",
+    "is_settled",
     "manage",
     "manage_facts",
+    "manage_placed",
     "nodes_to_daemon_facts",
     "nodes_to_daemon_pods",
     "pod_order_key",
@@ -292,24 +294,45 @@ def manage(ds: DaemonSet, nodes: Iterable[Node], pods_by_node: Mapping[str, Sequ
 def manage_facts(ds: DaemonSet, nodes: Sequence[Node], pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: str,
                  *, max_surge: int, backoff_entries: Mapping[str, FailedPodBackoff], now: datetime,
                  comparison_operators: bool = False) -> ManageResult:
-    """:func:`manage` over the pods' facts (:func:`nodes_to_daemon_facts`), ``nodes`` already in name order.
+    """:func:`manage` over the pods' facts (:func:`nodes_to_daemon_facts`), ``nodes`` already in name order."""
+    place = node_placer(ds, comparison_operators=comparison_operators)
+    placements: dict[str, Placement] = {}
+    visits: list[tuple[str, Placement]] = []  # every node, a name repeated as often as nodes bear it
+    for node in nodes:
+        name = node.metadata.name
+        placement = placements[name] = place(node)
+        visits.append((name, placement))
+    return manage_placed(ds, placements, visits, pods_by_node, hash_, max_surge=max_surge,
+                         backoff_entries=backoff_entries, now=now)
+
+
+def is_settled(placement: Placement, pods: Sequence[PodFacts] | None) -> bool:
+    """Whether :func:`manage_placed` may skip a node: the daemon should run and keep running there and its one pod
+    is neither being deleted nor terminal. Such a node adds nothing to the result but its placement."""
+    if not (placement.should_run and placement.should_continue_running) or pods is None or len(pods) != 1:
+        return False
+    facts = pods[0]
+    return not facts.deleting and not facts.terminal
+
+
+def manage_placed(ds: DaemonSet, placements: dict[str, Placement], visits: Iterable[tuple[str, Placement]],
+                  pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: str, *, max_surge: int,
+                  backoff_entries: Mapping[str, FailedPodBackoff], now: datetime) -> ManageResult:
+    """:func:`manage_facts` once every node's placement is known: ``placements`` by node name, in name order (kept
+    as the result's), and ``visits`` the (name, placement) of the nodes to judge, in name order: every node, or
+    (StatusTally.manage_inputs) all but the nodes :func:`is_settled` says may be skipped.
 
     A node whose one pod may stay is judged from its facts; the pods of any other node are handed to
     :func:`pods_should_be_on_node`.
     """
-    place = daemon_placer(ds, comparison_operators=comparison_operators)
-    untainted = untainted_everywhere(ds)  # then an untainted node is EVERYWHERE without asking `place`
     needing: list[str] = []
     deletes: list[Pod] = []
     events: list[DaemonEvent] = []
     table: Mapping[str, FailedPodBackoff] = backoff_entries
     updates: dict[str, FailedPodBackoff] = {}
     requeue: timedelta | None = None
-    placements: dict[str, Placement] = {}
     unusual: list[str] = []
-    for node in nodes:
-        name = node.metadata.name
-        placement = placements[name] = EVERYWHERE if untainted and not node.spec.taints else place(node)
+    for name, placement in visits:
         pods = pods_by_node.get(name)
         if not pods:
             unusual.append(name)

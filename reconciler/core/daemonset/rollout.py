@@ -47,6 +47,7 @@ __all__ = [
     "daemon_pods_by_node",
     "find_updated_pods_on_node",
     "is_pod_updated",
+    "labels_updated",
     "rolling_update",
     "rollout_budgets",
     "surge_count",
@@ -253,6 +254,13 @@ def daemon_facts_by_node(pods_by_node: Mapping[str, Sequence[PodFacts]], hash_: 
     return DaemonPodsByNode(pods_by_node, hash_, generation)
 
 
+def labels_updated(labels: Mapping[str, str], hash_: str, generation_label: str | None) -> bool:
+    """is_pod_updated from a pod's labels, the revision's ``hash_`` and its template generation as a label value
+    (None: the DaemonSet has none)."""
+    return (len(hash_) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (
+        generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label)
+
+
 class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
     """A DaemonSet's pods by target node as :class:`DaemonPod` lists, each built when its node is looked up.
 
@@ -287,21 +295,7 @@ class DaemonPodsByNode(Mapping[str, list[DaemonPod]]):
 
     def updated(self, facts: PodFacts) -> bool:
         """is_pod_updated, from the pod's facts."""
-        labels = facts.labels
-        generation_label = self.generation_label
-        return (len(self.hash) > 0 and labels.get(UNIQUE_LABEL_KEY, "") == self.hash) or (
-            generation_label is not None and labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label)
-
-    def all_updated(self) -> bool:
-        """Whether every pod is of the current revision (:meth:`updated`, inlined: a loop over every pod)."""
-        hash_, generation_label = self.hash, self.generation_label
-        for pods in self.facts.values():
-            for facts in pods:
-                labels = facts.labels
-                if not ((hash_ and labels.get(UNIQUE_LABEL_KEY, "") == hash_) or (generation_label is not None and (
-                        labels.get(TEMPLATE_GENERATION_LABEL, "") == generation_label))):
-                    return False
-        return True
+        return labels_updated(facts.labels, self.hash, self.generation_label)
 
     def daemon_pod(self, facts: PodFacts) -> DaemonPod:
         """The pod's DaemonPod, from its facts (``ready_since`` only when the pod is Ready: only

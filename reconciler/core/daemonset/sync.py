@@ -28,7 +28,7 @@ from operator import attrgetter
 from typing import Any, Final
 
 from kube.apps import ROLLING_UPDATE, ControllerRevision, DaemonSet, DaemonSetStatus
-from kube.core import Node, Pod
+from kube.core import Pod
 from kube.features import FeatureGates
 from kube.intstr import is_percent
 from kube.labels import Selector, SelectorError, selector_from_label_selector
@@ -48,7 +48,7 @@ from reconciler.core.daemonset.history import (
     revision_number_patch,
     unique_label_patch,
 )
-from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts
+from reconciler.core.daemonset.manage import DaemonEvent, ManageResult, manage_facts, manage_placed
 from reconciler.core.daemonset.placement import validate_tolerations
 from reconciler.core.daemonset.pods import SyncNodesPlan, sync_nodes
 from reconciler.core.daemonset.rollout import (
@@ -227,18 +227,24 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
                              "pods": len(claimed), "nodes": tally.node_count})
         return plan
 
-    nodes: list[Node] = sorted(view.all("Node"), key=_NAME)
-
-    # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes)
+    # updateDaemonSet: manage (podsShouldBeOnNode over every node, then syncNodes), skipping the nodes the tally
+    # knows it would leave alone
     plan.managed = True
-    result = manage_facts(ds, nodes, pods_by_node, hash_, max_surge=_manage_surge(ds),
-                          backoff_entries=backoff_entries, now=now, comparison_operators=comparison_operators)
+    inputs = tally.manage_inputs()
+    if inputs is None:
+        result = manage_facts(ds, sorted(view.all("Node"), key=_NAME), pods_by_node, hash_,
+                              max_surge=_manage_surge(ds), backoff_entries=backoff_entries, now=now,
+                              comparison_operators=comparison_operators)
+    else:
+        result = manage_placed(ds, *inputs, pods_by_node, hash_, max_surge=_manage_surge(ds),
+                               backoff_entries=backoff_entries, now=now)
     synced = sync_nodes(ds, result.nodes_needing_pods, result.pods_to_delete, hash_, now=now, key_base=key_base)
     plan.creates, plan.deletes = list(synced.creates), list(synced.deletes)
     plan.expectations = synced.expectations
     plan.events.extend(result.events)
     plan.backoff_updates = list(result.backoff_updates)
-    rolled_ok = _roll(plan, ds, synced, result, pods_by_node, claimed, hash_, rollout_problem, now, key_base)
+    rolled_ok = _roll(plan, ds, synced, result, pods_by_node, tally.all_updated(), claimed, hash_, rollout_problem,
+                      now, key_base)
 
     if rolled_ok:
         # updateDaemonSet returns before cleanupHistory when rollingUpdate fails, so a bad maxUnavailable
@@ -252,7 +258,7 @@ def sync_daemonset(key: ControllerKey, view: CacheView, expectations: Expectatio
     status = tally.status(ds, update_observed_generation=True)
     plan.status = _to_write(ds, status, plan.adopt)
     plan.requeue_after = _earliest(result.requeue_after, resync_after_facts(ds, status, pods_by_node, now))
-    plan.explain.update(_explain(result, synced, plan, hash_, claimed, nodes, pods_by_node))
+    plan.explain.update(_explain(result, synced, plan, hash_, claimed, tally.node_count, pods_by_node))
     return plan
 
 
@@ -274,9 +280,10 @@ def _to_write(ds: DaemonSet, status: DaemonSetStatus, adopting: Sequence[Pod]) -
 
 
 def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: ManageResult,
-          pods_by_node: Mapping[str, Sequence[PodFacts]], claimed: Sequence[PodFacts], hash_: str,
+          pods_by_node: Mapping[str, Sequence[PodFacts]], all_updated: bool, claimed: Sequence[PodFacts], hash_: str,
           rollout_problem: RolloutValueError | None, now: datetime, key_base: str) -> bool:
-    """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail."""
+    """The rolling-update part of updateDaemonSet; False when upstream's rollingUpdate would fail. ``all_updated``:
+    whether every pod of ``pods_by_node`` is of the current revision (StatusTally.all_updated)."""
     strategy = ds.spec.update_strategy.type
     if not synced.expectations.satisfied(now):
         # manage issued creates or deletes: upstream's second SatisfiedExpectations check fails until
@@ -298,7 +305,7 @@ def _roll(plan: DaemonSetPlan, ds: DaemonSet, synced: SyncNodesPlan, result: Man
         # over all the nodes can only decide nothing, and is skipped, and so is the map of every node's pods
         # that updatedDesiredNodeCounts hands it; its budgets are still worked out (a value that cannot be
         # scaled fails this step as upstream's does)
-        if by_node.all_updated():
+        if all_updated:
             desired = sum(map(_SHOULD_RUN, placements.values()))
             max_surge, max_unavailable = rollout_budgets(ds, desired)
             decision = RolloutDecision()
@@ -434,7 +441,7 @@ _FACTS_NAME: Final = attrgetter("name")
 
 
 def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, hash_: str,
-             claimed: Sequence[PodFacts], nodes: Sequence[Node], by_node: Mapping[str, Sequence[PodFacts]]
+             claimed: Sequence[PodFacts], node_count: int, by_node: Mapping[str, Sequence[PodFacts]]
              ) -> dict[str, Any]:
     """``by_node``: nodes_to_daemon_facts(claimed).
 
@@ -473,7 +480,7 @@ def _explain(result: ManageResult, synced: SyncNodesPlan, plan: DaemonSetPlan, h
         "nodes": dict(sorted(per_node.items())),
         "nodes_not_listed": len(unusual) - min(len(unusual), room),
         "nodes_running_one_pod": usual,
-        "node_count": len(nodes),
+        "node_count": node_count,
         "pods": len(claimed),
         "nodes_needing_pods": len(result.nodes_needing_pods),
         "deferred_nodes": len(synced.deferred_nodes),

@@ -6,12 +6,16 @@ for a sync that only refreshes the status while a round of creates is in flight,
 STATUS_ONLY_INTERVAL for as long as the round lasts (the slower the machine, the more of them). Between
 two syncs only the pods and nodes the watch changed can change the answer, so a :class:`StatusTally`
 keeps the answer and redoes only them: the cache's journals (reconciler.core.cache.Journal) name the
-pods of the DaemonSet's namespace and the nodes that changed since the tally last looked.
+pods of the DaemonSet's namespace and the nodes that changed since the tally last looked. A managing sync
+reads manage's inputs from it the same way (:meth:`StatusTally.manage_inputs`: every node's placement, and the
+nodes manage cannot skip) and whether every pod is of the current revision (:meth:`StatusTally.all_updated`),
+instead of walking every node and every pod.
 
 The tally is a memo, not state of its own: after :meth:`StatusTally.claim` and :meth:`StatusTally.count`
 its claim, its map of pods by node and its counts are exactly what claim_facts, nodes_to_daemon_facts and
-calculate_status_facts compute from the same cache (tests/reconciler/test_daemonset_tally.py checks this
-after every step of random histories). Whenever it cannot tell what changed (a first sync, a journal that
+calculate_status_facts compute from the same cache, and manage over its inputs decides what manage_facts
+decides over every node (tests/reconciler/test_daemonset_tally.py checks this after every step of random
+histories). Whenever it cannot tell what changed (a first sync, a journal that
 forgot, another cache, a DaemonSet whose uid, selector or template changed, a clock that went back) it
 reads everything again. Pure: no I/O, no clock (``now`` is passed in).
 """
@@ -29,9 +33,9 @@ from kube.core import Node, Pod, PodSpec
 from kube.labels import Selector
 from kube.pods import PodFacts
 from reconciler.core.cache import Journal
-from reconciler.core.daemonset.manage import facts_order_key
+from reconciler.core.daemonset.manage import facts_order_key, is_settled
 from reconciler.core.daemonset.placement import Placement, node_placer
-from reconciler.core.daemonset.rollout import template_generation
+from reconciler.core.daemonset.rollout import labels_updated, template_generation
 from reconciler.core.daemonset.status import NO_COUNTS, NodeCounts, node_counts, summed
 from reconciler.core.view import CacheView
 
@@ -69,6 +73,17 @@ class StatusTally:
         self._counts: dict[str, NodeCounts] = {}  # node uid -> what it adds to the status (NO_COUNTS: left out)
         self._totals = [0, 0, 0, 0, 0, 0]  # the six counts of every NodeCounts, summed
         self._waiting: dict[str, datetime] = {}  # node uid -> when its counted pod turns available
+        # manage's inputs, kept as the counts are but brought up to date only when a managing sync asks for them (a
+        # status-only sync does not): every node name's placement in name order, and the names manage_placed must
+        # visit (all but those is_settled lets it skip); the names changed since they were, or None: every name
+        self._placed: dict[str, Placement] = {}
+        self._unsettled: set[str] = set()
+        self._to_settle: set[str] | None = None
+        # the uids of the pods of by_node not of the revision (hash, template generation label) they were checked
+        # against (None: every pod to check again), and the pods placed since, to check (as lazily)
+        self._outdated: set[str] = set()
+        self._outdated_for: tuple[str, str | None] | None = None
+        self._unchecked: dict[str, PodFacts] = {}
 
     # --- what a sync reads ------------------------------------------------------------------------------
     def claimed(self) -> list[PodFacts]:
@@ -84,6 +99,33 @@ class StatusTally:
     @property
     def node_count(self) -> int:
         return len(self._nodes)
+
+    def all_updated(self) -> bool:
+        """Whether every pod of :attr:`by_node` is of the revision of the last :meth:`count` (labels_updated)."""
+        assert self._counted_for is not None
+        revision = self._counted_for[:2]
+        if revision != self._outdated_for:
+            self._outdated_for = revision
+            self._outdated = {facts.uid for pods in self.by_node.values() for facts in pods
+                              if not labels_updated(facts.labels, *revision)}
+        else:
+            self._outdated.update(uid for uid, facts in self._unchecked.items()
+                                  if not labels_updated(facts.labels, *revision))
+        self._unchecked = {}
+        return not self._outdated
+
+    def manage_inputs(self) -> tuple[dict[str, Placement], list[tuple[str, Placement]]] | None:
+        """manage_placed's ``placements`` (a copy) and ``visits`` as of the last :meth:`count`, or None when two
+        cached nodes share a name (manage_facts visits each of them, in the cache's order: let it)."""
+        if len(self._uids_by_name) != len(self._nodes):
+            return None
+        if self._to_settle is None:
+            self._settle_all()
+        else:
+            self._settle(self._to_settle)
+        self._to_settle = set()
+        placed = self._placed
+        return dict(placed), [(name, placed[name]) for name in sorted(self._unsettled)]
 
     def status(self, ds: DaemonSet, *, update_observed_generation: bool) -> DaemonSetStatus:
         """calculate_status_facts over every cached node, as of the last :meth:`count` (``ds`` is untouched)."""
@@ -104,13 +146,17 @@ class StatusTally:
         self._pod_journal, self._pods_read, self._owner = journal, journal.end, owner
         if changed is None:
             self._claimed, self._adopted, self._released, self.by_node = {}, {}, {}, {}
+            self._outdated_for = None  # every pod to check again (all_updated)
             self._recount_all = True
             matched: dict[int, bool] = {}  # as claim_facts: pods with equal labels share one dict, matched once
             for facts in view.owned_or_orphan_pods(meta.namespace, meta.uid):
                 self._take(facts, matched)
             return
         matched = {}  # here too: the labels looked up are the cached pods', all alive throughout
-        for uid in changed:
+        # a uid changed several times is brought up to its current facts once, where its last change is listed:
+        # each pass over a uid reads its current facts, so the ones before the last change nothing of the outcome
+        # (not even the order of the claimed pods or of a node's tied pods, where each pass moves it last)
+        for uid in reversed(dict.fromkeys(reversed(changed))):
             before = self._claimed.pop(uid, None)
             if before is not None:
                 self._adopted.pop(uid, None)
@@ -136,6 +182,10 @@ class StatusTally:
         else:
             for uid in changed:
                 self._node_changed(uid, view.get(_NODE, uid), place)
+        if self._recount_all:
+            self._to_settle = None
+        elif self._to_settle is not None:
+            self._to_settle |= self._dirty
         counted_for = (hash_, _generation_label(ds), ds.spec.min_ready_seconds)
         if self._recount_all or counted_for != self._counted_for or self._now is None or now < self._now:
             self._counted_for = counted_for
@@ -155,13 +205,13 @@ class StatusTally:
         assert self._owner is not None
         uid, namespace, deleting, selector = self._owner
         owner = facts.controller_uid
+        if owner is not None and owner != uid:
+            return  # another controller's: not even matched (a namespace's pods are mostly others', its journal too)
         labels = facts.labels
         matches = matched.get(id(labels))
         if matches is None:
             matches = matched[id(labels)] = selector.matches(labels)
         if owner is not None:
-            if owner != uid:
-                return
             if not matches:
                 if not deleting:
                     self._released[facts.uid] = facts
@@ -175,6 +225,7 @@ class StatusTally:
         node = facts.node
         if node is None or (facts.deleting and facts.terminal):
             return
+        self._unchecked[facts.uid] = facts
         same_node = self.by_node.get(node)
         if same_node is None:
             self.by_node[node] = [facts]
@@ -191,6 +242,8 @@ class StatusTally:
         for i, other in enumerate(same_node):
             if other is facts:
                 del same_node[i]
+                self._outdated.discard(facts.uid)
+                self._unchecked.pop(facts.uid, None)
                 if not same_node:
                     del self.by_node[node]  # type: ignore[arg-type]
                 self._dirty.add(node)  # type: ignore[arg-type]
@@ -215,6 +268,7 @@ class StatusTally:
             same_name.remove(uid)
             if not same_name:
                 del self._uids_by_name[old.metadata.name]
+            self._dirty.add(old.metadata.name)  # its name's placement, or the name itself, may be gone
         if node is not None:
             self._add_node(uid, node, place(node))
             self._dirty.add(node.metadata.name)
@@ -223,6 +277,31 @@ class StatusTally:
         self._nodes[uid] = node
         self._uids_by_name.setdefault(node.metadata.name, []).append(uid)
         self._placements[uid] = placement
+
+    def _settle_all(self) -> None:
+        """manage's inputs for every node name (see :meth:`manage_inputs`)."""
+        placements, by_node = self._placements, self.by_node
+        self._placed = placed = {name: placements[uids[-1]] for name, uids in sorted(self._uids_by_name.items())}
+        self._unsettled = {name for name, placement in placed.items() if not is_settled(placement, by_node.get(name))}
+
+    def _settle(self, names: Iterable[str]) -> None:
+        """manage's inputs again for the node names whose placement or pods changed."""
+        placed, unsettled = self._placed, self._unsettled
+        added = False
+        for name in names:
+            uids = self._uids_by_name.get(name)
+            if uids is None:
+                placed.pop(name, None)
+                unsettled.discard(name)
+                continue
+            added = added or name not in placed
+            placement = placed[name] = self._placements[uids[-1]]
+            if is_settled(placement, self.by_node.get(name)):
+                unsettled.discard(name)
+            else:
+                unsettled.add(name)
+        if added:  # a new name goes to its place in name order
+            self._placed = dict(sorted(placed.items()))
 
     def _count_all(self, now: datetime) -> None:
         """Counts every node's part of the status (in one lean loop: it runs over thousands of nodes)."""
