@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -23,6 +24,16 @@ import pytest
 import yaml
 
 T = TypeVar("T")
+
+
+async def until(what: str, check: Callable[[], object], timeout: float = 30.0) -> None:
+    """`wait_for` inside a coroutine: polls `check` between turns of the event loop (what it waits for runs there
+    meanwhile); fails the test at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, f"not within {timeout:g} s: {what}"
+        await asyncio.sleep(0.005)  # polling the condition, up to the deadline
 
 
 def wait_for(condition: Callable[[], T], timeout: float = 15.0, interval: float = 0.05,

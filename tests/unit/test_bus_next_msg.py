@@ -14,6 +14,7 @@ from nats.aio.msg import Msg
 
 from runtime import bus
 from runtime.natsserver import EmbeddedNats
+from tests.simulation import until
 
 Connect = Callable[[str], Awaitable[Client]]
 
@@ -29,13 +30,6 @@ async def kubus(url: str) -> Client:
 BOTH = pytest.mark.parametrize("connect", [nats_pys, kubus], ids=["nats-py", "kubus"])
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"no {what} within {timeout:g} s"
-        await asyncio.sleep(0.005)  # polling the condition, up to the deadline
-
-
 async def test_a_message_received_is_handed_over_without_waiting(nats_server: EmbeddedNats) -> None:
     nc = await kubus(nats_server.url)
     try:
@@ -43,7 +37,7 @@ async def test_a_message_received_is_handed_over_without_waiting(nats_server: Em
         assert type(sub) is bus._Subscription
         for i in range(3):
             await nc.publish("t", b"m%d" % i)
-        await until(lambda: sub.pending_msgs == 3, "the three messages received")
+        await until("the three messages received", lambda: sub.pending_msgs == 3)
         assert sub.pending_bytes == 6
         others_ran: list[bool] = []
         asyncio.get_running_loop().call_soon(others_ran.append, True)
@@ -67,7 +61,7 @@ async def test_next_msg_is_nats_pys(connect: Connect, nats_server: EmbeddedNats)
         with pytest.raises(nats.errors.TimeoutError):
             await sub.next_msg(timeout=0.05)
         await nc.publish("t", b"second")
-        await until(lambda: sub.pending_msgs == 1, "the second message received")
+        await until("the second message received", lambda: sub.pending_msgs == 1)
         for no_time in (0, -1.0):  # nats-py times out with no time left even when a message waits
             with pytest.raises(nats.errors.TimeoutError):
                 await sub.next_msg(timeout=no_time)
@@ -82,12 +76,12 @@ async def test_next_msg_is_nats_pys(connect: Connect, nats_server: EmbeddedNats)
         with_callback = await nc.subscribe("u", cb=on)
         await nc.publish("u", b"1")
         await nc.publish("u", b"2")
-        await until(lambda: with_callback.pending_msgs == 1, "the second message queued behind the callback")
+        await until("the second message queued behind the callback", lambda: with_callback.pending_msgs == 1)
         with pytest.raises(nats.errors.Error, match="next_msg cannot be used in async subscriptions"):
             await with_callback.next_msg()
         release.set()
         await nc.publish("t", b"third")
-        await until(lambda: sub.pending_msgs == 1, "the third message received")
+        await until("the third message received", lambda: sub.pending_msgs == 1)
     finally:
         await nc.close()
     with pytest.raises(nats.errors.ConnectionClosedError):

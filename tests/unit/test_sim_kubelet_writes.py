@@ -9,7 +9,6 @@ included (where the prune would drop `containerStatuses: []` and `conditions: []
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
@@ -22,14 +21,7 @@ from sim.kubelet import ANNOTATION_NEVER_READY
 from sim.nodes import generate
 from sim.store import HistoryEvent
 from sim.unvalidated import create_unvalidated
-
-
-async def _until(what: str, done: Any, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        assert loop.time() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.01)  # the sim's scheduler and kubelets run meanwhile
+from tests.simulation import until
 
 
 def _pod(name: str, annotations: dict[str, str] | None = None, finalizers: list[str] | None = None,
@@ -65,7 +57,7 @@ async def test_every_kubelet_status_is_what_the_prune_makes_of_it(monkeypatch: p
         registry.create(R.PODS, "default", _pod("held", finalizers=["example.com/hold"]))
         create_unvalidated(registry, _pod("empty", containers=0))  # no containers: no container statuses
         registry.create(R.PODS, "default", _pod("bare"))
-        await _until("the pods Running", lambda: all(
+        await until("the pods Running", lambda: all(
             _phase(cluster, name) == "Running" for name in ("running", "two", "never-ready", "held", "empty", "bare")))
         # a client's status without conditions or containers: the kubelet's failure then leaves both lists empty
         bare = registry.get(R.PODS, "default", "bare").obj["metadata"]
@@ -82,7 +74,7 @@ async def test_every_kubelet_status_is_what_the_prune_makes_of_it(monkeypatch: p
         cluster.kubelets.fail_pod("default", "bare")
         cluster.kubelets.fail_pod("default", "empty")
         registry.delete(R.PODS, "default", "held", {})  # its kubelet reports it Succeeded before it goes
-        await _until("the held pod terminal", lambda: _phase(cluster, "held") == "Succeeded")
+        await until("the held pod terminal", lambda: _phase(cluster, "held") == "Succeeded")
     finally:
         await cluster.stop()
     assert len(writes) == 4, [(e.name, e.entry.obj.get("status")) for e in writes]
@@ -110,7 +102,7 @@ async def test_the_kubelets_first_status_of_each_pod_is_what_the_prune_makes_of_
         cluster.registry.create(R.PODS, "default", _pod("one"))
         cluster.registry.create(R.PODS, "default", _pod("never-ready", {ANNOTATION_NEVER_READY: "true"}, containers=3))
         create_unvalidated(cluster.registry, _pod("empty", containers=0))
-        await _until("three pods Running", lambda: len(started) == 3)
+        await until("three pods Running", lambda: len(started) == 3)
     finally:
         await cluster.stop()
     for event in started:

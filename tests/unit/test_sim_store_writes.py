@@ -9,7 +9,6 @@ the store held (every watch event's) still equals the bytes it was encoded to wh
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgspec
@@ -20,16 +19,9 @@ from sim import store as store_module
 from sim.cluster import SimCluster, SimConfig
 from sim.nodes import generate
 from sim.store import HistoryEvent
+from tests.simulation import until
 
 PODS = 20
-
-
-async def _until(what: str, done: Any, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        assert loop.time() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.01)  # the sim's scheduler and kubelets run meanwhile
 
 
 def _pod(i: int, finalizers: list[str] | None = None) -> dict[str, Any]:
@@ -59,18 +51,18 @@ async def test_a_pods_life_decodes_no_stored_pod_and_changes_none(
 
         monkeypatch.setattr(store_module, "_decode", counting)
         pods = lambda: [e.obj for e in cluster.store.iter(R.PODS, "default")]  # noqa: E731
-        await _until("every pod Running", lambda: all(
+        await until("every pod Running", lambda: all(
             (p.get("status") or {}).get("phase") == "Running" for p in pods()))
         for i in range(PODS):
             cluster.registry.delete(R.PODS, "default", f"p-{i:02d}", {})
         if finalizers:
-            await _until("every pod terminal", lambda: all(
+            await until("every pod terminal", lambda: all(
                 (p.get("status") or {}).get("phase") == "Succeeded" for p in pods()))
             for pod in pods():  # the finalizer taken off: the pod goes
                 meta = pod["metadata"]
                 cluster.registry.update(R.PODS, "default", meta["name"], {
                     **pod, "metadata": {**meta, "finalizers": []}})
-        await _until("every pod gone", lambda: not pods())
+        await until("every pod gone", lambda: not pods())
     finally:
         await cluster.stop()
     kinds = {(e.type, e.resource.kind) for e in events}
