@@ -117,8 +117,11 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     def on_begin(conn: Connection) -> None:
         # A DEFERRED transaction that reads and then writes cannot wait for the lock (SQLite
         # answers SQLITE_BUSY at once to avoid a deadlock); write transactions begin IMMEDIATE.
+        # Run on aiosqlite's thread with the transaction's first statement (store/sqlite_driver.py): no trip of its own.
         mode = conn.get_execution_options().get("kubus_sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        driver = conn.connection.dbapi_connection
+        assert isinstance(driver, sqlite_driver.OneTripConnection), driver
+        driver.begin_with_next_statement(f"BEGIN {mode}")
 
 
 async def open_store(url: str | None, data_dir: str, *, clock: Clock = utcnow,

@@ -7,7 +7,10 @@ create the cursor, one to execute, one to fetch the rows and one to close it. Th
 function run on aiosqlite's thread (cursor, execute or executemany, fetchall when the statement returns rows,
 close), and keeps what SQLAlchemy reads afterwards (description, rowcount, lastrowid, the rows). A commit or a
 rollback with no transaction open (the pool resets every connection it takes back, after its commit) makes no trip:
-sqlite3 would do nothing with it.
+sqlite3 would do nothing with it. A transaction's BEGIN (`begin_with_next_statement`, engine.py's "begin" listener)
+makes no trip of its own either: it is run on the thread just before the transaction's first statement, in that
+statement's trip, as SQLAlchemy would have run it just before (nothing reaches the database in between); a
+transaction with no statement begins nothing, as sqlite3's commit and rollback then have nothing to end.
 
 The same SQL, the same parameters and the same sqlite3 connection: what is written and read is unchanged, as are
 the errors (raised on the thread, translated by the adapter as before). Server-side cursors (stream results) keep
@@ -33,8 +36,11 @@ from sqlalchemy.util.concurrency import await_
 Done = tuple[Any, int, int | None, list[Any]]
 
 
-def _run(conn: sqlite3.Connection, operation: str, parameters: Any, many: bool) -> Done:
-    """On aiosqlite's thread: the statement, from a cursor of its own to its rows."""
+def _run(conn: sqlite3.Connection, begin: str | None, operation: str, parameters: Any, many: bool) -> Done:
+    """On aiosqlite's thread: the transaction's BEGIN statement first if `begin` is one, then the statement, from a
+    cursor of its own to its rows."""
+    if begin is not None:
+        conn.execute(begin).close()
     cursor = conn.cursor()
     try:
         if many:
@@ -107,23 +113,56 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
     async def _trip(self, operation: Any, parameters: Any, many: bool) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
-        async with self._adapt_connection._execute_mutex:
-            done: Done = await connection._execute(  # type: ignore[no-untyped-call]
-                _run, connection._conn, operation, parameters, many)
+        adapt = self._adapt_connection
+        assert isinstance(adapt, OneTripConnection)
+        async with adapt._execute_mutex:
+            begin = adapt.pending_begin
+            try:
+                done: Done = await connection._execute(  # type: ignore[no-untyped-call]
+                    _run, connection._conn, begin, operation, parameters, many)
+            finally:
+                # begun, even if the statement then failed; a BEGIN that failed (busy) is tried again with the next
+                if begin is not None and connection._conn.in_transaction:
+                    adapt.pending_begin = None
         self._description, self._rowcount, self._lastrowid, rows = done
         self._rows = collections.deque(rows)
 
 
 class OneTripConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ()
+    __slots__ = ("pending_begin",)
     _cursor_cls = OneTripCursor
 
+    def __init__(self, dbapi: Any, connection: Any) -> None:
+        super().__init__(dbapi, connection)
+        self.pending_begin: str | None = None  # the BEGIN its next statement's trip runs first
+
+    def begin_with_next_statement(self, begin: str) -> None:
+        """Begin the transaction (`begin`: "BEGIN IMMEDIATE" or "BEGIN DEFERRED") in the trip of its first
+        statement, not in a trip of its own (see the module's docstring)."""
+        self.pending_begin = begin
+
+    def cursor(self, server_side: bool = False) -> Any:
+        if server_side and self.pending_begin is not None:
+            # SQLAlchemy's own cursor (stream results) makes trips of its own: the BEGIN goes first, alone, as it did
+            begin, self.pending_begin = self.pending_begin, None
+            cursor = super().cursor()
+            try:
+                cursor.execute(begin)
+            except BaseException:
+                self.pending_begin = begin  # began nothing: tried again with the next statement
+                raise
+            finally:
+                cursor.close()
+        return super().cursor(server_side)
+
     def commit(self) -> None:
+        self.pending_begin = None  # a transaction without statements: nothing begun, nothing to commit
         if self._idle():
             return
         super().commit()
 
     def rollback(self) -> None:
+        self.pending_begin = None
         if self._idle():
             return  # the pool's reset of a connection returned after its commit: nothing to roll back
         super().rollback()

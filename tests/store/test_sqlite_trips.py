@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from typing import Any
 import aiosqlite
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from store import positions
 from store.engine import Store, open_store
@@ -89,13 +90,13 @@ async def test_an_error_is_the_drivers_and_rolls_back(sqlite_store: Store) -> No
         assert await tx.positions("c") == {}
 
 
-async def test_a_write_transaction_is_begin_statement_commit(sqlite_store: Store,
+async def test_a_write_transaction_is_its_statements_and_commit(sqlite_store: Store,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """No trip for the pool's rollback of a connection it takes back after its commit (sqlite3 would do nothing)."""
     with trips(monkeypatch) as ran:
         async with sqlite_store.transaction() as tx:
             await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
-    assert ran == ["_run", "_run", "commit"], ran  # BEGIN IMMEDIATE, the upsert, COMMIT
+    assert ran == ["_run", "commit"], ran  # BEGIN IMMEDIATE with the upsert, COMMIT
     async with sqlite_store.transaction() as tx:
         assert await tx.positions("reconciler") == {3: 10}
 
@@ -121,3 +122,90 @@ async def test_positions_of_several_partitions_are_one_statement(sqlite_store: S
             await positions.advance_all(tx.conn, "reconciler", {0: 9, 1: 40, 2: 3, 16: 7}, at=AT)
         assert len(ran) == 1, ran
         assert await tx.positions("reconciler") == {0: 9, 1: 50, 2: 3, 16: 7}
+
+
+async def test_a_read_is_its_statement_and_the_pools_rollback(sqlite_store: Store,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read's BEGIN (DEFERRED) goes with its SELECT; the pool's rollback ends its read transaction."""
+    with trips(monkeypatch) as ran:
+        assert await sqlite_store.pending(10) == []
+    assert ran == ["_run", "rollback"], ran
+
+
+async def test_a_transaction_without_statements_makes_no_trip(sqlite_store: Store,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    with trips(monkeypatch) as ran:
+        async with sqlite_store.transaction():
+            pass
+    assert ran == [], ran
+    async with sqlite_store.transaction() as tx:  # the connection it used is as good as new
+        await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {3: 10}
+
+
+async def test_a_write_transaction_still_begins_immediate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another process holds the file's write lock, a write transaction that reads first waits for the
+    lock at its first statement (BEGIN IMMEDIATE, run with it) and fails after the busy timeout; DEFERRED would
+    have read at once. Once the lock is free, the same store writes and reads back."""
+    monkeypatch.setattr("store.engine.SQLITE_BUSY_TIMEOUT_MS", 100)
+    path = tmp_path / "kubus.db"
+    store = await open_store(f"sqlite:///{path}", str(tmp_path), clock=FakeClock())
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(OperationalError, match="database is locked"):
+            async with store.transaction() as tx:
+                await tx.positions("reconciler")
+        other.execute("ROLLBACK")
+        async with store.transaction() as tx:
+            assert await tx.positions("reconciler") == {}
+            await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
+        assert other.execute("SELECT partition, stream_seq FROM consumer_positions").fetchall() == [(3, 10)]
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_failed_begin_is_tried_again_with_the_next_statement(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A BEGIN that found the database locked began nothing: the transaction's next statement begins it (its
+    writes then commit or roll back together), never runs outside a transaction."""
+    monkeypatch.setattr("store.engine.SQLITE_BUSY_TIMEOUT_MS", 100)
+    path = tmp_path / "kubus.db"
+    store = await open_store(f"sqlite:///{path}", str(tmp_path), clock=FakeClock())
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        async with store.engine.connect() as conn:
+            await conn.execution_options(kubus_sqlite_begin="IMMEDIATE")
+            trans = await conn.begin()
+            other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(OperationalError, match="database is locked"):
+                await conn.execute(sa.select(consumer_positions))
+            other.execute("ROLLBACK")
+            await positions.advance(conn, "reconciler", 3, 10, at=AT)
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection._conn.in_transaction
+            await trans.rollback()
+        assert other.execute("SELECT count(*) FROM consumer_positions").fetchone() == (0,)
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_stream_results_run_in_the_transaction(sqlite_store: Store) -> None:
+    """A server-side cursor (SQLAlchemy's own, its own trips) as a transaction's first statement: the BEGIN
+    runs before it, so what the transaction writes after it still rolls back."""
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async with sqlite_store.transaction() as tx:
+            streamed = await tx.conn.stream(sa.select(sa.literal(7)))
+            assert [row async for row in streamed.scalars()] == [7]
+            raw = await tx.conn.get_raw_connection()
+            assert raw.driver_connection._conn.in_transaction
+            await positions.advance(tx.conn, "reconciler", 3, 10, at=AT)
+            raise Boom
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {}
