@@ -55,13 +55,15 @@ async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]
     queue its actions a second time (nor reset a row the relay already sent).
     """
     rows = list(rows)
-    values = [{"key": r.key, "decision_id": r.decision_id, "subject": r.subject, "payload": r.payload,
-               "state": "pending", "attempts": 0, "created_at": r.created_at, "sent_at": None} for r in rows]
-    inserted = [str(k) for k in await sql.insert_or_ignore(conn, t, values, returning=t.c.key)]
+    # column by column (sql.insert_new_returning, sql.insert_new): each statement's SQL built once, its values
+    # bound a column at a time, where SQLAlchemy built a parameter dictionary per row and processed every value
+    inserted = [str(k) for k in await sql.insert_new_returning(
+        conn, t, sql.columns_of(t, rows, state="pending", attempts=0, sent_at=None), returning=t.c.key)]
     new = set(inserted)
-    targets = [{"key": x.key, "action_key": r.key, "action": x.action, "kind": x.kind, "namespace": x.namespace,
-                "name": x.name, "uid": x.uid} for r in rows if r.key in new for x in r.targets]
-    await sql.insert_or_ignore(conn, action_targets, targets, returning=action_targets.c.key)
+    targets = [(x.key, r.key, x.action, x.kind, x.namespace, x.name, x.uid)  # action_targets' columns, in order
+               for r in rows if r.key in new for x in r.targets]
+    if targets:
+        await sql.insert_new(conn, action_targets, list(zip(*targets, strict=True)))
     return inserted
 
 
