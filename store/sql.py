@@ -12,6 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store import sqlite_driver
+
 Insert = sqlite.Insert | postgresql.Insert
 
 
@@ -41,6 +43,21 @@ def statement(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[], A
     if stmt is None:
         stmt = _STATEMENTS[full] = build()
     return stmt
+
+
+async def execute_driver(conn: AsyncConnection, operation: str, parameters: Any, *, many: bool = False
+                         ) -> tuple[list[Any], int]:
+    """`operation` in the driver's SQL, its parameters bound as the driver takes them (executemany with `many`), as
+    `conn.exec_driver_sql` executes it: its rows and rowcount. On SQLite without SQLAlchemy's execution (its context,
+    events, greenlet switch and result: ~80 µs of CPU a statement, the trip to aiosqlite's thread ~35), straight
+    through the connection's one-trip cursor (store/sqlite_driver.py), in the same transaction, an error raised as
+    SQLAlchemy raises it."""
+    if conn.dialect.name == "sqlite" and conn.in_transaction():  # else SQLAlchemy's execution begins one
+        driver = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+        assert isinstance(driver, sqlite_driver.OneTripConnection), driver
+        return await sqlite_driver.execute(driver, operation, parameters, many)
+    result = await conn.exec_driver_sql(operation, parameters)
+    return (list(result.all()) if result.returns_rows else []), result.rowcount
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:
@@ -118,10 +135,10 @@ async def insert_new(conn: AsyncConnection, table: sa.Table, columns: Sequence[S
     if not processed[0]:
         return 0
     if conn.dialect.name == "postgresql":
-        result = await conn.exec_driver_sql(sql, tuple(processed))
+        _, count = await execute_driver(conn, sql, tuple(processed))
     else:
-        result = await conn.exec_driver_sql(sql, list(zip(*processed, strict=True)))
-    return int(result.rowcount)
+        _, count = await execute_driver(conn, sql, list(zip(*processed, strict=True)), many=True)
+    return count
 
 
 def _sqlite_max_variables() -> int:
@@ -155,7 +172,7 @@ async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: 
     if not count:
         return []
     if conn.dialect.name == "postgresql":
-        return list((await conn.exec_driver_sql(sql, tuple(processed))).scalars())
+        return [key for key, in (await execute_driver(conn, sql, tuple(processed)))[0]]
     # SQLite: `sql` is the statement of one row; the VALUES group repeated for a chunk, its values flat, row by row
     head, group, tail = statement(conn, ("insert_new_values", table.name, returning.name), lambda: _values_group(sql))
     width = len(processed)
@@ -166,8 +183,8 @@ async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: 
         flat: list[Any] = [None] * ((stop - start) * width)
         for i, values in enumerate(processed):
             flat[i::width] = values[start:stop]
-        result = await conn.exec_driver_sql(f"{head}{', '.join([group] * (stop - start))}{tail}", tuple(flat))
-        keys.extend(result.scalars())
+        rows, _ = await execute_driver(conn, f"{head}{', '.join([group] * (stop - start))}{tail}", tuple(flat))
+        keys.extend(key for key, in rows)
     return keys
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
+from sqlalchemy import exc
 from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_cursor,
@@ -173,6 +174,18 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
         runs one at a time on a connection), while the thread has nothing of this connection's to run."""
         conn: sqlite3.Connection | None = self._connection._connection
         return conn is not None and not conn.in_transaction
+
+
+async def execute(adapt: OneTripConnection, operation: str, parameters: Any, many: bool) -> tuple[list[Any], int]:
+    """`operation` (the driver's SQL, `parameters` as sqlite3 takes them) in one trip, as a cursor of `adapt` runs it
+    (the transaction's pending BEGIN first) but called from the event loop, not from SQLAlchemy's execution: its
+    rows and rowcount. A database error is raised as SQLAlchemy raises it (sqlalchemy.exc.IntegrityError, ...)."""
+    cursor = OneTripCursor(adapt)
+    try:
+        await cursor._trip(operation, parameters, many)
+    except sqlite3.Error as error:
+        raise exc.DBAPIError.instance(operation, parameters, error, sqlite3.Error, ismulti=many) from error
+    return list(cursor._rows), cursor.rowcount
 
 
 class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from store import positions
+from store import positions, sql
 from store.engine import Store, open_store
 from store.tables import consumer_positions
 from tests.store.builders import FakeClock
@@ -209,3 +209,39 @@ async def test_stream_results_run_in_the_transaction(sqlite_store: Store) -> Non
             raise Boom
     async with sqlite_store.transaction() as tx:
         assert await tx.positions("reconciler") == {}
+
+
+async def test_driver_statements_skip_sqlalchemys_execution_not_the_transaction(
+        sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sql.execute_driver in a transaction: one trip (the BEGIN with it), no SQLAlchemy execution; its writes
+    roll back with the transaction; its errors are SQLAlchemy's."""
+    class Boom(Exception):
+        pass
+
+    executions: list[str] = []
+    sa.event.listen(sqlite_store.engine.sync_engine, "before_cursor_execute",
+                    lambda *args: executions.append(args[2]))
+    insert = "INSERT INTO ingest_checkpoints (kind, resource_version, updated_at) VALUES (?, ?, ?)"
+    with trips(monkeypatch) as ran, pytest.raises(Boom):
+        async with sqlite_store.transaction() as tx:
+            assert await sql.execute_driver(tx.conn, insert, ("Pod", "1", "2026-11-28 12:00:00.000000")) == ([], 1)
+            assert await sql.execute_driver(tx.conn, "SELECT kind, resource_version FROM ingest_checkpoints",
+                                            None) == ([("Pod", "1")], -1)
+            raise Boom
+    assert ran == ["_run", "_run", "rollback"], ran
+    assert executions == []
+    assert await sqlite_store.checkpoints() == {}
+    with pytest.raises(IntegrityError, match=r"UNIQUE constraint failed: ingest_checkpoints\.kind") as raised:
+        async with sqlite_store.transaction() as tx:
+            await sql.execute_driver(tx.conn, insert, [("Node", "1", "x"), ("Node", "2", "x")], many=True)
+    assert isinstance(raised.value.orig, sqlite3.IntegrityError) and raised.value.statement == insert
+    assert await sqlite_store.checkpoints() == {}
+
+
+async def test_a_driver_statement_outside_a_transaction_begins_one(sqlite_store: Store) -> None:
+    """As SQLAlchemy's execution does (autobegin): what it wrote goes with the connection's rollback."""
+    async with sqlite_store.engine.connect() as conn:
+        await sql.execute_driver(conn, "INSERT INTO ingest_checkpoints (kind, resource_version, updated_at) "
+                                       "VALUES ('Pod', '1', 'x')", None)
+        assert conn.in_transaction()
+    assert await sqlite_store.checkpoints() == {}
