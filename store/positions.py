@@ -48,6 +48,5 @@ async def advance_all(conn: AsyncConnection, consumer: str, seqs: Mapping[int, i
             where=t.c.stream_seq < stmt.excluded.stream_seq,
         )
 
-    stmt = sql.statement(conn, ("advance",), build)
-    await conn.execute(stmt, [{"consumer": consumer, "partition": partition, "stream_seq": seq, "updated_at": at}
-                              for partition, seq in seqs.items()])
+    await sql.execute(conn, ("advance",), build, [{"consumer": consumer, "partition": partition, "stream_seq": seq,
+                                                   "updated_at": at} for partition, seq in seqs.items()])

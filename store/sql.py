@@ -60,6 +60,41 @@ async def execute_driver(conn: AsyncConnection, operation: str, parameters: Any,
     return (list(result.all()) if result.returns_rows else []), result.rowcount
 
 
+async def execute(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[], Any],
+                  values: dict[str, Any] | list[dict[str, Any]]) -> list[Any]:
+    """`statement(conn, key, build)` executed with `values` (a list: executemany), its rows as the driver returns
+    them (no result processing: for columns the driver reads as they are, integers and text).
+
+    On SQLite, in a transaction, the statement is compiled once (per `key` and the values' names) to the driver's SQL
+    and each parameter's bind processor, its values bound by those and run by `execute_driver`: the same SQL and
+    bound values SQLAlchemy's execution sends, without its cache key, compiled cache, parameter dictionaries and
+    execution (tests/store/test_sqlite_trips.py compares the rows written). Elsewhere SQLAlchemy's execution."""
+    if conn.dialect.name != "sqlite" or not conn.in_transaction():
+        result = await conn.execute(statement(conn, key, build), values)
+        return list(result.all()) if result.returns_rows else []
+    rows = values if isinstance(values, list) else [values]
+    names = tuple(rows[0])
+    operation, order, processors = statement(conn, ("driver", *key, "", *names),
+                                             lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
+    bound = [tuple(v if process is None else process(v) for process, v in
+                   zip(processors, map(row.__getitem__, order), strict=True)) for row in rows]
+    if isinstance(values, list):
+        return (await execute_driver(conn, operation, bound, many=True))[0]
+    return (await execute_driver(conn, operation, bound[0]))[0]
+
+
+def _driver_sql(dialect: sa.Dialect, stmt: Any, names: tuple[str, ...]
+                ) -> tuple[str, tuple[str, ...], tuple[Processor, ...]]:
+    """`stmt` in `dialect` with values named `names` (an insert's columns): its SQL, its parameters' names in the
+    order of their "?" and each one's bind processor (None: the value as it is)."""
+    compiled = stmt.compile(dialect=dialect, column_keys=list(names) if stmt.is_insert else None)
+    order = tuple(compiled.positiontup or ())
+    assert set(order) <= set(names), (order, names)  # no default SQLAlchemy would fill in
+    binds = [compiled.binds[name] for name in order]
+    assert not any(bind.expanding for bind in binds), compiled.string  # rendered per execution
+    return compiled.string, order, tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds)
+
+
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:
     """An INSERT that knows ON CONFLICT, in the connection's dialect (both spell it the same)."""
     name = conn.dialect.name
@@ -98,7 +133,7 @@ async def upsert(conn: AsyncConnection, table: sa.Table, rows: Sequence[dict[str
         stmt = insert(conn, table)
         return stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in update})
 
-    await conn.execute(statement(conn, ("upsert", table.name, *update), build), list(rows))
+    await execute(conn, ("upsert", table.name, *update), build, list(rows))
 
 
 Processor = Callable[[Any], Any] | None  # a type's bind processor in a dialect; None: the driver takes the value

@@ -54,8 +54,8 @@ IDENTITY = sa.select(stream_identities.c.created).where(stream_identities.c.name
 
 async def identity(conn: AsyncConnection, name: str) -> str | None:
     """The stream creation time `name` refers to; None when never recorded."""
-    created = await conn.scalar(IDENTITY, {"name": name})
-    return None if created is None else str(created)
+    rows = await sql.execute(conn, ("identity",), lambda: IDENTITY, {"name": name})
+    return str(rows[0][0]) if rows else None
 
 
 async def record(conn: AsyncConnection, name: str, stream: str, created: str, *, at: datetime) -> None:

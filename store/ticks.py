@@ -29,7 +29,7 @@ INSERT = sa.insert(t).returning(t.c.id)
 
 async def record(conn: AsyncConnection, tick: Tick) -> int:
     values = {k: v for k, v in sql.values_of(tick).items() if k != "id"}
-    (tick_id,) = (await conn.execute(INSERT, values)).one()
+    [(tick_id,)] = await sql.execute(conn, ("tick",), lambda: INSERT, values)
     return int(tick_id)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,9 +13,11 @@ import aiosqlite
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import positions, sql
+from store import checkpoints, expectations, positions, sql, streams, ticks
 from store.engine import Store, open_store
+from store.expectations import ExpectationsRow
 from store.tables import consumer_positions
 from tests.store.builders import FakeClock
 
@@ -245,3 +247,61 @@ async def test_a_driver_statement_outside_a_transaction_begins_one(sqlite_store:
                                        "VALUES ('Pod', '1', 'x')", None)
         assert conn.in_transaction()
     assert await sqlite_store.checkpoints() == {}
+
+
+
+async def _sqlalchemys(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[], Any],
+                       values: dict[str, Any] | list[dict[str, Any]]) -> list[Any]:
+    """sql.execute as SQLAlchemy's execution of the statement."""
+    result = await conn.execute(sql.statement(conn, key, build), values)
+    return list(result.all()) if result.returns_rows else []
+
+
+async def _write(conn: AsyncConnection) -> list[Any]:
+    """What a reconciler's commit and ingest write through sql.execute, twice (the second an update), and read."""
+    done: list[Any] = []
+    for n in (1, 2):
+        at = AT.replace(microsecond=n)
+        await positions.advance_all(conn, "reconciler", {0: 5 * n, 16: 7, 3: 9 - n}, at=at)
+        tick = ticks.Tick(instance="r-0", kind=ticks.BATCH, at=at, caught_up=n == 1, first_seq=3, last_seq=None,
+                          partitions=[0, 16] if n == 2 else None, result_keys=["k-1"],
+                          results=[{"key": "k-1", "code": 201, "é": [1.5, None]}], decision_ids=[4, n])
+        done.append(await ticks.record(conn, tick))
+        await checkpoints.save(conn, "Pod", str(10 * n), at=at)
+        await expectations.save(conn, [ExpectationsRow(controller_key="ReplicaSet/ns/web", adds=n, dels=1,
+                                                       deletion_keys=frozenset({"ns/b", "ns/a"}), set_at=at)])
+        await streams.record(conn, streams.RECONCILER, "KUBUS_EVENTS", f"2026-11-2{n}T00:00:00Z", at=at)
+        done.append(await streams.identity(conn, streams.RECONCILER))
+    return done
+
+
+async def test_statements_compiled_for_the_driver_write_what_sqlalchemys_execution_wrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sql.execute on SQLite (each statement compiled once for the driver) against SQLAlchemy's execution of the
+    same statements with the same values: the same rows, byte for byte, with their storage classes, and the
+    same values read back."""
+    stored = []
+    for path in ("sqlalchemy", "driver"):
+        with monkeypatch.context() as patched:
+            if path == "sqlalchemy":
+                patched.setattr(sql, "execute", _sqlalchemys)
+            (tmp_path / path).mkdir()
+            store = await open_store(None, str(tmp_path / path), clock=FakeClock())
+            try:
+                async with store.transaction() as tx:
+                    read = await _write(tx.conn)
+            finally:
+                await store.close()
+        db = sqlite3.connect(tmp_path / path / "kubus.db")
+        tables = {}
+        for table in ("consumer_positions", "reconciler_ticks", "ingest_checkpoints", "expectations",
+                      "stream_identities"):
+            columns = [c for (_, c, *_) in db.execute(f"PRAGMA table_info({table})")]
+            typed = ", ".join(f"quote({c}), typeof({c})" for c in columns)
+            tables[table] = db.execute(f"SELECT {typed} FROM {table} ORDER BY rowid").fetchall()
+        db.close()
+        stored.append((read, tables))
+    assert stored[0] == stored[1]
+    read, tables = stored[1]
+    assert read == [1, "2026-11-21T00:00:00Z", 2, "2026-11-22T00:00:00Z"]
+    assert [len(rows) for rows in tables.values()] == [3, 2, 1, 1, 1]
