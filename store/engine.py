@@ -207,6 +207,10 @@ class Store:
     def __init__(self, engine: AsyncEngine, target: Database, clock: Clock = utcnow,
                  lease_clock: LeaseClock = "database") -> None:
         self.engine = engine
+        # write transactions' connections, from the same pool: on SQLite each begins IMMEDIATE (_configure_sqlite),
+        # an option set once here instead of on every connection (a greenlet switch each)
+        self._writer = (engine.execution_options(kubus_sqlite_begin="IMMEDIATE") if target.backend == "sqlite"
+                        else engine)
         self.backend = target.backend
         self.label = target.label
         self._clock = clock
@@ -351,11 +355,8 @@ class Store:
 
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn:
-            if self.backend == "sqlite":
-                await conn.execution_options(kubus_sqlite_begin="IMMEDIATE")
-            async with conn.begin():
-                yield conn
+        async with self._writer.connect() as conn, conn.begin():
+            yield conn
 
 
 if TYPE_CHECKING:  # the SQL store is the whole port (mypy checks it here)

@@ -70,13 +70,20 @@ async def enqueue(conn: AsyncConnection, rows: Iterable[OutboxRow]) -> list[str]
 async def pending(conn: AsyncConnection, limit: int, subjects: Collection[str] | None = None) -> list[OutboxRow]:
     """Up to `limit` pending rows, oldest first (key breaks ties, so the order is total); with
     `subjects`, only rows bound for those (a reconciler of a split deployment relays its partitions')."""
-    if subjects is not None and not subjects:
+    if subjects is None:
+        rows = await conn.execute(PENDING, {"limit": limit})
+    elif subjects:
+        rows = await conn.execute(PENDING_FOR, {"subjects": sorted(subjects), "limit": limit})
+    else:
         return []
-    stmt = sa.select(t).where(t.c.state == "pending")
-    if subjects is not None:
-        stmt = stmt.where(t.c.subject.in_(sorted(subjects)))
-    stmt = stmt.order_by(t.c.created_at, t.c.key).limit(limit)
-    return [OutboxRow(**r._asdict()) for r in await conn.execute(stmt)]
+    return [OutboxRow(**r._asdict()) for r in rows]
+
+
+# Built once (the relay scans after every commit that queued actions, and on its timer), as MARK_SENT below.
+PENDING = (sa.select(t).where(t.c.state == "pending").order_by(t.c.created_at, t.c.key)
+           .limit(sa.bindparam("limit", type_=sa.Integer)))
+PENDING_FOR = (sa.select(t).where(t.c.state == "pending", t.c.subject.in_(sa.bindparam("subjects", expanding=True)))
+               .order_by(t.c.created_at, t.c.key).limit(sa.bindparam("limit", type_=sa.Integer)))
 
 
 # Built once (the relay marks every batch it publishes): building an update costs more than running it on SQLite.

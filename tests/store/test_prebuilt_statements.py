@@ -85,6 +85,16 @@ def test_outbox_mark_sent(dialect: Dialect) -> None:
     _same(old, outbox.MARK_SENT, dialect, {"keys": ["a", "b"], "at": AT})
 
 
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_outbox_pending(dialect: Dialect) -> None:
+    t = outbox_t
+    old = sa.select(t).where(t.c.state == "pending").order_by(t.c.created_at, t.c.key).limit(500)
+    _same(old, outbox.PENDING, dialect, {"limit": 500})
+    old = (sa.select(t).where(t.c.state == "pending", t.c.subject.in_(["s.0", "s.1"]))
+           .order_by(t.c.created_at, t.c.key).limit(7))
+    _same(old, outbox.PENDING_FOR, dialect, {"subjects": ["s.0", "s.1"], "limit": 7})
+
+
 def test_a_changed_type_is_seen() -> None:
     """The comparison can fail: the CASE's THEN typed as the column (UtcDateTime) rather than as the value alone
     was (DateTime) binds another parameter type."""
