@@ -41,8 +41,8 @@ async def insert(conn: AsyncConnection, rows: Sequence[Decision]) -> list[int]:
     values = [{k: v for k, v in sql.values_of(d).items() if k != "id"} for d in rows]
     # Matched back by correlation_id rather than RETURNING order: SQLite cannot promise the order
     # of a multi-row insert, and SQLAlchemy would fall back to one statement per row there.
-    stmt = sql.statement(conn, ("decisions",), lambda: sql.insert(conn, t).returning(t.c.correlation_id, t.c.id))
-    ids = {cid: int(i) for cid, i in await conn.execute(stmt, values)}
+    ids = {cid: int(i) for cid, i in await sql.execute(
+        conn, ("decisions",), lambda: sql.insert(conn, t).returning(t.c.correlation_id, t.c.id), values)}
     return [ids[d.correlation_id] for d in rows]
 
 

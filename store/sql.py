@@ -74,25 +74,37 @@ async def execute(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[
         return list(result.all()) if result.returns_rows else []
     rows = values if isinstance(values, list) else [values]
     names = tuple(rows[0])
-    operation, order, processors = statement(conn, ("driver", *key, "", *names),
-                                             lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
+    operation, order, processors, returning = statement(
+        conn, ("driver", *key, "", *names), lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
     bound = [tuple(v if process is None else process(v) for process, v in
                    zip(processors, map(row.__getitem__, order), strict=True)) for row in rows]
-    if isinstance(values, list):
+    if not isinstance(values, list):
+        return (await execute_driver(conn, operation, bound[0]))[0]
+    if not returning:
         return (await execute_driver(conn, operation, bound, many=True))[0]
-    return (await execute_driver(conn, operation, bound[0]))[0]
+    # sqlite3's executemany drops the rows a statement returns: one multi-row VALUES per chunk, as SQLAlchemy's
+    # "insertmanyvalues" sends an executemany with RETURNING
+    head, group, tail = statement(conn, ("driver_values", *key, "", *names), lambda: _values_group(operation))
+    chunk = SQLITE_MAX_VARIABLES // len(order)
+    returned: list[Any] = []
+    for start in range(0, len(bound), chunk):
+        part = bound[start:start + chunk]
+        flat = tuple(v for row in part for v in row)
+        returned.extend((await execute_driver(conn, f"{head}{', '.join([group] * len(part))}{tail}", flat))[0])
+    return returned
 
 
 def _driver_sql(dialect: sa.Dialect, stmt: Any, names: tuple[str, ...]
-                ) -> tuple[str, tuple[str, ...], tuple[Processor, ...]]:
+                ) -> tuple[str, tuple[str, ...], tuple[Processor, ...], bool]:
     """`stmt` in `dialect` with values named `names` (an insert's columns): its SQL, its parameters' names in the
-    order of their "?" and each one's bind processor (None: the value as it is)."""
+    order of their "?", each one's bind processor (None: the value as it is), and whether it returns rows."""
     compiled = stmt.compile(dialect=dialect, column_keys=list(names) if stmt.is_insert else None)
     order = tuple(compiled.positiontup or ())
     assert set(order) <= set(names), (order, names)  # no default SQLAlchemy would fill in
     binds = [compiled.binds[name] for name in order]
     assert not any(bind.expanding for bind in binds), compiled.string  # rendered per execution
-    return compiled.string, order, tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds)
+    return (compiled.string, order, tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
+            bool(compiled.effective_returning))
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,11 +18,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import checkpoints, expectations, positions, sql, streams, ticks
+from store import checkpoints, decisions, expectations, positions, sql, streams, ticks
+from store.decisions import Decision
 from store.engine import Store, open_store
 from store.expectations import ExpectationsRow
 from store.tables import consumer_positions
-from tests.store.builders import FakeClock
+from tests.store.builders import FakeClock, event
 
 AT = datetime(2026, 11, 28, 12, tzinfo=UTC)
 
@@ -272,6 +276,11 @@ async def _write(conn: AsyncConnection) -> list[Any]:
                                                        deletion_keys=frozenset({"ns/b", "ns/a"}), set_at=at)])
         await streams.record(conn, streams.RECONCILER, "KUBUS_EVENTS", f"2026-11-2{n}T00:00:00Z", at=at)
         done.append(await streams.identity(conn, streams.RECONCILER))
+        done.append(await decisions.insert(conn, [
+            Decision(correlation_id=f"c-{n}-{k}", controller_key="ReplicaSet/ns/web", controller_kind="ReplicaSet",
+                     partition=k, stream_seq=9, trigger=None if k else "Pod:u:9:MODIFIED", decided_at=at,
+                     duration_ms=0.1 * k, summary={"why": "é", "n": [k, None]}, lease_epoch=k or None)
+            for k in range(3 * n)]))
     return done
 
 
@@ -295,7 +304,7 @@ async def test_statements_compiled_for_the_driver_write_what_sqlalchemys_executi
         db = sqlite3.connect(tmp_path / path / "kubus.db")
         tables = {}
         for table in ("consumer_positions", "reconciler_ticks", "ingest_checkpoints", "expectations",
-                      "stream_identities"):
+                      "stream_identities", "decisions"):
             columns = [c for (_, c, *_) in db.execute(f"PRAGMA table_info({table})")]
             typed = ", ".join(f"quote({c}), typeof({c})" for c in columns)
             tables[table] = db.execute(f"SELECT {typed} FROM {table} ORDER BY rowid").fetchall()
@@ -303,5 +312,55 @@ async def test_statements_compiled_for_the_driver_write_what_sqlalchemys_executi
         stored.append((read, tables))
     assert stored[0] == stored[1]
     read, tables = stored[1]
-    assert read == [1, "2026-11-21T00:00:00Z", 2, "2026-11-22T00:00:00Z"]
-    assert [len(rows) for rows in tables.values()] == [3, 2, 1, 1, 1]
+    assert read == [1, "2026-11-21T00:00:00Z", [1, 2, 3], 2, "2026-11-22T00:00:00Z", [4, 5, 6, 7, 8, 9]]
+    assert [len(rows) for rows in tables.values()] == [3, 2, 1, 1, 1, 9]
+
+
+async def test_a_duplicate_decision_is_an_integrity_error(sqlite_store: Store) -> None:
+    """A decision's correlation_id twice in a batch or across batches: SQLAlchemy's IntegrityError, nothing kept."""
+    row = Decision(correlation_id="c-1", controller_key="ReplicaSet/ns/web", controller_kind="ReplicaSet",
+                   partition=0, stream_seq=1, trigger=None, decided_at=AT, duration_ms=1.0)
+    for batches in ([[row, replace(row, stream_seq=2)]], [[row], [row]]):
+        with pytest.raises(IntegrityError, match=r"UNIQUE constraint failed: decisions\.correlation_id"):
+            async with sqlite_store.transaction() as tx:
+                for batch in batches:
+                    await decisions.insert(tx.conn, batch)
+        assert await sqlite_store.decisions_for("ReplicaSet/ns/web") == []
+
+
+async def test_a_cancellation_in_a_driver_statement_leaves_nothing_written(sqlite_store: Store) -> None:
+    """A task cancelled while one of its transaction's statements run by sql.execute_driver is on aiosqlite's
+    thread (here: the events' insert, held by a trigger): the transaction rolls back, what it wrote before goes
+    with it, and the next writer does not wait for a lock."""
+    running, release = threading.Event(), threading.Event()
+
+    def hold() -> int:
+        running.set()
+        release.wait(20)
+        return 1
+
+    async def commit() -> None:
+        async with sqlite_store.transaction() as tx:
+            await tx.advance("reconciler", 0, 7)
+            raw = await tx.conn.get_raw_connection()
+            await raw.driver_connection.create_function("hold", 0, hold)
+            await tx.conn.exec_driver_sql("CREATE TEMP TRIGGER held AFTER INSERT ON observed_events "
+                                          "BEGIN SELECT hold(); END")
+            await tx.record_events([event(7)])
+            await tx.advance("reconciler", 1, 7)
+
+    task = asyncio.create_task(commit())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while not running.is_set():
+        assert loop.time() < deadline and not task.done(), "the insert never ran"
+        await asyncio.sleep(0.01)
+    task.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    began = loop.time()
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {}
+        assert await tx.record_events([event(7)]) == 1  # was not recorded
+    assert loop.time() - began < 2.0
