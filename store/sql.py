@@ -73,6 +73,7 @@ async def execute(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[
         result = await conn.execute(statement(conn, key, build), values)
         return list(result.all()) if result.returns_rows else []
     rows = values if isinstance(values, list) else [values]
+    assert rows, "no values: the callers write nothing instead"
     names = tuple(rows[0])
     operation, order, processors, returning = statement(
         conn, ("driver", *key, "", *names), lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
