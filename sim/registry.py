@@ -128,15 +128,16 @@ class Registry:
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
         from_json = decoding is not None and decoding.from_json
-        spec = podspecs.prepared(obj.get("spec")) if resource is R.PODS and from_json else None
-        if spec is None:
-            self._decode(resource, obj, decoding)
-        else:
+        prepared = resource is R.PODS and from_json and podspecs.prepare(obj.get("spec"))
+        if prepared:
             # the rest of the spec is pruned already: the prune walks only the affinity, the pod's own field, at
             # the spec's place (so its unknown fields are reported in the same order)
+            spec = obj["spec"]
             obj["spec"] = {"affinity": spec["affinity"]} if "affinity" in spec else {}
             self._decode(resource, obj, decoding)
             obj["spec"] = spec
+        else:
+            self._decode(resource, obj, decoding)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -150,10 +151,10 @@ class Registry:
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-        if spec is None:
-            obj = defaulting.default_object(resource.kind, obj)
-        else:
+        if prepared:
             defaulting.default_pod_status(obj)  # the spec is defaulted already
+        else:
+            obj = defaulting.default_object(resource.kind, obj)
         meta = obj["metadata"]
         self._prepare_for_create(resource, obj)
         generate = meta.get("generateName")

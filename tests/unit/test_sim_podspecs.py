@@ -180,17 +180,17 @@ def _drop_unknown_fields(value: Any, node: Any) -> None:
             _drop_unknown_fields(child, node.get(key))
 
 
-def _counting_lookups(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any] | None]:
-    """The answers of sim.podspecs from here on (its memory emptied first)."""
-    monkeypatch.setattr(podspecs, "_prepared", {})
-    answers: list[dict[str, Any] | None] = []
-    real = podspecs.prepared
+def _counting_lookups(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The answers of sim.podspecs from here on (its memory emptied first): whether it prepared the spec."""
+    monkeypatch.setattr(podspecs, "_changes", {})
+    answers: list[bool] = []
+    real = podspecs.prepare
 
-    def prepared(spec: Any) -> dict[str, Any] | None:
+    def prepare(spec: Any) -> bool:
         answers.append(real(spec))
         return answers[-1]
 
-    monkeypatch.setattr(podspecs, "prepared", prepared)
+    monkeypatch.setattr(podspecs, "prepare", prepare)
     return answers
 
 
@@ -202,7 +202,7 @@ def test_every_create_answers_as_without_the_memory(mode: str, monkeypatch: pyte
         assert _answer(remembered, body, validate, mode, True) == _answer(walked, body, validate, mode, False), what
     assert _history(remembered) == _history(walked)
     assert len(_history(walked)) > (100 if mode == "Strict" else 250)
-    assert sum(answer is not None for answer in answers) > 200  # most specs were answered by the memory
+    assert sum(answers) > 200  # most specs were answered by the memory
 
 
 def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,6 +232,16 @@ def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.Mo
     assert len({msgspec.json.encode({**pod["spec"], "affinity": None}) for pod in pods}) == 1
 
 
+def test_each_pod_gets_its_own_lists_and_objects() -> None:
+    """Stored objects are never changed, but a pod's spec is its own: what the memory sets is not shared."""
+    registry = _registry()
+    first, second = (registry.create(R.PODS, "default", {"metadata": {"name": name}, "spec": {"containers": [
+        _CONTAINER]}}, Decoding(from_json=True)).obj["spec"] for name in ("first", "second"))
+    assert first == second and first["tolerations"] and first["securityContext"] == {}
+    for name in ("containers", "tolerations", "securityContext"):
+        assert first[name] is not second[name], name
+
+
 def test_a_body_not_from_json_is_walked_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
     """A set shares its JSON with a list, but neither the prune nor defaulting read it as one: a body that may hold
     one (not decoded from JSON) is not answered by the memory, though a list's spec of the same JSON is in it."""
@@ -239,11 +249,11 @@ def test_a_body_not_from_json_is_walked_as_before(monkeypatch: pytest.MonkeyPatc
     answers = _counting_lookups(monkeypatch)
     listed = {"containers": [_CONTAINER], "volumes": []}
     registry.create(R.PODS, "default", {"metadata": {"name": "listed"}, "spec": listed}, Decoding(from_json=True))
-    assert len(answers) == 1 and answers[0] is not None  # remembered
+    assert answers == [True]  # remembered
     with pytest.raises(errors.ApiError, match=r"spec.volumes: Invalid value: \"set\(\)\": must be of type array"):
         registry.create(R.PODS, "default", {"metadata": {"name": "a-set"},
                                             "spec": {"containers": [_CONTAINER], "volumes": set()}}, Decoding())
-    assert len(answers) == 1  # not looked up: the list's spec (valid) would have answered
+    assert answers == [True]  # not looked up: the list's spec (valid) would have answered
 
 
 async def test_the_api_server_remembers_json_bodies_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,4 +269,4 @@ async def test_the_api_server_remembers_json_bodies_only(monkeypatch: pytest.Mon
         sent = await client.post(path, data=b"metadata: {name: y}\nspec: {containers: [{name: c, image: busybox}]}\n",
                                  headers={"Content-Type": "application/yaml"})
         assert sent.status == 201, await sent.text()
-    assert len(answers) == 1 and answers[0] is not None  # the JSON body's spec, not the YAML's
+    assert answers == [True]  # the JSON body's spec, not the YAML's
