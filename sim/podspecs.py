@@ -45,7 +45,8 @@ _decode = msgspec.json.decode
 
 def prepare(spec: Any) -> bool:
     """Prunes and pod-defaults `spec` (a pod's, from a JSON body) in place, but for its affinity (left as it is):
-    False, having done nothing, when the rest of `spec` has unknown fields, or when `spec` is no object."""
+    False, having done nothing, when the rest of `spec` has unknown fields or changes that would reorder its fields,
+    or when `spec` is no object."""
     if not isinstance(spec, dict):
         return False
     if "affinity" in spec:
