@@ -204,10 +204,20 @@ class ApiServer:
 
     # --- bodies and output ----------------------------------------------------------------------
     @staticmethod
+    def _content_type(request: web.Request) -> str:
+        # kube-apiserver reads a request without Content-Type as JSON, and some clients send none
+        return request.content_type if "Content-Type" in request.headers else JSON
+
+    @staticmethod
+    def _json_body(request: web.Request) -> bool:
+        """Whether _body decodes the request's body from JSON (not protobuf, not YAML)."""
+        ctype = ApiServer._content_type(request)
+        return ctype != PROTOBUF and not ctype.endswith("yaml")
+
+    @staticmethod
     async def _body(request: web.Request) -> Any:
         data = await request.read()
-        # kube-apiserver reads a request without Content-Type as JSON, and some clients send none
-        ctype = request.content_type if "Content-Type" in request.headers else JSON
+        ctype = ApiServer._content_type(request)
         if not data:
             return None
         if ctype == PROTOBUF:
@@ -362,6 +372,7 @@ class ApiServer:
     async def _create(self, request: web.Request, route: Route) -> web.Response:
         body = await self._body(request)
         decoding = self._decoding(request)
+        decoding.from_json = self._json_body(request)
         with self._dry_run(request, "CreateOptions"):
             entry = self.registry.create(route.resource, route.ns, body, decoding)
         return self._warn(self._object_response(request, route, entry, 201), decoding)

@@ -31,7 +31,8 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["default_object", "format_quantity", "parse_quantity", "qos_class"]
+__all__ = ["default_object", "default_pod_spec", "default_pod_status", "format_quantity", "parse_quantity",
+           "qos_class"]
 
 _NOT_READY = "node.kubernetes.io/not-ready"
 _UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -175,6 +176,13 @@ def _default_pod(pod: dict[str, Any]) -> None:
     spec = _ensure(pod, "spec")
     if spec is None:
         return
+    default_pod_spec(spec)
+    default_pod_status(pod)
+
+
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    """A pod's (not a template's) spec defaults and the admission plugins' additions. They read nothing but the spec,
+    and never its affinity: sim.podspecs remembers their result by the rest of the spec."""
     containers = _dicts(spec, "initContainers") + _dicts(spec, "containers")
     for container in containers:
         _requests_from_limits(container)
@@ -187,6 +195,11 @@ def _default_pod(pod: dict[str, Any]) -> None:
                 if _unset(port, "hostPort") and "containerPort" in port:
                     port["hostPort"] = port["containerPort"]
     _admit_pod(spec)
+
+
+def default_pod_status(pod: dict[str, Any]) -> None:
+    """A pod's status defaults, once its spec (an object) is defaulted."""
+    spec = pod["spec"]
     status = _ensure(pod, "status")
     if status is not None:
         if _unset(status, "phase"):

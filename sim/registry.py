@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from kube import names, times
 from kube.times import Clock, utcnow
-from sim import defaulting, patching, schema, validating
+from sim import defaulting, patching, podspecs, schema, validating
 from sim import resources as R
 from sim import status as errors
 from sim.resources import ApiResource
@@ -43,6 +43,9 @@ class Decoding:
 
     mode: str = "Warn"
     warnings: list[str] = field(default_factory=list)
+    # The body was decoded from JSON, so its values are JSON's own (no tuple, set, date or bytes): sim.podspecs may
+    # answer for a pod's spec by its JSON.
+    from_json: bool = False
 
 
 _STATUS_KINDS = {R.PODS, R.NODES, R.NAMESPACES, R.DAEMONSETS, R.REPLICASETS}
@@ -124,7 +127,17 @@ class Registry:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
-        self._decode(resource, obj, decoding)
+        from_json = decoding is not None and decoding.from_json
+        prepared = resource is R.PODS and from_json and podspecs.prepare(obj.get("spec"))
+        if prepared:
+            # the rest of the spec is pruned already: the prune walks only the affinity, the pod's own field, at
+            # the spec's place (so its unknown fields are reported in the same order)
+            spec = obj["spec"]
+            obj["spec"] = {"affinity": spec["affinity"]} if "affinity" in spec else {}
+            self._decode(resource, obj, decoding)
+            obj["spec"] = spec
+        else:
+            self._decode(resource, obj, decoding)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -138,7 +151,10 @@ class Registry:
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-        obj = defaulting.default_object(resource.kind, obj)
+        if prepared:
+            defaulting.default_pod_status(obj)  # the spec is defaulted already
+        else:
+            obj = defaulting.default_object(resource.kind, obj)
         meta = obj["metadata"]
         self._prepare_for_create(resource, obj)
         generate = meta.get("generateName")
