@@ -129,8 +129,11 @@ def _decoder(target: Any) -> msgspec.json.Decoder[Any]:
 
 def decode(data: bytes | str, type: type[T]) -> T:
     """Decode API JSON into ``type`` (a kind, ``List[Kind]``, ...); raises DecodeError."""
+    decoder = _decoders.get(type)  # _decoder's lookup, inlined: the reconciler decodes every pod event's object
+    if decoder is None:
+        decoder = _decoder(type)
     try:
-        result: T = _decoder(type).decode(data)
+        result: T = decoder.decode(data)
     except msgspec.DecodeError as error:
         try:
             head = decode_head(data)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from kube.times import format_go_duration
+from reconciler.core.slots import slot_setter
 
 EXPECTATIONS_TIMEOUT = timedelta(minutes=5)
 SHOWN_KEYS = 5  # the pods awaited a held-back sync's reason names, at most
@@ -65,7 +67,7 @@ def _without(keys: Set[str], key: str) -> Set[str]:
     return (keys if isinstance(keys, DeletionKeys) else DeletionKeys(frozenset(keys))).without(key)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expectations:
     adds: int = 0
     dels: int = 0
@@ -83,25 +85,43 @@ class Expectations:
         """SatisfiedExpectations: fulfilled, expired, or never set."""
         return self.set_at is None or self.fulfilled() or self.expired(now)
 
-    # The constructor rather than dataclasses.replace: these run once per observed pod event.
+    # _made rather than dataclasses.replace or the constructor: these run once per observed pod event.
     def creation_observed(self) -> Expectations:
-        return Expectations(self.adds - 1, self.dels, self.deletion_keys, self.set_at)
+        return _made(self.adds - 1, self.dels, self.deletion_keys, self.set_at)
 
     def deletion_observed(self, key: str | None = None) -> Expectations:
         """With UID tracking a deletion counts once, and only for a key that was expected."""
         if key is not None:
             if key not in self.deletion_keys:
                 return self
-            return Expectations(self.adds, self.dels - 1, _without(self.deletion_keys, key), self.set_at)
-        return Expectations(self.adds, self.dels - 1, self.deletion_keys, self.set_at)
+            return _made(self.adds, self.dels - 1, _without(self.deletion_keys, key), self.set_at)
+        return _made(self.adds, self.dels - 1, self.deletion_keys, self.set_at)
 
     def deletion_counted(self, key: str) -> Expectations:
         """Without UID tracking (the DaemonSet's ControllerExpectations): every deletion of a pod it controls
         counts, and the pod leaves the keys this controller deleted itself, so that it counts once."""
-        return Expectations(self.adds, self.dels - 1, _without(self.deletion_keys, key), self.set_at)
+        return _made(self.adds, self.dels - 1, _without(self.deletion_keys, key), self.set_at)
 
     def lowered(self, adds: int = 0, dels: int = 0) -> Expectations:
-        return Expectations(self.adds - adds, self.dels - dels, self.deletion_keys, self.set_at)
+        return _made(self.adds - adds, self.dels - dels, self.deletion_keys, self.set_at)
+
+
+_new: Final = object.__new__
+_set_adds: Final = slot_setter(Expectations, "adds")
+_set_dels: Final = slot_setter(Expectations, "dels")
+_set_deletion_keys: Final = slot_setter(Expectations, "deletion_keys")
+_set_set_at: Final = slot_setter(Expectations, "set_at")
+
+
+def _made(adds: int, dels: int, deletion_keys: Set[str], set_at: datetime | None) -> Expectations:
+    """Expectations(adds, dels, deletion_keys, set_at) without the frozen dataclass's __init__ (an
+    object.__setattr__ call per field): a ReplicaSet's round of 500 creates or deletes makes 500 of them."""
+    made: Expectations = _new(Expectations)
+    _set_adds(made, adds)
+    _set_dels(made, dels)
+    _set_deletion_keys(made, deletion_keys)
+    _set_set_at(made, set_at)
+    return made
 
 
 def expect(adds: int, dels: int, now: datetime, deletion_keys: Set[str] = frozenset()) -> Expectations:

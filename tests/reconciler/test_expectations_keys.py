@@ -55,3 +55,27 @@ def test_the_newest_version_takes_a_key_out_without_copying_the_rest() -> None:
     keys = version.deletion_keys
     assert isinstance(keys, DeletionKeys) and keys._keys is not first._keys and len(keys._keys) == len(keys)
     _same(version, frozenset(f"default/web-{i}" for i in range(len(KEYS) // 2 + 1, len(KEYS))))
+
+
+def test_each_new_version_is_the_one_the_constructor_makes() -> None:
+    """The versions made without the dataclass's __init__ (expectations._made) hold every field, stay frozen and
+    hash and compare as the constructor's."""
+    start = expect(3, 2, NOW, frozenset({"default/a", "default/b"}))
+    made = {
+        "creation_observed": (start.creation_observed(), Expectations(2, 2, start.deletion_keys, NOW)),
+        "deletion_observed": (start.deletion_observed("default/a"), Expectations(3, 1, frozenset({"default/b"}), NOW)),
+        "deletion_observed, no key": (start.deletion_observed(), Expectations(3, 1, start.deletion_keys, NOW)),
+        "deletion_counted": (start.deletion_counted("default/b"), Expectations(3, 1, frozenset({"default/a"}), NOW)),
+        "lowered": (start.lowered(adds=2, dels=1), Expectations(1, 1, start.deletion_keys, NOW)),
+    }
+    for what, (version, expected) in made.items():
+        assert type(version) is Expectations, what
+        assert (version.adds, version.dels, set(version.deletion_keys), version.set_at) == (
+            expected.adds, expected.dels, set(expected.deletion_keys), expected.set_at), what
+        assert version == expected and hash(version) == hash(expected), what
+        try:
+            version.adds = 0  # type: ignore[misc]
+        except AttributeError:  # dataclasses.FrozenInstanceError
+            pass
+        else:
+            raise AssertionError(f"{what}: not frozen")

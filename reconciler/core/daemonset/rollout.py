@@ -17,10 +17,10 @@ Pure: no I/O, no clock (``now`` is passed in), inputs never mutated.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kube.apps import ROLLING_UPDATE, DaemonSet
 from kube.core import CONDITION_TRUE, POD_READY, Pod
@@ -29,6 +29,7 @@ from kube.meta import IntOrString
 from kube.pods import PodFacts, pod_facts
 from kube.times import parse_time
 from reconciler.core.daemonset.history import UNIQUE_LABEL_KEY
+from reconciler.core.slots import slot_setter
 
 __all__ = [
     "MAX_SURGE_FIELD",
@@ -348,17 +349,11 @@ def _daemon_pod(pod: Pod, hash_: str, generation: int | None, with_since: bool) 
 _new: Final = object.__new__
 
 
-def _slot_setter(field_name: str) -> Callable[[DaemonPod, Any], None]:
-    descriptor: Any = DaemonPod.__dict__[field_name]  # the slot's member descriptor
-    setter: Callable[[DaemonPod, Any], None] = descriptor.__set__
-    return setter
-
-
-_set_name: Final = _slot_setter("name")
-_set_updated: Final = _slot_setter("updated")
-_set_ready: Final = _slot_setter("ready")
-_set_ready_since: Final = _slot_setter("ready_since")
-_set_deleting: Final = _slot_setter("deleting")
+_set_name: Final = slot_setter(DaemonPod, "name")
+_set_updated: Final = slot_setter(DaemonPod, "updated")
+_set_ready: Final = slot_setter(DaemonPod, "ready")
+_set_ready_since: Final = slot_setter(DaemonPod, "ready_since")
+_set_deleting: Final = slot_setter(DaemonPod, "deleting")
 
 
 def find_updated_pods_on_node(pods: Iterable[DaemonPod]) -> tuple[DaemonPod | None, DaemonPod | None, bool]:
