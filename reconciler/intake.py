@@ -3,8 +3,8 @@
 The loop takes them in batches (reconciler.consuming `_next_batch`), so what a delivery costs is what matters
 most: nats-py calls the subscription's callback once per message, and an asyncio.Queue's `put` coroutine,
 `put_nowait` and `get_nowait` around each message cost more than the deque and the flag here (a delivery is an
-append and an Event that is set already; a batch is taken in one pass; a wait is a timer, with no task of its own).
-The loop's wakeups without an event (a kick: results to record, a requeue due) set the same flag.
+append and an Event that is set already; a batch is taken in one pass). The loop's wakeups without an event (a
+kick: results to record, a requeue due) set the same flag.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ class Intake:
         (False). A timeout of 0 takes a kick, if one came, without waiting."""
         if not self._ready.is_set() and timeout > 0:
             try:
-                async with asyncio.timeout(timeout):  # a timer on this task: wait_for would make a task per wait
-                    await self._ready.wait()
+                await asyncio.wait_for(self._ready.wait(), timeout)
             except TimeoutError:
                 return False
         ready = self._ready.is_set()

@@ -109,14 +109,3 @@ async def test_gather_ends_with_the_window_when_fewer_than_the_limit_came() -> N
     await asyncio.wait_for(intake.gather(msgs, 500, SHORT), 5.0)
     assert subjects(msgs) == ["kubus.events.1", "kubus.events.2"]
     assert not await intake.wait(0)
-
-
-async def test_a_wait_makes_no_task_of_its_own() -> None:
-    """A wait with a timeout is a timer on the waiting task (asyncio.wait_for would run the wait as a task)."""
-    intake = Intake()
-    before = asyncio.all_tasks()
-    waiting = asyncio.ensure_future(intake.wait(NEVER))
-    await asyncio.sleep(0)  # the wait has started (a step of the loop, not a synchronisation on time)
-    assert asyncio.all_tasks() - before == {waiting}
-    intake.kick()
-    assert await asyncio.wait_for(waiting, 1.0)
