@@ -114,41 +114,35 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
     alone: every partition), the rows its loop hands over are published without a scan while it is complete."""
     stop = stop or asyncio.Event()
     progress = progress or RelayProgress()
-    # one task for the relay's life wakes it at a stop: a round waits on the wakeup alone, with no task of its own
-    stopping = asyncio.ensure_future(_wake_at(stop, wakeup))
-    try:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await wakeup.wait()
-            if stop.is_set():
-                return
-            # no window of its own before the scan: a commit comes once per batch, the batch's window gathered its
-            # events already, and commits that land while this round publishes are taken by the next round
-            wakeup.clear()
-            try:
-                if outgoing is not None and outgoing.complete:
-                    await _relay_handed(bus, store, outgoing)
-                else:
-                    subjects = subjects_of() if subjects_of else None
-                    if outgoing is not None:
-                        outgoing.scanning()
-                    while await relay_once(bus, store, subjects, outgoing) == RELAY_BATCH:
-                        pass
-            except Exception as exc:  # NATS or the database away: the next round retries the rows not yet taken
-                if outgoing is not None:
-                    outgoing.lost()  # what the round did not mark is in the table only
-                stalled = progress.failed()
-                log.warning("outbox relay paused (failing for %.0f s): %s", stalled, exc)
+    while not stop.is_set():
+        woken = asyncio.ensure_future(wakeup.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([woken, stopped], timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            stopped.cancel()
+        if stop.is_set():
+            return
+        # no window of its own before the scan: a commit comes once per batch, the batch's window gathered its
+        # events already, and commits that land while this round publishes are taken by the next round
+        wakeup.clear()
+        try:
+            if outgoing is not None and outgoing.complete:
+                await _relay_handed(bus, store, outgoing)
             else:
-                progress.succeeded()
-    finally:
-        stopping.cancel()
-
-
-async def _wake_at(stop: asyncio.Event, wakeup: asyncio.Event) -> None:
-    await stop.wait()
-    wakeup.set()
+                subjects = subjects_of() if subjects_of else None
+                if outgoing is not None:
+                    outgoing.scanning()
+                while await relay_once(bus, store, subjects, outgoing) == RELAY_BATCH:
+                    pass
+        except Exception as exc:  # NATS or the database away: the next round retries the rows not yet taken
+            if outgoing is not None:
+                outgoing.lost()  # what the round did not mark is in the table only
+            stalled = progress.failed()
+            log.warning("outbox relay paused (failing for %.0f s): %s", stalled, exc)
+        else:
+            progress.succeeded()
 
 
 async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None,

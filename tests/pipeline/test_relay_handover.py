@@ -112,21 +112,6 @@ async def test_handed_rows_are_published_without_a_scan_and_a_failed_round_scans
     assert await published(bus) == ["left-by-an-earlier-process", "a", "b", "c", "d"]
 
 
-async def test_a_round_waits_without_a_task_of_its_own(bus: Bus) -> None:
-    """The relay waits on its wakeup with a timer: one task beside it for its whole life (the stop's), none per
-    round."""
-    before = asyncio.all_tasks()
-    wakeup, stop, rounds = asyncio.Event(), asyncio.Event(), Rounds()
-    task = asyncio.create_task(relay(bus, Outbox(), wakeup, interval=0.01, stop=stop, progress=rounds,
-                                     outgoing=Outgoing()))
-    try:
-        await until("idle rounds", lambda: rounds.succeeded_rounds >= 3)
-        assert len(asyncio.all_tasks() - before) == 2  # the relay and its stop's
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 5)
-
-
 async def test_the_depth_gauge_shows_what_a_scan_would_find(bus: Bus) -> None:
     """kubus_outbox_pending: at most one scan's batch, handed over or not (docs/production.md)."""
     outbox, outgoing, wakeup, stop = Outbox(), Outgoing(), asyncio.Event(), asyncio.Event()
