@@ -53,6 +53,7 @@ from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from reconciler.intake import Intake
+from reconciler.outgoing import Outgoing, committed_rows
 from runtime import failpoints, logs, serving
 from runtime.bus import Bus, bus_away, events_info, identity, renew_state, stream_sequence
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
@@ -119,6 +120,8 @@ class Reconciler:
         self.caught_up = False
         self.committed = False  # a transaction of this loop committed (the database answered)
         self.relay_wakeup = asyncio.Event()
+        # where the rows of each commit go for the relay (reconciler.outgoing); None: it scans the table for them
+        self.outgoing: Outgoing | None = None
         self._intake = Intake()
         self._unmet = Unmet()  # the expectations the commits left unmet: where a batch's window may end early
         self._lock = asyncio.Lock()
@@ -316,6 +319,8 @@ class Reconciler:
             # whatever ended the loop (a stop, LeaseLost, an error, a cancellation): results handed to it are
             # not committed, and none are taken any more, so no recorder waits on a loop that is gone
             self._stopping = True
+            if self.outgoing is not None:  # a commit may have landed without its rows handed over: the relay scans
+                self.outgoing.lost()
             self.probe.close()  # its keys are no longer queued: a new loop enqueues every controller again
             _fail(self._results, Stopped())
             self._results = []
@@ -385,7 +390,7 @@ class Reconciler:
         now = self.clock()
         pending, self._results = self._results, []
         try:
-            commit = await self._step(state, messages, pending, caught_up, now)
+            commit, decision_ids = await self._step(state, messages, pending, caught_up, now)
         except BaseException as exc:  # LeaseLost, the database away: nothing committed, the results not acked
             _fail(pending, exc if isinstance(exc, Exception) else Stopped())
             raise
@@ -393,17 +398,21 @@ class Reconciler:
         for _, _, done in pending:
             done.set_result(None)
         if commit.acts:
+            if self.outgoing is not None:
+                self.outgoing.hand(committed_rows(commit, decision_ids))
             failpoints.hit("reconciler.after-commit")
             self.relay_wakeup.set()
         # every message counts towards catching up, ours or not: the history ends where the stream does
         return max((seq for seq, _, _ in messages), default=0), commit.halted
 
     async def _step(self, state: batch.State, messages: Sequence[stepping.Message], pending: Pending,
-                    caught_up: bool, now: datetime) -> batch.Commit:
+                    caught_up: bool, now: datetime) -> tuple[batch.Commit, list[int]]:
         """Decides and commits one batch, in one transaction: the executors' results first (only those the
-        store had not recorded reach the controllers), then run_batch's commit, the lease fence last."""
+        store had not recorded reach the controllers), then run_batch's commit, the lease fence last. The commit,
+        and the ids the store gave its decisions."""
         async with contextlib.AsyncExitStack() as stack:
             tx: ReconcilerTransaction | None = None
+            decision_ids: list[int] = []
             fed: list[ActionResult] = []
             if pending:  # results first: the syncs see the expectations they lowered
                 tx = await stack.enter_async_context(self.store.transaction())
@@ -416,7 +425,7 @@ class Reconciler:
             if not commit.empty:
                 if tx is None:
                     tx = await stack.enter_async_context(self.store.transaction())
-                await tx.commit(commit, self._fence)
+                decision_ids = await tx.commit(commit, self._fence)
                 if commit.decisions:  # a test's pause (runtime/failpoints.py): decisions written, not committed
                     await failpoints.reached("reconciler.before-commit")
         self.committed = self.committed or tx is not None
@@ -428,7 +437,7 @@ class Reconciler:
                           len(decided.actions), decided.summary.get("reason", ""), extra=logs.fields(
                               **logs.of_controller(decided.controller_key), decision=decided.correlation_id,
                               partition=sync.partition))
-        return commit
+        return commit, decision_ids
 
     async def _dead_letter(self, messages: Sequence[stepping.Message], unusable: list[stepping.Unusable]) -> None:
         stream = self.bus.stream(subjects.EVENTS_STREAM)
@@ -483,6 +492,7 @@ class SoleReconciler:
                  halts: Halts | None = None) -> None:
         self._bus, self._store, self._instance, self._settings = bus, store, instance, settings
         self._halts = halts or Halts()
+        self.outgoing = Outgoing()  # the relay's, handed every loop's commits
         self.current = self._make()
         self.relay_wakeup = self.current.relay_wakeup
         self._stopping = False
@@ -490,8 +500,10 @@ class SoleReconciler:
         self._replaced = asyncio.Event()
 
     def _make(self) -> Reconciler:
-        return Reconciler(self._bus, self._store, instance=self._instance, settings=self._settings,
+        loop = Reconciler(self._bus, self._store, instance=self._instance, settings=self._settings,
                           halts=self._halts)
+        loop.outgoing = self.outgoing
+        return loop
 
     @property
     def caught_up(self) -> bool:

@@ -13,6 +13,13 @@ KUBUS_RESULTS for each of its effects, and the row leaves the outbox. It is neve
 rows after it; the controllers read the result as any failed create or write (expectations lowered,
 the sync retried with backoff), and the audit trail shows it.
 
+The rows a reconciler's loop just committed reach the relay in memory (`Outgoing`): while every pending row
+the table holds is among the handed ones, a round publishes them without scanning the table. The relay scans
+when it starts, after a round that failed (what it did not mark is left in the table), after a commit the loop
+could not hand over, and always for a split reconciler (whose partitions move between members); rows handed
+during a scan that the scan found too are published once. Handed or scanned, a round publishes in the scan's
+order (creation, then key).
+
 The recorder hands the executors' results to the reconciler, which stores them (idempotent on
 the result key) and lets its controllers react (failed or skipped creations lower expectations,
 as upstream does for creations that will never be observed); they are acknowledged only after
@@ -41,6 +48,7 @@ from kube.times import format_micro_time, parse_time, utcnow
 from messages import codec, subjects
 from messages.actions import FAILED, Action, ActionResult, CreateControllerRevision, CreatePods
 from reconciler.consuming import Stopped
+from reconciler.outgoing import Outgoing
 from runtime import failpoints, logs, serving
 from runtime.bus import Bus, Sent, publish_async, stored, wire_size
 from runtime.deadletter import ACTIONS, RESULTS, Halts, Original, dead_letter, one_line
@@ -98,11 +106,12 @@ class RelayProgress:
 
 async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: float = 1.0,
                 subjects_of: SubjectsOf | None = None, stop: asyncio.Event | None = None,
-                progress: RelayProgress | None = None) -> None:
+                progress: RelayProgress | None = None, outgoing: Outgoing | None = None) -> None:
     """Publishes the pending outbox rows, on a wakeup or every `interval` seconds; with `subjects_of`,
     only those bound for the subjects it returns (a split reconciler relays its own partitions'). Ends
     between two rounds once `stop` is set (never in the middle of a write: see run_reconciler).
-    `progress` learns of every round's success or failure (see RelayProgress)."""
+    `progress` learns of every round's success or failure (see RelayProgress). With `outgoing` (a reconciler
+    alone: every partition), the rows its loop hands over are published without a scan while it is complete."""
     stop = stop or asyncio.Event()
     progress = progress or RelayProgress()
     while not stop.is_set():
@@ -119,21 +128,55 @@ async def relay(bus: Bus, store: RelayPort, wakeup: asyncio.Event, interval: flo
         # events already, and commits that land while this round publishes are taken by the next round
         wakeup.clear()
         try:
-            while await relay_once(bus, store, subjects_of() if subjects_of else None) == RELAY_BATCH:
-                pass
+            if outgoing is not None and outgoing.complete:
+                await _relay_handed(bus, store, outgoing)
+            else:
+                subjects = subjects_of() if subjects_of else None
+                if outgoing is not None:
+                    outgoing.scanning()
+                while await relay_once(bus, store, subjects, outgoing) == RELAY_BATCH:
+                    pass
         except Exception as exc:  # NATS or the database away: the next round retries the rows not yet taken
+            if outgoing is not None:
+                outgoing.lost()  # what the round did not mark is in the table only
             stalled = progress.failed()
             log.warning("outbox relay paused (failing for %.0f s): %s", stalled, exc)
         else:
             progress.succeeded()
 
 
-async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None) -> int:
+async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | None = None,
+                     outgoing: Outgoing | None = None) -> int:
+    """Publishes what a scan of the table finds (up to RELAY_BATCH rows); how many. `outgoing` learns what it
+    found."""
     rows = await store.pending(RELAY_BATCH, subjects)
+    if outgoing is not None:
+        outgoing.scanned(rows)
+    _gauge(rows)
+    await publish_rows(bus, store, rows)
+    return len(rows)
+
+
+async def _relay_handed(bus: Bus, store: RelayPort, outgoing: Outgoing) -> None:
+    """Publishes the rows the loop handed over (every pending row, `outgoing` being complete), RELAY_BATCH at a
+    time as a scan would."""
+    rows = outgoing.take()
+    _gauge(rows[:RELAY_BATCH])  # what a scan would have found: kubus_outbox_pending is at most one round's batch
+    for start in range(0, len(rows), RELAY_BATCH):
+        await publish_rows(bus, store, rows[start:start + RELAY_BATCH])
+
+
+def _gauge(rows: list[OutboxRow]) -> None:
+    """The outbox's depth and age as a round finds it."""
     serving.OUTBOX_DEPTH.set(len(rows))
     serving.OUTBOX_OLDEST.set(max(0.0, (utcnow() - rows[0].created_at).total_seconds()) if rows else 0.0)
+
+
+async def publish_rows(bus: Bus, store: RelayPort, rows: list[OutboxRow]) -> None:
+    """Publishes the pending `rows` and marks them sent once JetStream stored them (a row it never can take is
+    dead-lettered, see the module's docstring)."""
     if not rows:
-        return 0
+        return
     # publish_async_bounded: a row over max_payload is never written (nor leaks a slot of nats-py's window),
     # its ack fails with TooLarge and `stored` hands it back in `refused`
     sent = [await publish_async(bus.js, row.subject, _wire(bus, row), {"Nats-Msg-Id": row.key}) for row in rows]
@@ -152,7 +195,6 @@ async def relay_once(bus: Bus, store: RelayPort, subjects: Collection[str] | Non
         if id(message) in dead:
             await dead_letter_row(bus, row, message)
     await store.mark_sent([row.key for row in rows])
-    return len(rows)
 
 
 def _wire(bus: Bus, row: OutboxRow) -> bytes:

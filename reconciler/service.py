@@ -74,7 +74,8 @@ async def run_reconciler(bus: Bus, store: Store, health: Health, instance: str =
         health.ready_when("reconciler-caught-up", lambda: reconciler.caught_up)
         tasks = [asyncio.create_task(reconciler.run(), name="reconciler")]
         if shadow is None:
-            tasks += [asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop, progress=progress),
+            tasks += [asyncio.create_task(relay(bus, store, reconciler.relay_wakeup, stop=stop, progress=progress,
+                                                outgoing=reconciler.outgoing),
                                           name="outbox-relay"),
                       asyncio.create_task(record_results(bus, reconciler, stop=stop, by=instance, halts=halts),
                                           name="results-recorder")]
