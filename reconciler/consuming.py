@@ -53,11 +53,12 @@ from reconciler.core.batch import CONSUMER
 from reconciler.core.cache import Cache
 from reconciler.core.controllers import Controllers, Settings
 from reconciler.intake import Intake
-from reconciler.outgoing import Outgoing, committed_rows
+from reconciler.outgoing import Outgoing
 from runtime import failpoints, logs, serving
 from runtime.bus import Bus, bus_away, events_info, identity, renew_state, stream_sequence
 from runtime.deadletter import EVENTS, STATE, Halts, Original, dead_letter
 from store.errors import database_away, describe
+from store.outbox import OutboxRow
 from store.port import Fence, ReconcilerPort, ReconcilerTransaction
 from store.results import ResultRow
 from store.streams import INGEST, RECONCILER, Reset, StreamChanged
@@ -390,7 +391,7 @@ class Reconciler:
         now = self.clock()
         pending, self._results = self._results, []
         try:
-            commit, decision_ids = await self._step(state, messages, pending, caught_up, now)
+            commit, queued = await self._step(state, messages, pending, caught_up, now)
         except BaseException as exc:  # LeaseLost, the database away: nothing committed, the results not acked
             _fail(pending, exc if isinstance(exc, Exception) else Stopped())
             raise
@@ -399,20 +400,19 @@ class Reconciler:
             done.set_result(None)
         if commit.acts:
             if self.outgoing is not None:
-                self.outgoing.hand(committed_rows(commit, decision_ids))
+                self.outgoing.hand(queued)
             failpoints.hit("reconciler.after-commit")
             self.relay_wakeup.set()
         # every message counts towards catching up, ours or not: the history ends where the stream does
         return max((seq for seq, _, _ in messages), default=0), commit.halted
 
     async def _step(self, state: batch.State, messages: Sequence[stepping.Message], pending: Pending,
-                    caught_up: bool, now: datetime) -> tuple[batch.Commit, list[int]]:
+                    caught_up: bool, now: datetime) -> tuple[batch.Commit, list[OutboxRow]]:
         """Decides and commits one batch, in one transaction: the executors' results first (only those the
         store had not recorded reach the controllers), then run_batch's commit, the lease fence last. The commit,
-        and the ids the store gave its decisions."""
+        and the outbox rows it queued (for the relay, once committed)."""
         async with contextlib.AsyncExitStack() as stack:
             tx: ReconcilerTransaction | None = None
-            decision_ids: list[int] = []
             fed: list[ActionResult] = []
             if pending:  # results first: the syncs see the expectations they lowered
                 tx = await stack.enter_async_context(self.store.transaction())
@@ -425,7 +425,7 @@ class Reconciler:
             if not commit.empty:
                 if tx is None:
                     tx = await stack.enter_async_context(self.store.transaction())
-                decision_ids = await tx.commit(commit, self._fence)
+                await tx.commit(commit, self._fence)
                 if commit.decisions:  # a test's pause (runtime/failpoints.py): decisions written, not committed
                     await failpoints.reached("reconciler.before-commit")
         self.committed = self.committed or tx is not None
@@ -437,7 +437,7 @@ class Reconciler:
                           len(decided.actions), decided.summary.get("reason", ""), extra=logs.fields(
                               **logs.of_controller(decided.controller_key), decision=decided.correlation_id,
                               partition=sync.partition))
-        return commit, decision_ids
+        return commit, (tx.queued if tx is not None else [])
 
     async def _dead_letter(self, messages: Sequence[stepping.Message], unusable: list[stepping.Unusable]) -> None:
         stream = self.bus.stream(subjects.EVENTS_STREAM)

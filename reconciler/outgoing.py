@@ -2,17 +2,15 @@
 
 After a commit the relay has the rows it must publish without reading them back from the table: a scan per commit
 (a read transaction, every row's payload read and decoded by the database driver) becomes a list handed over.
-The rows are those the store wrote (store.outbox.rows_of, given the ids the commit assigned), so what is published
-is byte for byte what a scan would have read.
+The rows are those the store wrote, as its transaction kept them (`queued`: only the rows whose key was new, as
+the insert-or-ignore kept them), so what is published is byte for byte what a scan would have read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
-from reconciler.core.batch import Commit
-from store.outbox import OutboxRow, rows_of
+from store.outbox import OutboxRow
 
 
 class Outgoing:
@@ -59,10 +57,3 @@ class Outgoing:
 
 def _scan_order(row: OutboxRow) -> tuple[datetime, str]:
     return row.created_at, row.key
-
-
-def committed_rows(commit: Commit, decision_ids: Sequence[int]) -> list[OutboxRow]:
-    """The outbox rows `commit` wrote, its decisions having been given `decision_ids` (as store.transaction's
-    commit enqueues them)."""
-    return [row for sync, decision_id in zip(commit.decisions, decision_ids, strict=True)
-            for row in rows_of(sync, decision_id, commit.at)]

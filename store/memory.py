@@ -181,6 +181,7 @@ class MemoryTransaction:
         self._store = store
         self._results: dict[str, ResultRow] = {}
         self._commits: list[tuple[Commit, list[int]]] = []
+        self.queued: list[OutboxRow] = []
 
     async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
         fresh = []
@@ -194,6 +195,13 @@ class MemoryTransaction:
     async def commit(self, commit: Commit, fence: Fence) -> list[int]:
         ids = self._store._assign(len(commit.decisions))
         self._commits.append((commit, ids))
+        if self._store.trail and not commit.shadow:  # the rows _apply will keep: those of a key not held yet
+            queued = {row.key for row in self.queued}
+            for sync, decision_id in zip(commit.decisions, ids, strict=True):
+                for row in outbox.rows_of(sync, decision_id, commit.at):
+                    if row.key not in self._store.outbox and row.key not in queued:
+                        queued.add(row.key)
+                        self.queued.append(row)
         return ids
 
     async def lease_now(self, local: datetime) -> datetime:

@@ -52,6 +52,10 @@ UNFENCED = Fence()
 
 
 class ReconcilerTransaction(Protocol):
+    queued: list[OutboxRow]
+    """The outbox rows this transaction's commits queued (those whose key was new, as the store wrote them): what
+    the relay may publish once it committed, without reading them back (reconciler/outgoing.py)."""
+
     async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
         """Records the result rows not recorded yet (by key); the keys of those that were new."""
         ...

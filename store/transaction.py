@@ -46,6 +46,7 @@ class Transaction:
         self.conn = conn
         self._now = clock
         self.lease_clock: leases.LeaseClock = lease_clock
+        self.queued: list[OutboxRow] = []
 
     # the reconciler's port
     async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
@@ -71,7 +72,8 @@ class Transaction:
             rows = [row for sync, decision_id in zip(commit.decisions, ids, strict=True)
                     for row in outbox.rows_of(sync, decision_id, commit.at)]
             if rows:
-                await self.enqueue(rows)
+                new = set(await self.enqueue(rows))
+                self.queued.extend(row for row in rows if row.key in new)
         await positions.advance_all(self.conn, commit.consumer, commit.positions, at=self._now())
         for tick in commit.ticks(ids):
             await self.record_tick(tick)

@@ -199,6 +199,24 @@ async def test_an_action_committed_twice_is_queued_once(port: Adapter) -> None:
     assert await port.pending(10) == []
 
 
+async def test_a_transaction_keeps_the_outbox_rows_it_queued_as_the_table_holds_them(port: Adapter) -> None:
+    """`queued`, what the relay publishes without a scan (reconciler/outgoing.py): the rows a scan would find, byte
+    for byte, in order; not a row whose key was already queued (sent or not), in this transaction or before."""
+    async with port.transaction() as tx:
+        [first] = await tx.commit(commit(decisions=[sync(decided(1, "a", "b"))]), UNFENCED)
+        queued = list(tx.queued)
+    scanned = await port.pending(10)
+    assert [(r.key, r.decision_id, r.subject, r.created_at, r.payload) for r in queued] == [
+        (r.key, r.decision_id, r.subject, r.created_at, r.payload) for r in scanned]
+    assert [r.key for r in queued] == [f"ReplicaSet/ns/web@1~1/delete/uid-{n}" for n in "ab"] and first > 0
+    await port.mark_sent([queued[0].key])
+    again = replace(decided(1, "a", "b"), correlation_id="another-correlation")
+    async with port.transaction() as tx:
+        await tx.commit(commit(2, decisions=[sync(again), sync(decided(3, "c"))]), UNFENCED)
+        await tx.commit(commit(3, decisions=[sync(replace(decided(3, "c"), correlation_id="a-third-one"))]), UNFENCED)
+        assert [r.key for r in tx.queued] == ["ReplicaSet/ns/web@3~3/delete/uid-c"]
+
+
 async def test_ticks_are_the_start_once_then_each_batch_with_its_decisions(port: Adapter) -> None:
     """The start tick is written by the first commit (before its batch's), batch ticks carry the ids the store
     assigned, in order."""
