@@ -547,10 +547,14 @@ def test_failed_pods_are_replaced_under_a_doubling_backoff(pipeline: Pipeline, k
         for k in range(1, len(deletes)):
             waited = (deletes[k][0] - deletes[k - 1][0]).total_seconds()
             assert waited >= 2 ** (k - 1) - 0.001, f"{node}: deletion {k + 1} only {waited:.3f} s after {k}"
-        # so the re-creations spread out: the first follows the failure at once, the third waits out 2 s
-        # (typically 0.7 s, 1.7 s, 2.7 s apart: the pod's 0.5 s, then the whole delay after the failure is seen)
+        # so the re-creations spread out: the first follows the failure at once, the later ones the backoff (typically
+        # 0.7 s, 1.7 s, 2.7 s apart). The backoff bounds the deletions (above), not the re-creations' own spacing:
+        # a re-creation follows its deletion by the round trip of the deletion (executor, watch, the next batch), which
+        # varies, and upstream deletes at any sync once the backoff has run out, such as one made for the other node's
+        # pods, not only at the requeue after the whole delay. On a loaded machine deletions 2.0 s apart were
+        # re-created 1.88 s apart (the real control plane, CI with two runs at once).
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(creates)]
-        assert gaps[-1] >= 2.0 and gaps[-1] > gaps[0], f"{node}: re-creations {gaps} s apart"
+        assert gaps[-1] > gaps[0], f"{node}: re-creations {gaps} s apart"
 
         # pod_backoff, read with the decisions in one snapshot: the delay doubled at each deletion
         with sqlite3.connect(pipeline.workdir / "data" / "kubus.db") as conn:
