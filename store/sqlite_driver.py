@@ -37,9 +37,28 @@ from sqlalchemy.util.concurrency import await_
 Done = tuple[Any, int, int | None, list[Any]]
 
 
-def _run(conn: sqlite3.Connection, begin: str | None, operation: str, parameters: Any, many: bool) -> Done:
+class _Trip:
+    """One trip's progress on aiosqlite's thread, read from the event loop. A trip whose caller was cancelled is still
+    queued or running there: its BEGIN and statement run after the caller has gone, so the connection's transaction
+    state can only be judged once it has finished (OneTripConnection._idle)."""
+
+    __slots__ = ("finished",)
+
+    def __init__(self) -> None:
+        self.finished = False
+
+
+def _run(trip: _Trip, conn: sqlite3.Connection, begin: str | None, operation: str, parameters: Any,
+         many: bool) -> Done:
     """On aiosqlite's thread: the transaction's BEGIN statement first if `begin` is one, then the statement, from a
     cursor of its own to its rows."""
+    try:
+        return _statement(conn, begin, operation, parameters, many)
+    finally:
+        trip.finished = True
+
+
+def _statement(conn: sqlite3.Connection, begin: str | None, operation: str, parameters: Any, many: bool) -> Done:
     if begin is not None:
         conn.execute(begin).close()
     cursor = conn.cursor()
@@ -118,9 +137,10 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
         assert isinstance(adapt, OneTripConnection)
         async with adapt._execute_mutex:
             begin = adapt.pending_begin
+            trip = adapt.last_trip = _Trip()
             try:
                 done: Done = await connection._execute(  # type: ignore[no-untyped-call]
-                    _run, connection._conn, begin, operation, parameters, many)
+                    _run, trip, connection._conn, begin, operation, parameters, many)
             finally:
                 # begun, even if the statement then failed; a BEGIN that failed (busy) is tried again with the next
                 if begin is not None and connection._conn.in_transaction:
@@ -130,12 +150,13 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class OneTripConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ("pending_begin",)
+    __slots__ = ("last_trip", "pending_begin")
     _cursor_cls = OneTripCursor
 
     def __init__(self, dbapi: Any, connection: Any) -> None:
         super().__init__(dbapi, connection)
         self.pending_begin: str | None = None  # the BEGIN its next statement's trip runs first
+        self.last_trip: _Trip | None = None  # trips run in order on the thread: this one finished, all have
 
     def begin_with_next_statement(self, begin: str) -> None:
         """Begin the transaction (`begin`: "BEGIN IMMEDIATE" or "BEGIN DEFERRED") in the trip of its first
@@ -170,8 +191,13 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
 
     def _idle(self) -> bool:
         """No transaction open: sqlite3's commit() and rollback() then do nothing (they look at the same
-        sqlite3_get_autocommit), so the trip to the thread is saved. Read between statements (SQLAlchemy
-        runs one at a time on a connection), while the thread has nothing of this connection's to run."""
+        sqlite3_get_autocommit), so the trip to the thread is saved. Judged only once the thread has finished this
+        connection's last trip: a trip whose caller was cancelled (a stop, a timeout) may still be queued there, its
+        BEGIN not run yet; a rollback skipped then left the transaction it begins open, holding the database's write
+        lock for every writer of the file (a reconciler's stop waited out the busy timeout on its lease release)."""
+        trip = self.last_trip
+        if trip is not None and not trip.finished:
+            return False  # the rollback or commit goes to the thread behind the trip, and ends what it began
         conn: sqlite3.Connection | None = self._connection._connection
         return conn is not None and not conn.in_transaction
 

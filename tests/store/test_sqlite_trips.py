@@ -364,3 +364,51 @@ async def test_a_cancellation_in_a_driver_statement_leaves_nothing_written(sqlit
         assert await tx.positions("reconciler") == {}
         assert await tx.record_events([event(7)]) == 1  # was not recorded
     assert loop.time() - began < 2.0
+
+
+async def test_a_statement_cancelled_while_queued_on_the_thread_leaves_no_transaction_open(
+        sqlite_store: Store) -> None:
+    """A transaction's first statement (its BEGIN IMMEDIATE in the same trip) cancelled while it waits behind other
+    work on aiosqlite's thread: the trip still runs once the thread gets to it, after its caller has gone. The
+    rollback of the cancelled transaction goes to the thread behind it and ends what it began; judged from the
+    event loop before the trip ran, the connection looked idle, the rollback was skipped, and the transaction the
+    trip then began kept the write lock: the next writer (a reconciler's lease release at its stop, in CI) waited
+    out the busy timeout."""
+    running, release = threading.Event(), threading.Event()
+    driver: list[aiosqlite.Connection] = []
+    blocker: list[asyncio.Future[None]] = []
+
+    def hold() -> None:
+        running.set()
+        release.wait(20)
+
+    async def write() -> None:
+        async with sqlite_store.transaction() as tx:
+            raw = await tx.conn.get_raw_connection()
+            driver.append(raw.driver_connection)
+            blocker.append(asyncio.ensure_future(driver[0]._execute(hold)))  # type: ignore[no-untyped-call]
+            while not running.is_set():  # the thread is in hold(): what comes next waits in its queue
+                await asyncio.sleep(0.01)
+            await tx.advance("reconciler", 0, 7)  # queued behind hold(), its BEGIN with it
+
+    task = asyncio.create_task(write())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    # the statement's trip is queued behind hold(): the thread runs hold() and the trip waits in its queue
+    while not (running.is_set() and driver and driver[0]._tx.qsize() >= 1):
+        assert loop.time() < deadline and not task.done(), "the statement was never queued"
+        await asyncio.sleep(0.01)
+    task.cancel()
+    # the cancellation reaches the transaction's end (its rollback) while the trip is still queued
+    while not (task.done() or driver[0]._tx.qsize() >= 2):
+        assert loop.time() < deadline, "the cancelled transaction never ended"
+        await asyncio.sleep(0.01)
+    release.set()
+    await blocker[0]
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    began = loop.time()
+    async with sqlite_store.transaction() as tx:
+        assert await tx.positions("reconciler") == {}
+        await tx.advance("reconciler", 1, 8)
+    assert loop.time() - began < 2.0, "the next writer waited for a lock the cancelled transaction left held"
