@@ -107,8 +107,23 @@ class MemoryStore:
         self._last_decision += count
         return list(range(first, first + count))
 
-    def _apply(self, commit: Commit, ids: Sequence[int]) -> None:
-        """How a commit moves the stored state (the SQL store's Transaction.commit, in dicts)."""
+    def _outbox_rows(self, commit: Commit, ids: Sequence[int], queued: Collection[str] = ()) -> list[OutboxRow]:
+        """The outbox rows `commit` adds, its decisions given `ids`: those of a key neither held nor in `queued`
+        (insert-or-ignore: a decision replayed after a crash); none without a trail, nor in shadow mode."""
+        if not self.trail or commit.shadow:
+            return []
+        seen = set(queued)
+        rows = []
+        for sync, decision_id in zip(commit.decisions, ids, strict=True):
+            for row in outbox.rows_of(sync, decision_id, commit.at):
+                if row.key not in self.outbox and row.key not in seen:
+                    seen.add(row.key)
+                    rows.append(row)
+        return rows
+
+    def _apply(self, commit: Commit, ids: Sequence[int], rows: Sequence[OutboxRow] | None = None) -> None:
+        """How a commit moves the stored state (the SQL store's Transaction.commit, in dicts); `rows`: its outbox
+        rows, if a transaction made them already (_outbox_rows)."""
         if commit.backoff_gc_before is not None:
             cutoff = commit.backoff_gc_before
             self.backoff = {k: v for k, v in self.backoff.items() if not v.last_update < cutoff}
@@ -129,14 +144,12 @@ class MemoryStore:
             self.shadow_acts.extend(shadow.rows_of(commit, ids))
         for sync, decision_id in zip(commit.decisions, ids, strict=True):
             self.decisions[decision_id] = dataclasses.replace(decisions.row_of(sync, commit.at), id=decision_id)
-            if commit.shadow:
+        for row in self._outbox_rows(commit, ids) if rows is None else rows:
+            if row.key in self.outbox:  # insert-or-ignore, for rows made before another transaction's apply
                 continue
-            for row in outbox.rows_of(sync, decision_id, commit.at):
-                if row.key in self.outbox:  # insert-or-ignore: a decision replayed after a crash
-                    continue
-                self.outbox[row.key] = dataclasses.replace(row, targets=())
-                for target in row.targets:
-                    self.targets.setdefault(target.key, (row.key, target))
+            self.outbox[row.key] = dataclasses.replace(row, targets=())
+            for target in row.targets:
+                self.targets.setdefault(target.key, (row.key, target))
         for tick in commit.ticks(ids):
             self._last_tick += 1
             self.ticks.append(dataclasses.replace(tick, id=self._last_tick))
@@ -180,7 +193,7 @@ class MemoryTransaction:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._results: dict[str, ResultRow] = {}
-        self._commits: list[tuple[Commit, list[int]]] = []
+        self._commits: list[tuple[Commit, list[int], list[OutboxRow]]] = []
         self.queued: list[OutboxRow] = []
 
     async def record_results(self, rows: Sequence[ResultRow], at: datetime) -> list[str]:
@@ -194,14 +207,9 @@ class MemoryTransaction:
 
     async def commit(self, commit: Commit, fence: Fence) -> list[int]:
         ids = self._store._assign(len(commit.decisions))
-        self._commits.append((commit, ids))
-        if self._store.trail and not commit.shadow:  # the rows _apply will keep: those of a key not held yet
-            queued = {row.key for row in self.queued}
-            for sync, decision_id in zip(commit.decisions, ids, strict=True):
-                for row in outbox.rows_of(sync, decision_id, commit.at):
-                    if row.key not in self._store.outbox and row.key not in queued:
-                        queued.add(row.key)
-                        self.queued.append(row)
+        rows = self._store._outbox_rows(commit, ids, {row.key for row in self.queued})
+        self._commits.append((commit, ids, rows))
+        self.queued.extend(rows)
         return ids
 
     async def lease_now(self, local: datetime) -> datetime:
@@ -210,8 +218,8 @@ class MemoryTransaction:
 
     def apply(self) -> None:
         self._store.results.update(self._results)
-        for commit, ids in self._commits:
-            self._store._apply(commit, ids)
+        for commit, ids, rows in self._commits:
+            self._store._apply(commit, ids, rows)
 
 
 if TYPE_CHECKING:  # the memory store is the port, the audit's SQL questions aside (mypy checks it here)

@@ -83,15 +83,23 @@ async def execute(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[
         return (await execute_driver(conn, operation, bound[0]))[0]
     if not returning:
         return (await execute_driver(conn, operation, bound, many=True))[0]
-    # sqlite3's executemany drops the rows a statement returns: one multi-row VALUES per chunk, as SQLAlchemy's
-    # "insertmanyvalues" sends an executemany with RETURNING
-    head, group, tail = statement(conn, ("driver_values", *key, "", *names), lambda: _values_group(operation))
-    chunk = SQLITE_MAX_VARIABLES // len(order)
+    # sqlite3's executemany drops the rows a statement returns: as SQLAlchemy's "insertmanyvalues" sends one
+    return await _values_returning(conn, ("driver_values", *key, "", *names), operation, len(order), len(bound),
+                                   lambda start, stop: tuple(v for row in bound[start:stop] for v in row))
+
+
+async def _values_returning(conn: AsyncConnection, key: tuple[str, ...], operation: str, width: int, count: int,
+                            flat: Callable[[int, int], tuple[Any, ...]]) -> list[Any]:
+    """An SQLite INSERT of one row (`operation`, `width` parameters) .. RETURNING, run for `count` rows as one
+    multi-row INSERT .. VALUES (?, ..), (?, ..) .. per chunk of as many rows as SQLITE_MAX_VARIABLES holds; `flat`
+    gives the values of rows [start, stop), row by row. The rows returned, in order."""
+    head, group, tail = statement(conn, key, lambda: _values_group(operation))
+    chunk = SQLITE_MAX_VARIABLES // width
     returned: list[Any] = []
-    for start in range(0, len(bound), chunk):
-        part = bound[start:start + chunk]
-        flat = tuple(v for row in part for v in row)
-        returned.extend((await execute_driver(conn, f"{head}{', '.join([group] * len(part))}{tail}", flat))[0])
+    for start in range(0, count, chunk):
+        stop = min(start + chunk, count)
+        rows, _ = await execute_driver(conn, f"{head}{', '.join([group] * (stop - start))}{tail}", flat(start, stop))
+        returned.extend(rows)
     return returned
 
 
@@ -221,19 +229,17 @@ async def insert_new_returning(conn: AsyncConnection, table: sa.Table, columns: 
         return []
     if conn.dialect.name == "postgresql":
         return [key for key, in (await execute_driver(conn, sql, tuple(processed)))[0]]
-    # SQLite: `sql` is the statement of one row; the VALUES group repeated for a chunk, its values flat, row by row
-    head, group, tail = statement(conn, ("insert_new_values", table.name, returning.name), lambda: _values_group(sql))
+    # SQLite: `sql` is the statement of one row; its values column by column, flattened row by row for each chunk
     width = len(processed)
-    chunk = SQLITE_MAX_VARIABLES // width
-    keys: list[Any] = []
-    for start in range(0, count, chunk):
-        stop = min(start + chunk, count)
-        flat: list[Any] = [None] * ((stop - start) * width)
-        for i, values in enumerate(processed):
-            flat[i::width] = values[start:stop]
-        rows, _ = await execute_driver(conn, f"{head}{', '.join([group] * (stop - start))}{tail}", tuple(flat))
-        keys.extend(key for key, in rows)
-    return keys
+
+    def flat(start: int, stop: int) -> tuple[Any, ...]:
+        values: list[Any] = [None] * ((stop - start) * width)
+        for i, column in enumerate(processed):
+            values[i::width] = column[start:stop]
+        return tuple(values)
+
+    rows = await _values_returning(conn, ("insert_new_values", table.name, returning.name), sql, width, count, flat)
+    return [key for key, in rows]
 
 
 def _values_group(sql: str) -> tuple[str, str, str]:
