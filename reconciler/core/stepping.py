@@ -290,11 +290,16 @@ def start_positions(decided: Iterable[int], positions: Mapping[int, int], consis
     after its own bootstrap, and an expectation whose pod was created meanwhile waited out the 5-minute
     timeout).
 
+    A split start on an empty stream (`consistent` 0) records 0 too: its commits may all be of the cluster
+    partition's events, whose position a split start leaves out, and without a position of its own the next
+    start would resume after its bootstrap, past its partitions' events that no commit observed.
+
     `alone` (one reconciler for every partition) with nothing committed replays the whole history, which
-    records every event in the audit trail from the first start on."""
+    records every event in the audit trail from the first start on; after that its lowest position (the
+    cluster partition's included) is never past an event no commit observed."""
     missing = sorted(p for p in decided if p not in positions)
     start = 1 if alone and not positions else min([*positions.values(), consistent]) + 1
-    return start, {p: start - 1 for p in missing if start > 1}
+    return start, {p: start - 1 for p in missing if start > 1 or not alone}
 
 
 def fresh_controllers(cache: Cache, expectations: Mapping[str, Expectations],

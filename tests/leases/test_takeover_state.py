@@ -16,7 +16,7 @@ import msgspec
 import pytest
 import sqlalchemy as sa
 
-from kube.testing import replicaset
+from kube.testing import node, replicaset
 from messages import codec, subjects
 from messages.actions import CreatePods
 from messages.keys import parse_controller_key
@@ -110,6 +110,52 @@ async def test_the_next_owner_sees_the_pod_the_dead_owner_expected(
     engine = await replayed(bus, store, Window(instance="b"))
     assert engine.divergence is None, f"replay of b: {engine.divergence}"
     assert engine.stats.compared > 0
+
+
+async def observed_seqs(store: Store) -> list[int]:
+    async with store.engine.connect() as conn:
+        return list((await conn.execute(sa.text("select stream_seq from observed_events order by stream_seq"))
+                     ).scalars())
+
+
+async def test_the_next_owner_observes_what_a_first_owner_on_an_empty_stream_never_recorded(
+        bus: Bus, store: Store, running: list[tuple[Reconciler, asyncio.Task[None]]]) -> None:
+    """A fresh deployment: the first owner starts on an empty stream (nothing to bootstrap, it resumes at the
+    first event) and commits only the cluster partition's events before it dies, so its partitions have no
+    position of their own. The next owner must resume from where that first commit stood, not after its own
+    bootstrap: the ReplicaSet's ADDED event, published while nobody ran, is observed by a committed batch
+    (the audit trail has every event) and decided on."""
+    partition = int(bus.partition_of(NAMESPACE))
+    async with store.transaction() as tx:
+        held = await leases.acquire(tx.conn, "a", [partition], now=datetime.now(UTC), ttl=60)
+    a = Reconciler(bus, store, instance="a", partitions=held, lease_ttl=60)
+    a_task = asyncio.create_task(a.run())
+
+    async def a_caught_up() -> bool:
+        return a.caught_up
+
+    await until(a_caught_up, "a caught up with the empty stream")
+    await publish(bus, node("n1").uid("node-1").rv("1").build(), ADDED)  # seq 1, the cluster partition
+
+    async def node_observed() -> bool:
+        return await observed_seqs(store) == [1]
+
+    await until(node_observed, "a's commit of the node's event")
+    a_task.cancel()  # kill -9
+    await asyncio.gather(a_task, return_exceptions=True)
+
+    await publish(bus, replicaset("web").ns(NAMESPACE).uid("rs-1").rv("2").replicas(1).build(), ADDED)  # seq 2
+    async with store.transaction() as tx:
+        await leases.release(tx.conn, "a", held)
+        taken = await leases.acquire(tx.conn, "b", [partition], now=datetime.now(UTC), ttl=60)
+    b = Reconciler(bus, store, instance="b", partitions=taken, lease_ttl=60)
+    running.append((b, asyncio.create_task(b.run())))
+
+    async def b_decided() -> bool:
+        return len(await creates(store)) == 1
+
+    await until(b_decided, "b's decision to create the pod")
+    assert await observed_seqs(store) == [1, 2], "the ReplicaSet's event observed by no committed batch"
 
 
 async def test_the_next_owner_relays_what_the_dead_owner_committed_exactly_once(

@@ -27,8 +27,12 @@ from reconciler.core.stepping import CLUSTER_PARTITION, start_positions
     ([0, 1], {0: 170, 1: 175}, 159, False, 160, {}),
     # split, every partition committed: after the lowest, nothing to record
     ([0, 1], {0: 12, 1: 30}, 40, False, 13, {}),
-    # an empty history
-    ([0], {}, 0, False, 1, {}),
+    # split, an empty history: from the first event, and recorded there (its commits may be of the cluster
+    # partition only, whose position a split start leaves out)
+    ([0], {}, 0, False, 1, {0: 0}),
+    ([1, 3], {}, 0, False, 1, {1: 0, 3: 0}),
+    # alone, an empty history: from the first event; every later commit's positions bound the next start
+    (range(2), {}, 0, True, 1, {}),
 ])
 def test_start_positions(decided: range | list[int], positions: dict[int, int], consistent: int, alone: bool,
                          start: int, new: dict[int, int]) -> None:
