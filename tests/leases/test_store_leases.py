@@ -3,6 +3,9 @@ stale epoch raises LeaseLost and leaves nothing behind. On SQLite and PostgreSQL
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -150,22 +153,34 @@ async def test_empty_fence_checks_nothing(store: Store) -> None:
 
 
 async def test_fence_holds_the_lease_rows_until_commit(backend: str, store: Store) -> None:
-    """PostgreSQL: between check_fence and the commit, the lease rows are locked, so a takeover
-    cannot slip in; it waits (here: times out) until the commit, and then finds the lease renewed.
-    (SQLite has a single writer, which gives the same guarantee.)"""
-    if backend != "postgresql":
-        pytest.skip("SQLite serialises write transactions as a whole")
+    """Between check_fence and the commit no takeover can slip in. PostgreSQL locks the lease rows: a takeover
+    waits (here: until its lock timeout). SQLite has a single writer: a takeover's write transaction cannot
+    begin while the fenced one is open. After the commit the takeover finds the lease renewed."""
     await acquire(store, "a", 0, now=0)
     async with store.transaction() as tx:
         await tx.insert_decision(decision("c-1"))
         await leases.check_fence(tx.conn, "a", {0: 1}, now=at(9.9), ttl=TTL)
-        async with store.engine.connect() as other:
-            with pytest.raises(sa.exc.DBAPIError, match="lock timeout"):
-                async with other.begin():
-                    await other.execute(sa.text("SET LOCAL lock_timeout = '200ms'"))
-                    await leases.acquire(other, "b", [0], now=at(10), ttl=TTL)
+        if backend == "postgresql":
+            async with store.engine.connect() as other:
+                with pytest.raises(sa.exc.DBAPIError, match="lock timeout"):
+                    async with other.begin():
+                        await other.execute(sa.text("SET LOCAL lock_timeout = '200ms'"))
+                        await leases.acquire(other, "b", [0], now=at(10), ttl=TTL)
+        else:
+            with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+                await asyncio.to_thread(_begin_writing, str(store.engine.url.database))
     assert await acquire(store, "b", 0, now=10) == {}  # a's commit renewed it to 19.9
     assert await table(store) == {0: ("a", 1)}
+
+
+def _begin_writing(path: str) -> None:
+    """Another process's takeover on SQLite: a write transaction on the same file, waiting 200 ms for its lock."""
+    other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
 
 
 async def members(conn: AsyncConnection) -> list[tuple[str, float]]:
