@@ -23,7 +23,8 @@ thread's (aiosqlite's too, which `--toggle-collect` would not count):
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/tmp/c.%p \
         .venv/bin/python -m bench.store_bench --commits 40 --shape upstream     # and 140: (b - a) / 100
 
-It prints a digest of every row written (the same in every tree: the rows do not change).
+It prints a digest of every row written (the same in every tree: the rows do not change). `--fenced`: each commit
+checks and extends the leases of 4 partitions, as a split reconciler's (`kubus reconcile`) do.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from messages.actions import ActionResult, DeletePod
 from reconciler.core.batch import BatchTick, Commit, Sync
 from reconciler.core.controllers import Decided
 from reconciler.core.expectations import Expectations
-from store import streams
+from store import leases, streams
 from store.decisions import Decision
 from store.engine import open_store
 from store.events import ObservedEventRow
@@ -133,7 +134,7 @@ SHAPES = {"upstream": (16, 2, 2, 2), "sim": (95, 24, 2, 12)}  # events, results,
 SAMPLE_BATCHES = 400
 
 
-def commits(batches: int, shape: str) -> None:
+def commits(batches: int, shape: str, fenced: bool = False) -> None:
     events_per, results_per, decisions_per, deletes_per = SHAPES[shape]
     sample = pods(events_per * SAMPLE_BATCHES)
     fence = Fence(stream="2026-11-28T12:00:00Z")
@@ -144,6 +145,10 @@ def commits(batches: int, shape: str) -> None:
             store = await open_store(f"sqlite:///{path}", workdir, clock=lambda: AT)
             try:
                 await store.record_stream_identity(streams.RECONCILER, "KUBUS_EVENTS", fence.stream or "")
+                if fenced:  # a split reconciler's (`kubus reconcile`), holding 4 partitions
+                    async with store.transaction() as tx:
+                        epochs = await leases.acquire(tx.conn, "bench", range(4), now=AT, ttl=10 ** 8)
+                    fenced_by = Fence(owner="bench", epochs=epochs, ttl=30, stream=fence.stream)
                 for b in range(batches):
                     at = AT + timedelta(seconds=b)
                     first = b * events_per
@@ -175,7 +180,7 @@ def commits(batches: int, shape: str) -> None:
                             key=r.key, action_key=r.action_key, decision_id=r.decision_id, action=r.action,
                             outcome=r.outcome, code=r.code, reason="", message="", object_uid=None, executor="x",
                             attempts=1, finished_at=at, subject=f"bench/{r.key}") for r in results], at)
-                        await tx.commit(commit, fence)
+                        await tx.commit(commit, fenced_by if fenced else fence)
                     pending = await store.pending(500)
                     await store.mark_sent([r.key for r in pending])
                     await store.save_checkpoint("Pod", str(b))
@@ -183,7 +188,7 @@ def commits(batches: int, shape: str) -> None:
                 await store.close()
 
         asyncio.run(run())
-        print(f"{batches} {shape} batches; rows written: {digest(path)}")
+        print(f"{batches} {shape} batches{' (fenced)' if fenced else ''}; rows written: {digest(path)}")
 
 
 def digest(path: str) -> str:
@@ -212,9 +217,11 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=40)
     parser.add_argument("--commits", type=int, help="N reconciler commits for callgrind (see above)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="upstream")
+    parser.add_argument("--fenced", action="store_true", help="commits fenced by 4 partitions' leases, as a split "
+                                                              "reconciler's are (`--commits` only)")
     args = parser.parse_args()
     if args.commits is not None:
-        commits(args.commits, args.shape)
+        commits(args.commits, args.shape, args.fenced)
         return
     import uvloop
 

@@ -112,8 +112,10 @@ async def live_members(conn: AsyncConnection, *, now: datetime, ttl: float) -> l
 # --- leases --------------------------------------------------------------------------------------
 
 def _lease(r: Any) -> Lease:
-    return Lease(partition=int(r.partition), owner=r.owner, epoch=int(r.epoch), expires_at=r.expires_at,
-                 acquired_at=r.acquired_at)
+    """A row of the lease table (its columns in the table's order), as SQLAlchemy or `sql.execute` reads it."""
+    partition, owner, epoch, expires_at, acquired_at = r
+    return Lease(partition=int(partition), owner=owner, epoch=int(epoch), expires_at=expires_at,
+                 acquired_at=acquired_at)
 
 
 async def leases(conn: AsyncConnection) -> list[Lease]:
@@ -123,7 +125,8 @@ async def leases(conn: AsyncConnection) -> list[Lease]:
 
 # The statements every commit's fence check runs, built once with their values as parameters (building one costs
 # more than running it on SQLite); the same SQL and parameter types as built with the values in place
-# (tests/store/test_prebuilt_statements.py compares them).
+# (tests/store/test_prebuilt_statements.py compares them). Run by `sql.execute`: on SQLite without SQLAlchemy's
+# execution (two of a commit's statements; the fence's partitions are the same list at every commit of a loop).
 LOCK = (sa.select(t).where(t.c.partition.in_(sa.bindparam("partitions", expanding=True))).order_by(t.c.partition)
         .with_for_update())
 EXTEND = (sa.update(t).where(t.c.partition.in_(sa.bindparam("partitions", expanding=True)))
@@ -137,7 +140,8 @@ async def _lock(conn: AsyncConnection, partitions: Collection[int]) -> dict[int,
     writer anyway), always in partition order, so two lease transactions never deadlock."""
     if not partitions:
         return {}
-    return {int(r.partition): _lease(r) for r in await conn.execute(LOCK, {"partitions": sorted(partitions)})}
+    rows = await sql.execute(conn, ("leases.lock",), lambda: LOCK, {"partitions": sorted(partitions)})
+    return {lease.partition: lease for lease in map(_lease, rows)}
 
 
 async def acquire(conn: AsyncConnection, me: str, partitions: Iterable[int], *, now: datetime,
@@ -172,7 +176,8 @@ def _valid(lease: Lease | None, me: str, epoch: int, now: datetime) -> bool:
 
 async def _extend(conn: AsyncConnection, partitions: Collection[int], until: datetime) -> None:
     if partitions:
-        await conn.execute(EXTEND, {"partitions": sorted(partitions), "until": until, "until_then": until})
+        await sql.execute(conn, ("leases.extend",), lambda: EXTEND,
+                          {"partitions": sorted(partitions), "until": until, "until_then": until})
 
 
 async def renew(conn: AsyncConnection, me: str, held: Mapping[int, int], *, now: datetime, ttl: float) -> set[int]:

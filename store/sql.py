@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -62,30 +62,46 @@ async def execute_driver(conn: AsyncConnection, operation: str, parameters: Any,
 
 async def execute(conn: AsyncConnection, key: tuple[str, ...], build: Callable[[], Any],
                   values: dict[str, Any] | list[dict[str, Any]]) -> list[Any]:
-    """`statement(conn, key, build)` executed with `values` (a list: executemany), its rows as the driver returns
-    them (no result processing: for columns the driver reads as they are, integers and text).
+    """`statement(conn, key, build)` executed with `values` (a list: executemany), its rows (tuples, or SQLAlchemy's
+    Rows off the driver), each column's value as SQLAlchemy's execution reads it (its type's result processing).
 
     On SQLite, in a transaction, the statement is compiled once (per `key` and the values' names) to the driver's SQL
     and each parameter's bind processor, its values bound by those and run by `execute_driver`: the same SQL and
     bound values SQLAlchemy's execution sends, without its cache key, compiled cache, parameter dictionaries and
-    execution (tests/store/test_sqlite_trips.py compares the rows written). Elsewhere SQLAlchemy's execution."""
+    execution (tests/store/test_sqlite_trips.py compares the rows written and read). A list parameter of an
+    expanding IN (`bindparam(.., expanding=True)`; single `values` only) is compiled once per length of its list, as
+    SQLAlchemy renders it: for lists of few lengths (a lease fence's partitions). Elsewhere SQLAlchemy's execution."""
     if conn.dialect.name != "sqlite" or not conn.in_transaction():
         result = await conn.execute(statement(conn, key, build), values)
         return list(result.all()) if result.returns_rows else []
     rows = values if isinstance(values, list) else [values]
     assert rows, "no values: the callers write nothing instead"
     names = tuple(rows[0])
-    operation, order, processors, returning = statement(
-        conn, ("driver", *key, "", *names), lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
-    bound = [tuple(v if process is None else process(v) for process, v in
-                   zip(processors, map(row.__getitem__, order), strict=True)) for row in rows]
+    compiled = statement(conn, ("driver", *key, "", *names),
+                         lambda: _driver_sql(conn.dialect, statement(conn, key, build), names))
+    if compiled.expanding:
+        assert not isinstance(values, list), "an expanding IN is bound per execution, not per executemany row"
+        lengths = tuple(len(values[name]) for name in compiled.expanding)
+        compiled = statement(conn, ("driver", *key, "", *names, "", *map(str, lengths)),
+                             lambda: _expanded(compiled, conn.dialect, statement(conn, key, build), values))
+        bound = [tuple(process(v) if process is not None else v for process, v in
+                       zip(compiled.processors, (get(values) for get in compiled.getters), strict=True))]
+    else:
+        bound = [tuple(v if process is None else process(v) for process, v in
+                       zip(compiled.processors, map(row.__getitem__, compiled.order), strict=True)) for row in rows]
     if not isinstance(values, list):
-        return (await execute_driver(conn, operation, bound[0]))[0]
-    if not returning:
-        return (await execute_driver(conn, operation, bound, many=True))[0]
-    # sqlite3's executemany drops the rows a statement returns: as SQLAlchemy's "insertmanyvalues" sends one
-    return await _values_returning(conn, ("driver_values", *key, "", *names), operation, len(order), len(bound),
-                                   lambda start, stop: tuple(v for row in bound[start:stop] for v in row))
+        got = (await execute_driver(conn, compiled.operation, bound[0]))[0]
+    elif not compiled.returning:
+        got = (await execute_driver(conn, compiled.operation, bound, many=True))[0]
+    else:
+        # sqlite3's executemany drops the rows a statement returns: as SQLAlchemy's "insertmanyvalues" sends one
+        got = await _values_returning(conn, ("driver_values", *key, "", *names), compiled.operation,
+                                      len(compiled.order), len(bound),
+                                      lambda start, stop: tuple(v for row in bound[start:stop] for v in row))
+    if compiled.results is None:
+        return got
+    return [tuple(v if process is None else process(v) for process, v in zip(compiled.results, row, strict=True))
+            for row in got]
 
 
 async def _values_returning(conn: AsyncConnection, key: tuple[str, ...], operation: str, width: int, count: int,
@@ -103,17 +119,57 @@ async def _values_returning(conn: AsyncConnection, key: tuple[str, ...], operati
     return returned
 
 
-def _driver_sql(dialect: sa.Dialect, stmt: Any, names: tuple[str, ...]
-                ) -> tuple[str, tuple[str, ...], tuple[Processor, ...], bool]:
-    """`stmt` in `dialect` with values named `names` (an insert's columns): its SQL, its parameters' names in the
-    order of their "?", each one's bind processor (None: the value as it is), and whether it returns rows."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class DriverSql:
+    """A statement compiled for the driver (`execute`): its SQL, the names of its parameters in the order of their
+    "?" and each one's bind processor (None: the value as it is), whether it returns rows, and each returned
+    column's result processor (`results` None: every column as the driver reads it). `expanding`: the parameters
+    that are lists of an expanding IN, compiled per length of their lists (`_expanded`), whose `getters` take
+    each "?"'s value from the parameters."""
+
+    operation: str
+    order: tuple[str, ...]
+    processors: tuple[Processor, ...]
+    returning: bool
+    results: tuple[Processor, ...] | None
+    expanding: tuple[str, ...] = ()
+    getters: tuple[Callable[[dict[str, Any]], Any], ...] = ()
+
+
+def _driver_sql(dialect: sa.Dialect, stmt: Any, names: tuple[str, ...]) -> DriverSql:
+    """`stmt` in `dialect` with values named `names` (an insert's columns) as `execute` runs it."""
     compiled = stmt.compile(dialect=dialect, column_keys=list(names) if stmt.is_insert else None)
     order = tuple(compiled.positiontup or ())
     assert set(order) <= set(names), (order, names)  # no default SQLAlchemy would fill in
     binds = [compiled.binds[name] for name in order]
-    assert not any(bind.expanding for bind in binds), compiled.string  # rendered per execution
-    return (compiled.string, order, tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
-            bool(compiled.effective_returning))
+    columns = list(stmt.selected_columns) if stmt.is_select else list(compiled.effective_returning or ())
+    results = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    return DriverSql(compiled.string, order,
+                     tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
+                     bool(compiled.effective_returning) or stmt.is_select,
+                     None if all(process is None for process in results) else results,
+                     tuple(bind.key for bind in binds if bind.expanding))
+
+
+def _expanded(base: DriverSql, dialect: sa.Dialect, stmt: Any, values: dict[str, Any]) -> DriverSql:
+    """`base` with its expanding IN lists rendered for the lengths of those in `values`, as SQLAlchemy renders them
+    at its execution: one "?" an element, each bound by its list's processor."""
+    compiled = stmt.compile(dialect=dialect)
+    state = compiled.construct_expanded_state(values)
+    element = {expanded: (name, i) for name, names in state.parameter_expansion.items()
+               for i, expanded in enumerate(names)}
+    processor = dict(zip(base.order, base.processors, strict=True))
+    getters: list[Callable[[dict[str, Any]], Any]] = []
+    processors: list[Processor] = []
+    for name in state.positiontup or ():
+        if name in element:
+            listed, i = element[name]
+            getters.append(lambda v, listed=listed, i=i: v[listed][i])  # type: ignore[misc]
+            processors.append(processor[listed])
+        else:
+            getters.append(itemgetter(name))
+            processors.append(processor[name])
+    return dataclasses.replace(base, operation=state.statement, processors=tuple(processors), getters=tuple(getters))
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Insert:

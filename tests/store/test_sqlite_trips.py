@@ -8,7 +8,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import checkpoints, decisions, expectations, positions, sql, streams, ticks
+from store import checkpoints, decisions, expectations, leases, positions, sql, streams, ticks
 from store.decisions import Decision
 from store.engine import Store, open_store
 from store.expectations import ExpectationsRow
@@ -128,6 +128,29 @@ async def test_positions_of_several_partitions_are_one_statement(sqlite_store: S
             await positions.advance_all(tx.conn, "reconciler", {0: 9, 1: 40, 2: 3, 16: 7}, at=AT)
         assert len(ran) == 1, ran
         assert await tx.positions("reconciler") == {0: 9, 1: 50, 2: 3, 16: 7}
+
+
+async def test_the_lease_fence_is_two_driver_statements(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit of a split reconciler checks and extends its leases: the lock's SELECT and the extension's
+    UPDATE (each with its IN list of the fence's partitions) run on the driver, one trip each, and SQLAlchemy
+    executes nothing; a lease that moved on still raises LeaseLost."""
+    async with sqlite_store.transaction() as tx:
+        assert await leases.acquire(tx.conn, "r-0", [2, 0], now=AT, ttl=30) == {0: 1, 2: 1}
+    executions: list[str] = []
+    sa.event.listen(sqlite_store.engine.sync_engine, "before_cursor_execute",
+                    lambda *args: executions.append(args[2]))
+    async with sqlite_store.transaction() as tx:
+        await positions.advance(tx.conn, "reconciler", 0, 3, at=AT)
+        with trips(monkeypatch) as ran:
+            await leases.check_fence(tx.conn, "r-0", {0: 1, 2: 1}, now=AT, ttl=40)
+        assert ran == ["_run", "_run"], ran
+    assert executions == []
+    async with sqlite_store.engine.connect() as conn:
+        assert [(lease.partition, lease.expires_at) for lease in await leases.leases(conn)] == [
+            (0, AT + timedelta(seconds=40)), (2, AT + timedelta(seconds=40))]
+    with pytest.raises(leases.LeaseLost, match=r"partition\(s\) 2"):
+        async with sqlite_store.transaction() as tx:
+            await leases.check_fence(tx.conn, "r-0", {0: 1, 2: 7}, now=AT, ttl=40)
 
 
 async def test_a_read_is_its_statement_and_the_pools_rollback(sqlite_store: Store,
@@ -276,6 +299,13 @@ async def _write(conn: AsyncConnection) -> list[Any]:
                                                        deletion_keys=frozenset({"ns/b", "ns/a"}), set_at=at)])
         await streams.record(conn, streams.RECONCILER, "KUBUS_EVENTS", f"2026-11-2{n}T00:00:00Z", at=at)
         done.append(await streams.identity(conn, streams.RECONCILER))
+        if n == 1:
+            assert await leases.acquire(conn, "r-0", [5, 0, 3], now=at, ttl=30) == {0: 1, 3: 1, 5: 1}
+        # the fence's lock and extension (the second time extending only 0 and 3), and a renewal
+        await leases.check_fence(conn, "r-0", {0: 1, 3: 1, 5: 1} if n == 1 else {0: 1, 3: 1}, now=at, ttl=40 * n)
+        # the second time a minute on: 5's lease (at + 45 s) ran out, 0's (at + 80 s) did not
+        done.append(await leases.renew(conn, "r-0", {5: 1, 0: 1}, now=at + timedelta(seconds=60 * (n - 1)), ttl=45))
+        done.append(await leases.leases(conn))
         done.append(await decisions.insert(conn, [
             Decision(correlation_id=f"c-{n}-{k}", controller_key="ReplicaSet/ns/web", controller_kind="ReplicaSet",
                      partition=k, stream_seq=9, trigger=None if k else "Pod:u:9:MODIFIED", decided_at=at,
@@ -304,7 +334,7 @@ async def test_statements_compiled_for_the_driver_write_what_sqlalchemys_executi
         db = sqlite3.connect(tmp_path / path / "kubus.db")
         tables = {}
         for table in ("consumer_positions", "reconciler_ticks", "ingest_checkpoints", "expectations",
-                      "stream_identities", "decisions"):
+                      "stream_identities", "decisions", "partition_leases"):
             columns = [c for (_, c, *_) in db.execute(f"PRAGMA table_info({table})")]
             typed = ", ".join(f"quote({c}), typeof({c})" for c in columns)
             tables[table] = db.execute(f"SELECT {typed} FROM {table} ORDER BY rowid").fetchall()
@@ -312,8 +342,12 @@ async def test_statements_compiled_for_the_driver_write_what_sqlalchemys_executi
         stored.append((read, tables))
     assert stored[0] == stored[1]
     read, tables = stored[1]
-    assert read == [1, "2026-11-21T00:00:00Z", [1, 2, 3], 2, "2026-11-22T00:00:00Z", [4, 5, 6, 7, 8, 9]]
-    assert [len(rows) for rows in tables.values()] == [3, 2, 1, 1, 1, 9]
+    assert [r for r in read if not isinstance(r, list) or not isinstance(r[0], leases.Lease)] == [
+        1, "2026-11-21T00:00:00Z", {0, 5}, [1, 2, 3], 2, "2026-11-22T00:00:00Z", {0}, [4, 5, 6, 7, 8, 9]]
+    assert [(lease.partition, lease.expires_at - AT) for lease in read[-2]] == [
+        (0, timedelta(seconds=105, microseconds=2)), (3, timedelta(seconds=80, microseconds=2)),
+        (5, timedelta(seconds=45, microseconds=1))]
+    assert [len(rows) for rows in tables.values()] == [3, 2, 1, 1, 1, 9, 3]
 
 
 async def test_a_duplicate_decision_is_an_integrity_error(sqlite_store: Store) -> None:
