@@ -14,6 +14,8 @@
     trickle-fetch N, trickle-pull N
                 the same while the N messages are published one at a time (each publish's ack awaited, on the same
                 connection), as results trickle in: the publishing counted too, the same in both
+    idle-fetch N, idle-pull N
+                the results consumer of the two kinds, idle for N seconds (N takes of up to 1 s, nothing published)
     read N      N such events, as a JetStream consumer's HMSG, read from the wire and queued by the connection's
                 protocol parser alone (no server: handed to the parser of a connection of the same class, 32 kB at
                 a time, as nats-py reads its socket) and taken from the subscription's queue
@@ -31,6 +33,7 @@ Without valgrind it prints the CPU µs per message (time.process_time), which th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sys
 import tempfile
@@ -151,6 +154,26 @@ def trickled(take: Callable[[Client, int, str], Awaitable[int]]) -> Callable[[Cl
     return trickle
 
 
+async def idle_fetch(nc: Client, seconds: int, tag: str) -> int:
+    """The results consumer before round 11, idle: `seconds` fetches that time out."""
+    sub = await jetstream(nc).pull_subscribe(f"bench.idle.{tag}", durable=f"idle{tag}", stream=STREAM)
+    for _ in range(seconds):
+        with contextlib.suppress(TimeoutError):
+            await sub.fetch(RESULTS_BATCH, timeout=1.0)
+    await sub.unsubscribe()
+    return seconds
+
+
+async def idle_pull(nc: Client, seconds: int, tag: str) -> int:
+    """The results consumer, idle: `seconds` takes that find nothing."""
+    pull = Pull(await jetstream(nc).pull_subscribe(f"bench.idle.{tag}", durable=f"idle{tag}", stream=STREAM),
+                RESULTS_BATCH)
+    for _ in range(seconds):
+        await pull.take(timeout=1.0)
+    await pull.close()
+    return seconds
+
+
 async def read(nc: Client, messages: int, tag: str) -> int:
     """Reads `messages` events from the wire into a subscription's queue, as the connection's parser reads a socket."""
     reader = type(nc)()  # the parser and message handling of nc's class, on a connection of its own
@@ -184,7 +207,8 @@ READ_SIZE = 32768  # what nats-py asks its socket for at a time (nats.aio.client
 PARTS: dict[str, Callable[[Client, int, str], Awaitable[int]]] = {
     "publish": publish, "consume": consume, "fetch": fetch, "read": read,
     "results-fetch": results_fetch, "results-pull": results_pull,
-    "trickle-fetch": trickled(results_fetch), "trickle-pull": trickled(results_pull)}
+    "trickle-fetch": trickled(results_fetch), "trickle-pull": trickled(results_pull),
+    "idle-fetch": idle_fetch, "idle-pull": idle_pull}
 
 
 def run(part: str, messages: int) -> None:
@@ -202,7 +226,8 @@ def run(part: str, messages: int) -> None:
                 await publish(nc, 300, "warm")
                 await publish(nc, messages, "m")
             events_on_the_wire(messages)
-            await PARTS[part](nc, 300, "warm")  # warm-up: nats-py's and kubus's first calls, on other subjects
+            # warm-up: nats-py's and kubus's first calls, on other subjects (an idle part: two seconds)
+            await PARTS[part](nc, 2 if part.startswith("idle") else 300, "warm")
             return nc
 
         nc = loop.run_until_complete(setup())
