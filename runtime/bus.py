@@ -547,8 +547,8 @@ class Pull:
     when fewer than half the batch are still to come (what a request has delivered is counted off it; its end, a 408
     or 409 from the server, says how many it had left: Nats-Pending-Messages). The server sends a heartbeat every
     `heartbeat` seconds of an idle request: a pull not heard from for two of them is taken for lost (a reconnect to
-    a server that never had it, or lost it), as is every pull made before a reconnect, and made again. A request
-    taken for lost that was not merely delivers more than the batch: the consumer's max_ack_pending bounds it.
+    a server that never had it, or lost it), as is every pull made before a reconnect, and made again (a request
+    wrongly taken for lost only delivers more than the batch: the consumer's max_ack_pending bounds it).
     Statuses: 100 (heartbeat) is kept here; 409 Consumer Deleted raises ConsumerDeleted; 404, 408 and the other 409s
     (Exceeded MaxWaiting, Leadership Change) end a request, with the count of its messages left when the server
     gives it, else taken as ending all (a request is made again); anything else is nats-py's error for it
