@@ -7,6 +7,15 @@
                 KUBUS_EVENTS (reconciler/consuming.py), the stream sequence of each read with stream_sequence
     fetch N     N such messages fetched by a pull consumer 100 at a time and acked, as the executor takes its
                 actions (executor/consuming.py), each one's metadata read
+    results-fetch N, results-pull N
+                N such messages taken as the reconciler's results consumer takes them and acked, each one's
+                metadata read: with nats-py's fetch(500, timeout=1.0) (before round 11) or runtime.bus.Pull (a pull
+                request of 500 kept open, each take waiting up to 1 s)
+    trickle-fetch N, trickle-pull N
+                the same while the N messages are published one at a time (each publish's ack awaited, on the same
+                connection), as results trickle in: the publishing counted too, the same in both
+    idle-fetch N, idle-pull N
+                the results consumer of the two kinds, idle for N seconds (N takes of up to 1 s, nothing published)
     read N      N such events, as a JetStream consumer's HMSG, read from the wire and queued by the connection's
                 protocol parser alone (no server: handed to the parser of a connection of the same class, 32 kB at
                 a time, as nats-py reads its socket) and taken from the subscription's queue
@@ -24,6 +33,7 @@ Without valgrind it prints the CPU µs per message (time.process_time), which th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sys
 import tempfile
@@ -37,7 +47,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
 
-from runtime.bus import Sent, close, connect, jetstream, publish_async, stored, stream_sequence
+from runtime.bus import Pull, Sent, close, connect, jetstream, publish_async, stored, stream_sequence
 from runtime.natsserver import EmbeddedNats
 
 STREAM = "BUSBENCH"
@@ -97,6 +107,73 @@ async def fetch(nc: Client, messages: int, tag: str) -> int:
     return read
 
 
+RESULTS_BATCH = 500  # reconciler/relaying.py's RESULTS_PULL; before round 11, its fetch's batch
+
+
+async def results_fetch(nc: Client, messages: int, tag: str) -> int:
+    """Takes `messages` events as the reconciler's results consumer did before round 11, and acks each."""
+    js = jetstream(nc)
+    sub = await js.pull_subscribe(f"bench.events.{tag}.>", durable=f"results{tag}", stream=STREAM)
+    read = 0
+    while read < messages:
+        try:
+            msgs = await sub.fetch(RESULTS_BATCH, timeout=1.0)
+        except TimeoutError:
+            continue
+        for msg in msgs:
+            read += msg.metadata.num_delivered or 0
+            await msg.ack()
+    await sub.unsubscribe()
+    return read
+
+
+async def results_pull(nc: Client, messages: int, tag: str) -> int:
+    """Takes `messages` events as the reconciler's results consumer does (runtime.bus.Pull), and acks each."""
+    js = jetstream(nc)
+    sub = await js.pull_subscribe(f"bench.events.{tag}.>", durable=f"results{tag}", stream=STREAM)
+    pull = Pull(sub, RESULTS_BATCH)
+    read = 0
+    while read < messages:
+        for msg in await pull.take(timeout=1.0):
+            read += msg.metadata.num_delivered or 0
+            await msg.ack()
+    await pull.close()  # unsubscribes
+    return read
+
+
+def trickled(take: Callable[[Client, int, str], Awaitable[int]]) -> Callable[[Client, int, str], Awaitable[int]]:
+    """`take`, while the messages it takes are published one at a time, each publish's ack awaited."""
+
+    async def trickle(nc: Client, messages: int, tag: str) -> int:
+        js = jetstream(nc)
+        taking = asyncio.ensure_future(take(nc, messages, f"t{tag}"))
+        for i in range(messages):
+            await js.publish(f"bench.events.t{tag}.Pod.{i % SUBJECTS}", PAYLOAD)
+        return await taking
+
+    return trickle
+
+
+async def idle_fetch(nc: Client, seconds: int, tag: str) -> int:
+    """The results consumer before round 11, idle: `seconds` fetches that time out."""
+    sub = await jetstream(nc).pull_subscribe(f"bench.idle.{tag}", durable=f"idle{tag}", stream=STREAM)
+    for _ in range(seconds):
+        with contextlib.suppress(TimeoutError):
+            await sub.fetch(RESULTS_BATCH, timeout=1.0)
+    await sub.unsubscribe()
+    return seconds
+
+
+async def idle_pull(nc: Client, seconds: int, tag: str) -> int:
+    """The results consumer, idle: `seconds` takes that find nothing."""
+    pull = Pull(await jetstream(nc).pull_subscribe(f"bench.idle.{tag}", durable=f"idle{tag}", stream=STREAM),
+                RESULTS_BATCH)
+    for _ in range(seconds):
+        await pull.take(timeout=1.0)
+    await pull.close()
+    return seconds
+
+
 async def read(nc: Client, messages: int, tag: str) -> int:
     """Reads `messages` events from the wire into a subscription's queue, as the connection's parser reads a socket."""
     reader = type(nc)()  # the parser and message handling of nc's class, on a connection of its own
@@ -127,8 +204,11 @@ def events_on_the_wire(messages: int) -> bytes:
 
 READ_SIZE = 32768  # what nats-py asks its socket for at a time (nats.aio.client.DEFAULT_BUFFER_SIZE)
 
-PARTS: dict[str, Callable[[Client, int, str], Awaitable[int]]] = {"publish": publish, "consume": consume,
-                                                                  "fetch": fetch, "read": read}
+PARTS: dict[str, Callable[[Client, int, str], Awaitable[int]]] = {
+    "publish": publish, "consume": consume, "fetch": fetch, "read": read,
+    "results-fetch": results_fetch, "results-pull": results_pull,
+    "trickle-fetch": trickled(results_fetch), "trickle-pull": trickled(results_pull),
+    "idle-fetch": idle_fetch, "idle-pull": idle_pull}
 
 
 def run(part: str, messages: int) -> None:
@@ -142,11 +222,12 @@ def run(part: str, messages: int) -> None:
         async def setup() -> Client:
             nc = await connect(server.url, "bench")
             await jetstream(nc).add_stream(StreamConfig(name=STREAM, subjects=["bench.>"], duplicate_window=120.0))
-            if part in ("consume", "fetch"):
+            if part in ("consume", "fetch", "results-fetch", "results-pull"):
                 await publish(nc, 300, "warm")
                 await publish(nc, messages, "m")
             events_on_the_wire(messages)
-            await PARTS[part](nc, 300, "warm")  # warm-up: nats-py's and kubus's first calls, on other subjects
+            # warm-up: nats-py's and kubus's first calls, on other subjects (an idle part: two seconds)
+            await PARTS[part](nc, 2 if part.startswith("idle") else 300, "warm")
             return nc
 
         nc = loop.run_until_complete(setup())

@@ -50,7 +50,7 @@ from messages.actions import FAILED, Action, ActionResult, CreateControllerRevis
 from reconciler.consuming import Stopped
 from reconciler.outgoing import Outgoing
 from runtime import failpoints, logs, serving
-from runtime.bus import Bus, Sent, publish_async, stored, wire_size
+from runtime.bus import Bus, ConsumerDeleted, Pull, Sent, publish_async, stored, wire_size
 from runtime.deadletter import ACTIONS, RESULTS, Halts, Original, dead_letter, one_line
 from store.outbox import OutboxRow
 from store.port import RelayPort
@@ -285,10 +285,10 @@ async def record_results(bus: Bus, recorder: Recorder, partitions: Collection[in
     reconciler did not commit before its partition moved (it died, or its commit raised LeaseLost)
     are redelivered to the next owner after `ack_wait`.
 
-    `stop` ends it within a fetch (a second): what a fetch brought in after it was set is handed back
-    (nak) for the next binding at once. Rebuilding a split reconciler's loop stops its recorder that way
-    rather than by cancelling it mid-fetch, which would strand the results the server had already sent
-    until their ack wait ran out.
+    `stop` ends it within a second: what its pull brought in after it was set is handed back (nak) for the
+    next binding at once. Rebuilding a split reconciler's loop stops its recorder that way rather than by
+    cancelling it mid-take, which would strand the results the server had already sent until their ack
+    wait ran out.
 
     An unusable result is moved to KUBUS_DEAD (`by` says who did) and acked. At a result of a newer kubus the
     consumer stops (`halts`: /readyz false) until `stop`, leaving it and what came after it unacked."""
@@ -313,7 +313,8 @@ class StreamMissing(RuntimeError):
     rather than waiting for messages that cannot come (the start creates the streams again)."""
 
 
-CONSUMER_CHECK = 10  # idle fetches (about a second each) between two checks that the consumer still exists
+CONSUMER_CHECK = 10  # idle takes (about a second each) between two checks that the consumer still exists
+RESULTS_PULL = 500  # results a pull request asks for (another is made once half of them came)
 
 
 @dataclass(frozen=True)
@@ -356,27 +357,41 @@ async def _record(sink: _Sink, subject: str, durable: str, ack_wait: float) -> N
 
 async def _record_until(sink: _Sink, sub: Any, subject: str) -> bool:
     """Records until `stop` or the recorder's loop stopped (False), or until the consumer is found gone
-    (True: the caller binds it again)."""
+    (True: the caller binds it again). The results come through one pull kept open (runtime.bus.Pull: each
+    handed over as it comes, not a fetch's batch a second apart); what it delivered and was not recorded is
+    handed back (nak) when it ends."""
+    pull = Pull(sub, RESULTS_PULL)
+    try:
+        return await _record_pulled(sink, sub, pull, subject)
+    finally:
+        for msg in await pull.close():
+            with contextlib.suppress(Exception):
+                await msg.nak()
+
+
+async def _record_pulled(sink: _Sink, sub: Any, pull: Pull, subject: str) -> bool:
     bus, recorder, stop = sink.bus, sink.recorder, sink.stop
     stream = bus.stream(subjects.RESULTS_STREAM)
     idle = 0
     while not stop.is_set():
         try:
-            msgs = await sub.fetch(500, timeout=1.0)
-        except TimeoutError:  # nats-py's fetch timeout is a TimeoutError: nothing to record yet
-            idle += 1
-            # a deleted consumer answers pulls with a status nats-py takes for "no messages": ask now and then
-            if idle % CONSUMER_CHECK == 0 and not await _consumer_exists(sub):
-                return True
-            continue
+            msgs = await pull.take(timeout=1.0)
+        except ConsumerDeleted:
+            return True
         except Exception as exc:
             log.warning("results consumer paused: %s", exc)
             await asyncio.sleep(1.0)  # NATS reconnecting; try again shortly
             if not await _consumer_exists(sub):
                 return True
             continue
+        if not msgs:  # nothing to record yet
+            idle += 1
+            # a consumer deleted while NATS was away, its pull lost with it, says nothing: ask now and then
+            if idle % CONSUMER_CHECK == 0 and not await _consumer_exists(sub):
+                return True
+            continue
         idle = 0
-        if stop.is_set():  # fetched for a loop that has ended: the next binding takes them now
+        if stop.is_set():  # taken for a loop that has ended: the next binding takes them now
             for msg in msgs:
                 with contextlib.suppress(Exception):
                     await msg.nak()
@@ -420,10 +435,10 @@ async def _record_until(sink: _Sink, sub: Any, subject: str) -> bool:
         for msg in taken:
             await msg.ack()
         if newer is not None:
-            for msg in later:
+            first = later[0]
+            for msg in [*later, *await pull.close()]:  # nothing more taken until upgraded
                 with contextlib.suppress(Exception):
                     await msg.nak()
-            first = later[0]
             sink.halts.halt(RESULTS, f"{stream}#{first.metadata.sequence.stream} ({first.subject})", str(newer))
             await stop.wait()
             return False

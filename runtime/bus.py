@@ -528,6 +528,134 @@ class _Subscription(Subscription):
         return msg
 
 
+PULL_EXPIRES = 30.0  # seconds a pull request of Pull stays open on the server (it then ends with a 408)
+PULL_HEARTBEAT = 5.0  # seconds between the server's heartbeats on an idle pull request (Pull)
+
+
+class ConsumerDeleted(Exception):
+    """The server ended a pull: its consumer was deleted (409 Consumer Deleted). The consumer must be bound again."""
+
+
+class Pull:
+    """A pull consumer's messages taken as they come, through pull requests kept open: `take` hands over what has
+    arrived as soon as there is one message, with no request of its own.
+
+    nats-py's fetch(n, timeout) makes a request per call, a task, a wait_for task and a uuid4 for every message it
+    waits for, and once its first message came it waits for the rest of its batch until its timeout ends: messages
+    that trickle in (a reconciler's results) come in lumps a timeout apart, and an idle consumer costs a request and
+    its 408 per timeout. Here one request of `batch` messages stays open for `expires` seconds, and another is made
+    when fewer than half the batch are still to come (what a request has delivered is counted off it; its end, a 408
+    or 409 from the server, says how many it had left: Nats-Pending-Messages). The server sends a heartbeat every
+    `heartbeat` seconds of an idle request: a pull not heard from for two of them is taken for lost (a reconnect to
+    a server that never had it, or lost it), as is every pull made before a reconnect, and made again (a request
+    wrongly taken for lost only delivers more than the batch: the consumer's max_ack_pending bounds it).
+    Statuses: 100 (heartbeat) is kept here; 409 Consumer Deleted raises ConsumerDeleted; 404, 408 and the other 409s
+    (Exceeded MaxWaiting, Leadership Change) end a request, with the count of its messages left when the server
+    gives it, else taken as ending all (a request is made again); anything else is nats-py's error for it
+    (APIError.from_msg), and a request is made again at the next take.
+
+    `close` ends the pull (the server drops requests nobody listens to) and returns what was delivered before, so that
+    the caller can hand it back (nak) rather than strand it until its ack wait."""
+
+    def __init__(self, sub: JetStreamContext.PullSubscription, batch: int, *, expires: float = PULL_EXPIRES,
+                 heartbeat: float = PULL_HEARTBEAT) -> None:
+        if not 0 < heartbeat < expires:
+            raise ValueError(f"a pull's heartbeat ({heartbeat} s) must be shorter than its expiry ({expires} s)")
+        self._sub: Subscription = sub._sub
+        self._nc: Client = sub._nc
+        self._subject = sub._nms
+        self._inbox = sub._deliver
+        self._batch = batch
+        self._request = json.dumps({"batch": batch, "expires": int(expires * 1e9),
+                                    "idle_heartbeat": int(heartbeat * 1e9)}).encode()
+        self._heartbeat = heartbeat
+        self._to_come = 0  # messages the open requests may still deliver
+        self._heard = 0.0  # the loop's time the server was last heard from on this pull
+        self._reconnects = -1  # the connection's reconnect count when the open requests were made
+
+    async def take(self, timeout: float) -> list[Msg]:
+        """The messages delivered so far, waiting up to `timeout` seconds for the first: [] when none came."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        queue = self._sub._pending_queue
+        taken: list[Msg] = []
+        while True:
+            while not queue.empty():
+                self._took(queue.get_nowait(), taken, loop.time())
+            await self._request_more(loop.time())  # before handing over: the server delivers meanwhile
+            if taken:
+                return taken
+            # until the deadline, or until a live pull's heartbeat is overdue: whichever comes first
+            wait = min(deadline, self._heard + 2 * self._heartbeat) - loop.time()
+            try:
+                async with asyncio.timeout(max(wait, 0.0)):
+                    msg = await queue.get()
+            except TimeoutError:
+                if loop.time() >= deadline:
+                    return taken
+                continue
+            self._took(msg, taken, loop.time())
+
+    def _took(self, msg: Msg, taken: list[Msg], now: float) -> None:
+        """Accounts for a message taken from the subscription's queue (as nats-py's next_msg does) and keeps it, or
+        reads it as the server's status of a request."""
+        self._sub._pending_size -= len(msg.data)
+        self._sub._pending_queue.task_done()
+        self._heard = now
+        if msg.reply:  # a JetStream message (its ack subject); the server's statuses have none
+            taken.append(msg)
+            self._to_come -= 1
+        else:
+            self._status(msg)
+
+    async def _request_more(self, now: float) -> None:
+        reconnects = self._nc.stats["reconnects"]
+        if reconnects != self._reconnects or now - self._heard >= 2 * self._heartbeat:
+            self._to_come = 0  # made before a reconnect, or not heard from: taken for lost
+        if self._to_come * 2 >= self._batch:  # half of a request or more still to come
+            return
+        await self._nc.publish(self._subject, self._request, reply=self._inbox)
+        self._to_come = max(self._to_come, 0) + self._batch
+        self._heard, self._reconnects = now, reconnects
+
+    def _status(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        status = headers.get("Status")
+        if status == "100":
+            return
+        description = headers.get("Description", "")
+        if status == "409" and description.lower() == "consumer deleted":
+            raise ConsumerDeleted(f"consumer {self._subject.rsplit('.', 1)[-1]}: {description}")
+        if status in ("404", "408", "409"):  # one request ended, with this many of its messages undelivered
+            left = headers.get("Nats-Pending-Messages")
+            self._to_come = max(self._to_come - int(left), 0) if left and left.isdigit() else 0
+            return
+        self._to_come = 0  # an error instead of messages (503: no JetStream answered the request): ask again
+        nats.js.errors.APIError.from_msg(msg)
+
+    async def close(self) -> list[Msg]:
+        """Ends the pull: unsubscribes (the server drops the open requests) once the messages it sent before are in,
+        and returns them (not acked), with any not taken yet."""
+        sub, nc = self._sub, self._nc
+        if sub._closed:
+            return []
+        if not nc.is_closed and not nc.is_reconnecting:
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                await nc._send_unsubscribe(sub._id)
+                await nc.flush()  # what the server sent before it removed the subscription is in once it answers
+        nc._remove_sub(sub._id)
+        sub._closed = True
+        queue = sub._pending_queue
+        left: list[Msg] = []
+        while not queue.empty():
+            msg = queue.get_nowait()
+            queue.task_done()
+            if msg.reply:
+                left.append(msg)
+        sub._pending_size = 0
+        return left
+
+
 def _ordered_sequences(reply: bytes, expected: int) -> tuple[int, int] | None:
     """An ordered consumer's next (stream sequence, consumer sequence) after a message with this reply subject
     (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`), when its consumer

@@ -170,6 +170,51 @@ async def test_the_results_recorder_binds_a_deleted_consumer_again(bus: Bus, mon
         await asyncio.wait_for(task, 10)
 
 
+class HeldRecorder(Recorder):
+    """Holds its first results until released: the results consumer waits for it meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def record_results(self, results: list[ActionResult], rows: list[ResultRow]) -> None:
+        self.holding.set()
+        await self.release.wait()
+        await super().record_results(results, rows)
+
+
+async def test_results_delivered_to_a_stopped_recorder_are_handed_back_at_once(bus: Bus) -> None:
+    """The results consumer's pull stays open: a result it delivered while the recorder was busy, and that the
+    recorder then did not take because it was stopped, is handed back (nak), not left to its ack wait."""
+    recorder, stop = HeldRecorder(), asyncio.Event()
+    task = asyncio.create_task(record_results(bus, recorder, [0], ack_wait=60, stop=stop))
+    stream = bus.stream(subjects.RESULTS_STREAM)
+    durable = f"{RESULTS_CONSUMER}-0"
+    subject = subjects.result_subject("0", bus.prefix)
+    try:
+        await bus.js.publish(subject, codec.encode(result_for(1)[0][0]))
+        await asyncio.wait_for(recorder.holding.wait(), 20)
+        await bus.js.publish(subject, codec.encode(result_for(2)[0][0]))
+
+        async def both_delivered() -> bool:
+            return (await bus.js.consumer_info(stream, durable)).num_ack_pending == 2
+
+        await until(both_delivered, "r2 delivered while r1 is being recorded")
+        stop.set()
+        recorder.release.set()
+        await asyncio.wait_for(task, 10)
+    finally:
+        stop.set()
+        recorder.release.set()
+        await asyncio.wait_for(task, 10)
+    assert recorder.keys == ["r1"]
+    again = await bus.js.pull_subscribe_bind(durable=durable, stream=stream)
+    (msg,) = await again.fetch(1, timeout=10)  # well within the 60 s ack wait: only a nak hands it over this soon
+    assert codec.decode_result(msg.data).key == "r2"
+    await again.unsubscribe()
+
+
 class UnansweredJetStream:
     """bus.js, except that the first `times` binds of a consumer get no answer within nats-py's timeout, as while
     a killed nats-server's stream and meta leaderships are elected again elsewhere."""
