@@ -108,7 +108,7 @@ def replay(path: str) -> tuple[float, float, Engine, float]:
     stepping.decide = timed
     try:
         started, cpu = time.perf_counter(), time.process_time()
-        _, bundles = fileformat.read_file(path)
+        _, bundles = fileformat.read_file(path, decode_objects=True)
         engine = Engine(compare=True)
         engine.run(bundles)
         return time.perf_counter() - started, timed.seconds, engine, time.process_time() - cpu

@@ -16,6 +16,10 @@ Line 1 is a header, ``{"kubus_events": FORMAT, "schema": SCHEMA_VERSION, "export
 - ``end``: ``{"line": "end", "counts": {"state", "event", "result", "tick", "decision"}}``, the last
   line, so a truncated file is told from a complete one.
 
+A reader for the replay (`Reader(..., decode_objects=True)`) decodes a pod's object with its line, straight into
+the model the cache folds it into (`_PodEvent`), instead of skipping it and decoding it again from the bytes:
+see `Reader`.
+
 The reader refuses, with the line number and the reason, a file that is truncated, out of order (event
 sequences strictly increasing within a batch and per reconciler instance, going back only after a start
 that re-reads the history; state sequences within their block; tick ids strictly increasing, decision ids
@@ -32,9 +36,11 @@ from typing import IO, Any, Final
 
 import msgspec
 
+from kube import codec
+from kube.core import Pod
 from kube.times import format_micro_time, parse_time
 from messages.actions import ActionResult
-from messages.observed import SCHEMA_VERSION, ObservedEvent
+from messages.observed import ADDED, MODIFIED, RELISTED, SCHEMA_VERSION, ObservedEvent
 from reconciler.core.stepping import Message
 from replay.bundles import Bundle, RecordedAction, RecordedDecision, restarts_reading
 from store.ticks import BATCH, START, Tick
@@ -76,6 +82,22 @@ class StateLine(_Line, tag="state"):
     seq: int
     subject: str
     event: ObservedEvent
+
+
+class _PodEvent(ObservedEvent, frozen=True, kw_only=True):
+    """An observed event of a pod whose object was decoded with its line: `Cache.apply` takes an object already in
+    its kind's model as it is. Only the replay's reader makes them (never exported or imported: their object is no
+    longer the bytes ingest published)."""
+
+    object: Pod  # type: ignore[assignment]  # (the object as the cache decodes it, not as published)
+
+
+class _PodEventLine(EventLine):
+    event: _PodEvent
+
+
+class _PodStateLine(StateLine):
+    event: _PodEvent
 
 
 class RawEventLine(_Line, tag="event"):
@@ -141,6 +163,12 @@ _MESSAGE_LINES = (EventLine, RawEventLine, StateLine, RawStateLine)
 _EVENT_LINES = (EventLine, RawEventLine)
 _DECODED_LINES = (EventLine, StateLine)
 _fast = msgspec.json.Decoder(EventLine | StateLine | ResultLine | TickLine | DecisionLine | EndLine)
+# the same lines, an event's object decoded as a pod (a line this refuses is decoded by _fast, and refused by it or not)
+_pods = msgspec.json.Decoder(_PodEventLine | _PodStateLine | ResultLine | TickLine | DecisionLine | EndLine,
+                             dec_hook=codec.dec_hook)
+_POD_LINES = (_PodEventLine, _PodStateLine)
+_EVENT_FAST = frozenset((EventLine, _PodEventLine))
+_FOLDED_TYPES = frozenset((ADDED, MODIFIED, RELISTED))  # the events whose object the cache decodes (not deletions)
 _raw_event = msgspec.json.Decoder(RawEventLine | RawStateLine)
 _header = msgspec.json.Decoder(Header)
 _encoder = msgspec.json.Encoder()
@@ -231,10 +259,17 @@ def write(out: IO[bytes], bundles: Iterable[Bundle], source: dict[str, Any], *,
 
 # --- reading ------------------------------------------------------------------------------------------
 class Reader:
-    """Reads a file into bundles, checking it as it goes (see the module's docstring)."""
+    """Reads a file into bundles, checking it as it goes (see the module's docstring).
 
-    def __init__(self, lines: Iterable[bytes]):
+    With `decode_objects` (a replay's reader: nothing but `Cache.apply` reads the events' objects), an event or state
+    line that follows a pod's creation or update (most of them do: a history's events come in runs) is decoded with its
+    object as a pod (`_PodEvent`), in the same pass, rather than skipped and decoded again by the cache. A line that is
+    not one such after all is decoded as any other (a deletion's pod is kept: the cache may take it as the final
+    state), so the lines read and the errors for a bad one are the same either way."""
+
+    def __init__(self, lines: Iterable[bytes], *, decode_objects: bool = False):
         self._lines = iter(lines)
+        self._decode_objects = decode_objects
         self.header: Header | None = None
         self.counts = dict.fromkeys(KINDS, 0)
         self.lines = 0
@@ -282,18 +317,28 @@ class Reader:
         n = self.lines
         ended = False
         decode = _fast.decode
+        decode_pod = _pods.decode if self._decode_objects else decode
+        pod_next = False  # the last event or state line was a pod's creation or update: so is this one, likely
         append = messages.append
         for raw in self._lines:
             n += 1
             self.lines = n
             if ended:
                 raise FormatError(n, "lines after the end line")
-            try:
-                line = decode(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                line = self._slow(raw, n, exc)
+            if pod_next:
+                try:
+                    line = decode_pod(raw)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    line = self._decode(raw, n)
+                if type(line) in _POD_LINES and line.event.kind != "Pod":
+                    line = self._decode(raw, n)  # (its object is not a pod's)
+            else:  # (self._decode, inlined: the other lines)
+                try:
+                    line = decode(raw)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    line = self._slow(raw, n, exc)
             cls = type(line)
-            if cls is EventLine and message_kind != "state":
+            if cls in _EVENT_FAST and message_kind != "state":
                 # the fast path of the branch below for the most common line (most of a file's lines are
                 # events): the same checks, in the same order
                 seq = line.seq
@@ -308,6 +353,7 @@ class Reader:
                     raise FormatError(n, f"event has schema version {event.v}, newer than this kubus "
                                          f"understands ({SCHEMA_VERSION}): upgrade kubus")
                 append((seq, line.subject, event))
+                pod_next = event.kind == "Pod" and event.type in _FOLDED_TYPES
                 counts["event"] += 1
                 if current is not None:
                     yield _finished(current, n)
@@ -345,8 +391,10 @@ class Reader:
                         raise FormatError(n, f"event has schema version {line.event.v}, newer than this kubus "
                                              f"understands ({SCHEMA_VERSION}): upgrade kubus")
                     payload = line.event
+                    pod_next = payload.kind == "Pod" and payload.type in _FOLDED_TYPES
                 else:
                     payload = _raw_payload(line, n)
+                    pod_next = False
                 append((seq, line.subject, payload))
                 counts[kind] += 1
                 if current is not None:
@@ -399,6 +447,13 @@ class Reader:
                 ended = True
         if not ended:
             raise FormatError(n + 1, "the file ends without its end line: truncated")
+
+    def _decode(self, raw: bytes, n: int) -> Any:
+        """A line as the reader decodes it without `decode_objects`."""
+        try:
+            return _fast.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return self._slow(raw, n, exc)
 
     def _slow(self, raw: bytes, n: int, exc: Exception) -> Any:
         """A line the typed decoder refused: which kind it is, and if it is an event, keep its bytes."""
@@ -512,11 +567,12 @@ def _decision(line: DecisionLine, n: int) -> RecordedDecision:
         actions=[RecordedAction(a.key, bytes(a.action)) for a in line.actions])
 
 
-def read_file(path: str) -> tuple[Header, Iterator[Bundle]]:
-    """The header (checked at once) and the bundles (checked as they are read)."""
+def read_file(path: str, *, decode_objects: bool = False) -> tuple[Header, Iterator[Bundle]]:
+    """The header (checked at once) and the bundles (checked as they are read); `decode_objects`: see Reader."""
     # a large buffer: lines are read one by one, and the default (8 KiB) refills every few pod events
     handle = open(path, "rb", buffering=READ_BUFFER)  # noqa: SIM115 - closed when the iterator ends
-    reader = Reader(handle)  # the file itself: a generator between it and the reader costs a resume a line
+    # the file itself: a generator between it and the reader costs a resume a line
+    reader = Reader(handle, decode_objects=decode_objects)
     try:
         header = reader.read_header()
     except BaseException:

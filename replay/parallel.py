@@ -187,7 +187,7 @@ def replay_second_half(path: str, at: Cut, keep: list[Engine] | None = None) -> 
     before = functools.cache(functools.partial(_lines_before, path, at.offset))
     try:
         with open(path, "rb", buffering=READ_BUFFER) as handle:
-            reader = Reader(handle)
+            reader = Reader(handle, decode_objects=True)
             reader.read_header()
             handle.seek(at.offset)
             reader.lines, reader.lines_before = 0, before  # its lines counted from the cut
@@ -317,7 +317,7 @@ def replay_first_half(path: str, at: Cut) -> _First:
 
     with open(path, "rb", buffering=0) as raw, open(path, "rb") as rest:
         up_to_the_cut = io.BufferedReader(_Until(raw, at.offset), READ_BUFFER)
-        reader = Reader(itertools.chain(up_to_the_cut, from_the_tick(rest)))
+        reader = Reader(itertools.chain(up_to_the_cut, from_the_tick(rest)), decode_objects=True)
         reader.read_header()
         try:
             with tuned_gc():
@@ -358,7 +358,7 @@ class _Until(io.RawIOBase):
 
 def replay_alone(path: str) -> Outcome:
     started, cpu = time.perf_counter(), time.process_time()
-    _, bundles = read_file(path)
+    _, bundles = read_file(path, decode_objects=True)
     engine = Engine(compare=True)
     engine.run(bundles)
     engine.stats.seconds = time.perf_counter() - started

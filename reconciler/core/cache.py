@@ -189,7 +189,9 @@ class Cache:
     def apply(self, event: ObservedEvent, seq: int, final_state: bool = True) -> Change | None:
         """Folds one event in; returns what changed, or None for a stale or unusable event. Without
         `final_state`, the deletion of an object the cache never held reports no old state instead of
-        decoding the one the event carries (a bootstrap's tombstones: nobody looks at them).
+        decoding the one the event carries (a bootstrap's tombstones: nobody looks at them). An event whose
+        object is in its kind's model already (decoded with the line that carried it: replay.fileformat) is
+        taken as it is.
 
         An event of a kind no controller reads changes nothing: the namespaces an older ingest watched
         (for a stand-in controller since removed) stay in the streams it wrote."""
@@ -203,7 +205,9 @@ class Cache:
         deleted_at = self.deleted.get(uid)
         if seq <= (self.seqs.get(uid, 0) if deleted_at is None else deleted_at):
             # the cache already reflects this or a later state of the object
-            obj = codec.decode(event.object, model)
+            obj = event.object
+            if type(obj) is not model:
+                obj = codec.decode(obj, model)
             old, new = (obj, None) if type_ in _DELETIONS else (None, obj)
             return _change(Change, (kind, event.namespace, event.name, uid, old, new, type_, True))
         if deleted_at is not None:
@@ -228,14 +232,16 @@ class Cache:
             table.pop(uid, None)
             final = old if old is not None else _decode_final_state(event) if final_state else None
             return _change(Change, (kind, event.namespace, event.name, uid, final, None, type_, False))
-        try:
-            new = codec.decode(event.object, model)
-        except BaseException:
-            # what unindexing first and then decoding did: the old state stays, out of the indexes
-            if old is not None:
-                self._unindex(kind, uid, old)
-            self.seqs[uid] = seq
-            raise
+        new = event.object
+        if type(new) is not model:
+            try:
+                new = codec.decode(new, model)
+            except BaseException:
+                # what unindexing first and then decoding did: the old state stays, out of the indexes
+                if old is not None:
+                    self._unindex(kind, uid, old)
+                self.seqs[uid] = seq
+                raise
         self.seqs[uid] = seq
         table[uid] = new
         if old is None:
@@ -374,4 +380,5 @@ def decode_object(event: ObservedEvent) -> Any:
     model = MODELS.get(event.kind)
     if model is None:
         raise ValueError(f"no model for kind {event.kind}")
-    return codec.decode(event.object, model)
+    obj = event.object
+    return obj if type(obj) is model else codec.decode(obj, model)

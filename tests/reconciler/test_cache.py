@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from kube import codec
+from kube.core import Pod
 from kube.testing import pod
 from messages.observed import (
     ADDED,
@@ -139,3 +140,25 @@ def test_deleted_memory_ignores_unreadable_and_older_times() -> None:
     assert set(cache.deleted) == {"a", "b", "c"}
     cache.apply(at(DELETED, "5", uid="d", observed_at="2026-01-01T03:30:00.000000Z"), 4)
     assert set(cache.deleted) == {"d"}  # all three were remembered from the clock at 02:00
+
+
+def decoded(observed: ObservedEvent) -> ObservedEvent:
+    """The event with its object in the model already, as a replay's reader decodes a pod's with its line."""
+    return msgspec.structs.replace(observed, object=codec.decode(observed.object, Pod))
+
+
+@pytest.mark.parametrize(("events", "phase", "last"), ORDER_CASES)
+@pytest.mark.parametrize("final_state", [True, False])
+def test_an_object_decoded_already_folds_as_its_bytes(events: list[tuple[ObservedEvent, int]], phase: str | None,
+                                                      last: str, final_state: bool) -> None:
+    """`Cache.apply` takes an event's object already decoded into its kind's model as it is: the changes and
+    what the cache holds are those of the same events with their objects as bytes (replayed changes and a
+    deletion's final state included)."""
+    as_bytes, as_objects = Cache(), Cache()
+    for observed, seq in events:
+        change = as_bytes.apply(observed, seq, final_state)
+        assert as_objects.apply(decoded(observed), seq, final_state) == change
+        assert isinstance(observed.object, msgspec.Raw)  # (the event given the first cache is left as it was)
+    for cache in (as_bytes, as_objects):
+        cache.journals = cache.label_sets = {}  # (not compared: the label sets are shared dicts, equal anyway)
+    assert as_objects == as_bytes
