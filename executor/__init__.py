@@ -10,7 +10,7 @@
     effects.py      Effect: one outcome of applying an action
     events.py       Events as upstream records them: pod create/delete events, written as client-go does
     correlating.py  client-go's EventCorrelator: aggregation, counting, the spam filter (pure)
-    kubeapi.py      API calls over runtime/kubehttp.py (aiohttp, on the loop): rate limited
+    kubeapi.py      API calls over runtime/kubehttp.py (HTTP/1.1 keep-alive connections on the loop): rate limited
                     (kube.flowcontrol's token bucket), retried as client-go, pre-encoded bodies
     errors.py       which answers are final, retried, or leave the outcome unknown; Status decoding
     resources.py    REST paths of the kinds actions touch

@@ -1,4 +1,4 @@
-"""The API server on the event loop (runtime/kubehttp.py: aiohttp with the kubeconfig's TLS and credentials).
+"""The API server on the event loop (runtime/kubehttp.py: HTTP/1.1 with the kubeconfig's TLS and credentials).
 
 Bodies go out as pre-encoded JSON bytes and come back as bytes for msgspec; the official client only reads
 the kubeconfig (runtime/kubeconfig.py). Until issue 25 the official client sent every request from a pool of
