@@ -79,10 +79,11 @@ def _enum(obj: Any, key: str, path: str, valid: list[str], errs: Errors) -> None
 # --- pods ----------------------------------------------------------------------------------------
 
 
-def validate_pod(pod: dict[str, Any], errs: Errors) -> None:
+def validate_pod(pod: dict[str, Any], errs: Errors, spec_json: bytes | None = None) -> None:
+    """`spec_json`: the JSON of the pod's spec without its affinity, when the caller has it (see validate_pod_spec)."""
     validate_object_meta(pod, True, subdomain_name, errs)
     spec = get(pod, "spec", dict, "spec", errs) or {}
-    validate_pod_spec(spec, "spec", errs)
+    validate_pod_spec(spec, "spec", errs, spec_json)
     for key in ("containers", "initContainers"):
         for path, container in items(spec, key, f"spec.{key}", []):
             image = _dict(container).get("image")
@@ -114,14 +115,19 @@ _SPEC_ERRORS_KEPT = 64
 _encode = msgspec.json.encode
 
 
-def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
-    """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`."""
-    rest = {k: v for k, v in spec.items() if k != "affinity"} if "affinity" in spec else spec
-    try:
-        key = (path, _encode(rest))
-    except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
-        _validate_pod_spec(spec, path, errs)
-        return
+def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors, rest_json: bytes | None = None) -> None:
+    """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`. `rest_json` is the
+    JSON of `spec` without its affinity when the caller has it already: sim.podspecs remembers it with a created
+    pod's spec, which this would otherwise encode again for every pod (~25 k instructions of a DaemonSet pod)."""
+    if rest_json is not None:
+        key = (path, rest_json)
+    else:
+        rest = {k: v for k, v in spec.items() if k != "affinity"} if "affinity" in spec else spec
+        try:
+            key = (path, _encode(rest))
+        except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
+            _validate_pod_spec(spec, path, errs)
+            return
     found = _SPEC_ERRORS.get(key)
     if found is None:
         before: Errors = []

@@ -22,7 +22,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from sim import defaulting, podspecs, schema
+from sim import defaulting, podspecs, schema, validation_apps
 from sim import resources as R
 from sim import status as errors
 from sim.cluster import SimCluster, SimConfig
@@ -186,9 +186,10 @@ def _counting_lookups(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     answers: list[bool] = []
     real = podspecs.prepare
 
-    def prepare(spec: Any) -> bool:
-        answers.append(real(spec))
-        return answers[-1]
+    def prepare(spec: Any) -> bytes | None:
+        prepared = real(spec)
+        answers.append(prepared is not None)
+        return prepared
 
     monkeypatch.setattr(podspecs, "prepare", prepare)
     return answers
@@ -203,6 +204,28 @@ def test_every_create_answers_as_without_the_memory(mode: str, monkeypatch: pyte
     assert _history(remembered) == _history(walked)
     assert len(_history(walked)) > (100 if mode == "Strict" else 250)
     assert sum(answers) > 200  # most specs were answered by the memory
+
+
+def test_the_validation_is_handed_the_json_it_would_encode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JSON the memory hands the validation's memory of pod specs with a remembered spec is what the validation
+    would encode of the spec it validates, without the affinity. (The comparison above cannot see a JSON that only
+    tells the specs apart: the validation's memory would answer each spec with its own errors all the same.)"""
+    registry = _registry()
+    answers = _counting_lookups(monkeypatch)
+    handed: list[tuple[bytes, bytes]] = []
+    real = validation_apps.validate_pod_spec
+
+    def validating(spec: dict[str, Any], path: str, errs: Any, rest_json: bytes | None = None) -> None:
+        if rest_json is not None:
+            handed.append((rest_json, msgspec.json.encode({k: v for k, v in spec.items() if k != "affinity"})))
+        real(spec, path, errs, rest_json)
+
+    monkeypatch.setattr(validation_apps, "validate_pod_spec", validating)
+    for _, body, validate in _bodies():
+        if validate:
+            _answer(registry, body, True, "Warn", True)
+    assert len(handed) == sum(answers) > 100  # every remembered spec's JSON was handed on
+    assert all(given == encoded for given, encoded in handed)
 
 
 def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.MonkeyPatch) -> None:
