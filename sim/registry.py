@@ -133,9 +133,11 @@ class Registry:
         spec_json = podspecs.prepare(obj.get("spec")) if resource is R.PODS and from_json else None
         if spec_json is not None:
             # the rest of the spec is pruned already: the prune walks only the affinity, the pod's own field, at
-            # the spec's place (so its unknown fields are reported in the same order)
+            # the spec's place (so its unknown fields are reported in the same order), unless it is a DaemonSet's
+            # pin, which it would leave as it is
             spec = obj["spec"]
-            obj["spec"] = {"affinity": spec["affinity"]} if "affinity" in spec else {}
+            walked = "affinity" in spec and podspecs.pinned_node(spec["affinity"]) is None
+            obj["spec"] = {"affinity": spec["affinity"]} if walked else {}
             self._decode(resource, obj, decoding)
             obj["spec"] = spec
         else:

@@ -17,6 +17,7 @@ import msgspec
 
 from kube.intstr import is_percent, parse_int64
 from kube.validation import regex_error, validate_dns1123_label, validate_label_key, validate_label_value
+from sim import podspecs
 from sim.validation import (
     ApiFieldError,
     Errors,
@@ -265,6 +266,11 @@ def _validate_toleration(toleration: dict[str, Any], path: str, errs: Errors) ->
 
 
 def _validate_node_affinity(spec: dict[str, Any], path: str, errs: Errors) -> None:
+    node = podspecs.pinned_node(spec.get("affinity"))
+    if node is not None:  # a DaemonSet's pin: only its node's name can be invalid (the checks below, in short)
+        errs.extend(ApiFieldError.invalid(f"{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+                                          "[0].matchFields[0].values[0]", node, m) for m in subdomain_name(node, False))
+        return
     affinity = get(spec, "affinity", dict, path.rpartition(".")[0], errs) or {}
     node_affinity = get(affinity, "nodeAffinity", dict, path, errs) or {}
     required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"

@@ -246,13 +246,83 @@ def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.Mo
     monkeypatch.setattr(defaulting, "default_pod_spec", defaulting_spec)
     for node in ("node-a", "node-b", "node-c"):
         registry.create(R.PODS, "default", _daemon_pod(node), Decoding(from_json=True))
+    # the spec once; then for each pod the prune of its top level and metadata, its affinity not walked: a
+    # DaemonSet's pin (sim.podspecs.pinned_node), which the prune would leave as it is
     assert walks == ["prune affinity,containers,dnsPolicy,restartPolicy,schedulerName,securityContext,"
-                     "terminationGracePeriodSeconds,tolerations", "default"] + ["prune affinity"] * 3
+                     "terminationGracePeriodSeconds,tolerations", "default"] + ["prune "] * 3
     pods = [entry.obj for entry in registry.store.iter(R.PODS)]
     assert sorted(pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
                   ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] for pod in pods) == ["node-a", "node-b",
                                                                                                "node-c"]
     assert len({msgspec.json.encode({**pod["spec"], "affinity": None}) for pod in pods}) == 1
+
+
+def _requirement(**changes: Any) -> dict[str, Any]:
+    return {**{"key": "metadata.name", "operator": "In", "values": ["n-1"]}, **changes}
+
+
+def _term_affinity(*terms: Any, **node_affinity: Any) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)},
+                             **node_affinity}}
+
+
+# Affinities of a DaemonSet's pod: pins, which neither the prune nor the validation walks, and all but pins
+AFFINITIES: dict[str, Any] = {
+    "a pin": _pinned("n-1"),
+    "a pin to an empty name": _pinned(""),
+    "a pin to an invalid name": _pinned("Node_1."),
+    "a pin to a name ending in a dash": _pinned("node-"),
+    "a pin to a long name": _pinned("a" * 254),
+    "a number": _term_affinity({"matchFields": [_requirement(values=[1])]}),
+    "null": _term_affinity({"matchFields": [_requirement(values=[None])]}),
+    "a boolean": _term_affinity({"matchFields": [_requirement(values=[True])]}),
+    "two values": _term_affinity({"matchFields": [_requirement(values=["n-1", "n-2"])]}),
+    "no value": _term_affinity({"matchFields": [_requirement(values=[])]}),
+    "values not a list": _term_affinity({"matchFields": [_requirement(values="n-1")]}),
+    "NotIn": _term_affinity({"matchFields": [_requirement(operator="NotIn")]}),
+    "another operator": _term_affinity({"matchFields": [_requirement(operator="in")]}),
+    "another key": _term_affinity({"matchFields": [_requirement(key="metadata.namespace")]}),
+    "an unknown field in the requirement": _term_affinity({"matchFields": [_requirement(colour=1)]}),
+    "an unknown field in the term": _pinned("n-1", odd=True),
+    "empty match expressions": _pinned("n-1", matchExpressions=[]),
+    "null match expressions": _pinned("n-1", matchExpressions=None),
+    "match expressions": _pinned("n-1", matchExpressions=[{"key": "k", "operator": "Exists"}]),
+    "two requirements": _term_affinity({"matchFields": [_requirement(), _requirement(values=["n-2"])]}),
+    "two terms": _term_affinity({"matchFields": [_requirement()]}, {"matchFields": [_requirement()]}),
+    "an empty preferred list": _term_affinity({"matchFields": [_requirement()]},
+                                              preferredDuringSchedulingIgnoredDuringExecution=[]),
+    "a preference": _term_affinity({"matchFields": [_requirement()]}, preferredDuringSchedulingIgnoredDuringExecution=[
+        {"weight": 0, "preference": {"matchFields": [_requirement()]}}]),
+    "an unknown field in the node affinity": _term_affinity({"matchFields": [_requirement()]}, extra=1),
+    "a pod affinity too": {**_pinned("n-1"), "podAffinity": {}},
+    "an unknown field in the affinity": {**_pinned("n-1"), "extra": []},
+    "terms not a list": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": {"0": {"matchFields": [_requirement()]}}}}},
+    "terms empty": _term_affinity(),
+    "match fields null": _term_affinity({"matchFields": None}),
+    "a requirement not an object": _term_affinity({"matchFields": [["n-1"]]}),
+}
+
+
+@pytest.mark.parametrize("mode", ["Warn", "Strict"])
+def test_a_daemonsets_pin_answers_as_walked(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The create of a pod pinned to its node (the reconciler's DaemonSet pods) answers as when its affinity is
+    walked by the prune and the validation: the stored JSON, or the error, and the warnings; and only the pins go
+    unwalked."""
+    pinned, walked = _registry(), _registry()
+    answers = []
+    real = podspecs.pinned_node
+    for n, (what, affinity) in enumerate(AFFINITIES.items()):
+        body = _daemon_pod("n-1")
+        body["metadata"]["name"] = f"p-{n}"
+        body["spec"]["affinity"] = affinity
+        monkeypatch.setattr(podspecs, "pinned_node", real)
+        answer = _answer(pinned, body, True, mode, True)
+        answers.append((what, real(msgspec.json.decode(msgspec.json.encode(affinity))) is not None))
+        monkeypatch.setattr(podspecs, "pinned_node", lambda affinity: None)
+        assert answer == _answer(walked, body, True, mode, True), what
+    assert _history(pinned) == _history(walked)
+    assert [what for what, is_pin in answers if is_pin] == [what for what in AFFINITIES if what.startswith("a pin")]
 
 
 def test_each_pod_gets_its_own_lists_and_objects() -> None:
