@@ -8,6 +8,8 @@ maps, unknown fields in and outside the affinity, in the metadata, the status an
 what defaulting sets (containers, probes, volumes, quantities, host ports, priorities, tolerations, service
 accounts), invalid and wrong-typed values, strategic-merge directives, a DaemonSet's pods pinned to their nodes,
 and random specs built from the Pod schema; each is created several times, so that later ones come from memory.
+Likewise a DaemonSet's pin (sim.podspecs.pinned_node), which neither the prune nor the validation walks, answers as
+walked, and the JSON the memory hands the validation is the one it would encode.
 """
 
 from __future__ import annotations
