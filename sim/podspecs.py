@@ -13,6 +13,9 @@ the whole result for each pod instead cost two thirds of what it saved.) A spec 
 affinity is not remembered: its warnings (or its Strict error) come from the create's own walk, as before; nor is
 one whose changes, so made, would not leave its fields in the order prune and defaults leave them.
 
+With the changes goes the JSON of the spec they leave, without its affinity: what the validation's memory of pod
+specs (sim.validation_apps) is keyed by, which it would encode again for every pod.
+
 The key must stand for the spec exactly: a JSON body's values are JSON's own, whereas a tuple, a set, a date or bytes
 (in-process callers, YAML bodies) would share a JSON with a list or a string and be pruned or defaulted differently,
 so only bodies decoded from JSON are looked up.
@@ -33,22 +36,23 @@ class _Changes(msgspec.Struct, frozen=True):
 
     dropped: tuple[str, ...]
     sets: tuple[tuple[str, Any, bool], ...]  # (field, value, whether the value is JSON)
+    rest_json: bytes  # the JSON of the spec so changed, without its affinity
 
 
 _KEPT: Final = 64  # distinct specs remembered (their templates'); the oldest is forgotten first
 # The changes of each remembered spec, or None for one with unknown fields (or changes out of order), by its JSON
 _changes: dict[bytes, _Changes | None] = {}
-_MISSING: Final = _Changes((), ())  # a spec not seen lately
+_MISSING: Final = _Changes((), (), b"")  # a spec not seen lately
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 
 
-def prepare(spec: Any) -> bool:
-    """Prunes and pod-defaults `spec` (a pod's, from a JSON body) in place, but for its affinity (left as it is):
-    False, having done nothing, when the rest of `spec` has unknown fields or changes that would reorder its fields,
-    or when `spec` is no object."""
+def prepare(spec: Any) -> bytes | None:
+    """Prunes and pod-defaults `spec` (a pod's, from a JSON body) in place, but for its affinity (left as it is),
+    and returns the JSON of the result without its affinity. None, having done nothing, when the rest of `spec` has
+    unknown fields or changes that would reorder its fields, or when `spec` is no object."""
     if not isinstance(spec, dict):
-        return False
+        return None
     if "affinity" in spec:
         rest = dict(spec)
         rest["affinity"] = None
@@ -61,12 +65,12 @@ def prepare(spec: Any) -> bool:
         if len(_changes) > _KEPT:
             del _changes[next(iter(_changes))]
     if changes is None:
-        return False
+        return None
     for name in changes.dropped:
         del spec[name]
     for name, value, is_json in changes.sets:
         spec[name] = _decode(value) if is_json else value
-    return True
+    return changes.rest_json
 
 
 def _changes_of(key: bytes) -> _Changes | None:
@@ -86,4 +90,30 @@ def _changes_of(key: bytes) -> _Changes | None:
     if list(before) != list(after):  # a field dropped and set again (`tolerations: []`) went last: walked instead
         return None
     return _Changes(dropped, tuple((name, _encode(value), True) if isinstance(value, dict | list) else
-                                   (name, value, False) for name, value in changed))
+                                   (name, value, False) for name, value in changed),
+                    _encode({name: value for name, value in after.items() if name != "affinity"}))
+
+
+def pinned_node(affinity: Any) -> str | None:
+    """The node a DaemonSet's pod is pinned to, when its affinity is exactly the pin the DaemonSet controller writes
+    (one required term of one matchFields requirement, `metadata.name In [node]`, and nothing else): None otherwise.
+
+    The affinity is each pod's own, so no memory answers for it; but such a pin has nothing the create's prune could
+    drop or report (every field known, no empty list), and of the validation's checks only the node name's can fail.
+    Both walked it for every pod (~90 k instructions of a DaemonSet pod's create)."""
+    if type(affinity) is not dict:  # most often None: a pod not pinned (raising and catching costs more)
+        return None
+    try:
+        node = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+            "matchFields"][0]["values"][0]
+    except (KeyError, IndexError, TypeError):  # not such a pin (a JSON object has no integer key)
+        return None
+    # equal to a pin made of strings, lists and objects only: so are the body's values (a number, a boolean or null
+    # equals no string), and no field is missing or added
+    return node if type(node) is str and affinity == _pin(node) else None
+
+
+def _pin(node: str) -> dict[str, Any]:
+    requirement = {"key": "metadata.name", "operator": "In", "values": [node]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [requirement]}]}}}

@@ -99,8 +99,9 @@ class Registry:
         if ns.obj["metadata"].get("deletionTimestamp"):
             raise errors.namespace_terminating(resource, name, namespace)
 
-    def _validate(self, resource: ApiResource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        problems = validating.validate(resource.kind, obj, old)
+    def _validate(self, resource: ApiResource, obj: dict[str, Any], old: dict[str, Any] | None,
+                  pod_spec_json: bytes | None = None) -> None:
+        problems = validating.validate(resource.kind, obj, old, pod_spec_json)
         if problems:
             name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get("generateName", "")
             raise errors.invalid(resource, name, problems)
@@ -128,12 +129,15 @@ class Registry:
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_type(resource, obj)
         from_json = decoding is not None and decoding.from_json
-        prepared = resource is R.PODS and from_json and podspecs.prepare(obj.get("spec"))
-        if prepared:
+        # the JSON of the prepared spec without its affinity, for the validation's memory of pod specs
+        spec_json = podspecs.prepare(obj.get("spec")) if resource is R.PODS and from_json else None
+        if spec_json is not None:
             # the rest of the spec is pruned already: the prune walks only the affinity, the pod's own field, at
-            # the spec's place (so its unknown fields are reported in the same order)
+            # the spec's place (so its unknown fields are reported in the same order), unless it is a DaemonSet's
+            # pin, which it would leave as it is
             spec = obj["spec"]
-            obj["spec"] = {"affinity": spec["affinity"]} if "affinity" in spec else {}
+            walked = "affinity" in spec and podspecs.pinned_node(spec["affinity"]) is None
+            obj["spec"] = {"affinity": spec["affinity"]} if walked else {}
             self._decode(resource, obj, decoding)
             obj["spec"] = spec
         else:
@@ -151,7 +155,7 @@ class Registry:
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-        if prepared:
+        if spec_json is not None:
             defaulting.default_pod_status(obj)  # the spec is defaulted already
         else:
             obj = defaulting.default_object(resource.kind, obj)
@@ -161,7 +165,7 @@ class Registry:
         if not meta.get("name") and generate:
             meta["name"] = self._generated_name(resource, namespace, generate)
         if validate:
-            self._validate(resource, obj, None)
+            self._validate(resource, obj, None, spec_json)
         elif not meta.get("name"):
             raise errors.ApiError(422, "Invalid", f"{resource.qualified_kind} is invalid: metadata.name: "
                                                   "Required value: name or generateName is required")

@@ -96,7 +96,6 @@ def _validate_binding_update(obj: dict[str, Any], old: dict[str, Any], errs: Err
 
 # Each kind's rules, built once: they were built (four closures and two dicts) on every write (issue 25).
 _VALIDATORS: dict[str, Callable[[dict[str, Any], Errors], None]] = {
-    "Pod": validation_apps.validate_pod,
     "Namespace": validate_namespace,
     "Node": validate_node,
     "Event": validate_event,
@@ -118,8 +117,9 @@ _UPDATES: dict[str, Callable[[dict[str, Any], dict[str, Any], Errors], None]] = 
 }
 
 
-def validate(kind: str, obj: Any, old: Any = None) -> list[ApiFieldError]:
-    """Every ApiFieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it)."""
+def validate(kind: str, obj: Any, old: Any = None, pod_spec_json: bytes | None = None) -> list[ApiFieldError]:
+    """Every ApiFieldError kube-apiserver reports for creating ``obj`` (or updating ``old`` to it). A pod's
+    ``pod_spec_json`` is its spec's JSON without the affinity, when the caller has it (sim.podspecs)."""
     if not isinstance(obj, dict):
         return [ApiFieldError.invalid("", GoValue("<body>"), "must be a JSON object")]
     errs: Errors = []
@@ -128,6 +128,8 @@ def validate(kind: str, obj: Any, old: Any = None) -> list[ApiFieldError]:
         # where a create reaches BeforeCreate's only when the legacy checks pass
         validate_object_meta(obj, True, path_segment_name, errs)
         legacy_event(obj, errs)
+    elif kind == "Pod":
+        validation_apps.validate_pod(obj, errs, pod_spec_json)
     elif kind in _VALIDATORS:
         _VALIDATORS[kind](obj, errs)
     else:

@@ -17,6 +17,7 @@ import msgspec
 
 from kube.intstr import is_percent, parse_int64
 from kube.validation import regex_error, validate_dns1123_label, validate_label_key, validate_label_value
+from sim import podspecs
 from sim.validation import (
     ApiFieldError,
     Errors,
@@ -79,10 +80,11 @@ def _enum(obj: Any, key: str, path: str, valid: list[str], errs: Errors) -> None
 # --- pods ----------------------------------------------------------------------------------------
 
 
-def validate_pod(pod: dict[str, Any], errs: Errors) -> None:
+def validate_pod(pod: dict[str, Any], errs: Errors, spec_json: bytes | None = None) -> None:
+    """`spec_json`: the JSON of the pod's spec without its affinity, when the caller has it (see validate_pod_spec)."""
     validate_object_meta(pod, True, subdomain_name, errs)
     spec = get(pod, "spec", dict, "spec", errs) or {}
-    validate_pod_spec(spec, "spec", errs)
+    validate_pod_spec(spec, "spec", errs, spec_json)
     for key in ("containers", "initContainers"):
         for path, container in items(spec, key, f"spec.{key}", []):
             image = _dict(container).get("image")
@@ -114,14 +116,19 @@ _SPEC_ERRORS_KEPT = 64
 _encode = msgspec.json.encode
 
 
-def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors) -> None:
-    """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`."""
-    rest = {k: v for k, v in spec.items() if k != "affinity"} if "affinity" in spec else spec
-    try:
-        key = (path, _encode(rest))
-    except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
-        _validate_pod_spec(spec, path, errs)
-        return
+def validate_pod_spec(spec: dict[str, Any], path: str, errs: Errors, rest_json: bytes | None = None) -> None:
+    """ValidatePodSpec's checks (those the sim makes) of `spec` at `path`, appended to `errs`. `rest_json` is the
+    JSON of `spec` without its affinity when the caller has it already: sim.podspecs remembers it with a created
+    pod's spec, which this would otherwise encode again for every pod (~25 k instructions of a DaemonSet pod)."""
+    if rest_json is not None:
+        key = (path, rest_json)
+    else:
+        rest = {k: v for k, v in spec.items() if k != "affinity"} if "affinity" in spec else spec
+        try:
+            key = (path, _encode(rest))
+        except (TypeError, msgspec.EncodeError):  # not JSON as it stands (not from a request): validated as it is
+            _validate_pod_spec(spec, path, errs)
+            return
     found = _SPEC_ERRORS.get(key)
     if found is None:
         before: Errors = []
@@ -259,6 +266,11 @@ def _validate_toleration(toleration: dict[str, Any], path: str, errs: Errors) ->
 
 
 def _validate_node_affinity(spec: dict[str, Any], path: str, errs: Errors) -> None:
+    node = podspecs.pinned_node(spec.get("affinity"))
+    if node is not None:  # a DaemonSet's pin: only its node's name can be invalid (the checks below, in short)
+        errs.extend(ApiFieldError.invalid(f"{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+                                          "[0].matchFields[0].values[0]", node, m) for m in subdomain_name(node, False))
+        return
     affinity = get(spec, "affinity", dict, path.rpartition(".")[0], errs) or {}
     node_affinity = get(affinity, "nodeAffinity", dict, path, errs) or {}
     required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"

@@ -8,6 +8,8 @@ maps, unknown fields in and outside the affinity, in the metadata, the status an
 what defaulting sets (containers, probes, volumes, quantities, host ports, priorities, tolerations, service
 accounts), invalid and wrong-typed values, strategic-merge directives, a DaemonSet's pods pinned to their nodes,
 and random specs built from the Pod schema; each is created several times, so that later ones come from memory.
+Likewise a DaemonSet's pin (sim.podspecs.pinned_node), which neither the prune nor the validation walks, answers as
+walked, and the JSON the memory hands the validation is the one it would encode.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from sim import defaulting, podspecs, schema
+from sim import defaulting, podspecs, schema, validation_apps
 from sim import resources as R
 from sim import status as errors
 from sim.cluster import SimCluster, SimConfig
@@ -186,9 +188,10 @@ def _counting_lookups(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     answers: list[bool] = []
     real = podspecs.prepare
 
-    def prepare(spec: Any) -> bool:
-        answers.append(real(spec))
-        return answers[-1]
+    def prepare(spec: Any) -> bytes | None:
+        prepared = real(spec)
+        answers.append(prepared is not None)
+        return prepared
 
     monkeypatch.setattr(podspecs, "prepare", prepare)
     return answers
@@ -203,6 +206,28 @@ def test_every_create_answers_as_without_the_memory(mode: str, monkeypatch: pyte
     assert _history(remembered) == _history(walked)
     assert len(_history(walked)) > (100 if mode == "Strict" else 250)
     assert sum(answers) > 200  # most specs were answered by the memory
+
+
+def test_the_validation_is_handed_the_json_it_would_encode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JSON the memory hands the validation's memory of pod specs with a remembered spec is what the validation
+    would encode of the spec it validates, without the affinity. (The comparison above cannot see a JSON that only
+    tells the specs apart: the validation's memory would answer each spec with its own errors all the same.)"""
+    registry = _registry()
+    answers = _counting_lookups(monkeypatch)
+    handed: list[tuple[bytes, bytes]] = []
+    real = validation_apps.validate_pod_spec
+
+    def validating(spec: dict[str, Any], path: str, errs: Any, rest_json: bytes | None = None) -> None:
+        if rest_json is not None:
+            handed.append((rest_json, msgspec.json.encode({k: v for k, v in spec.items() if k != "affinity"})))
+        real(spec, path, errs, rest_json)
+
+    monkeypatch.setattr(validation_apps, "validate_pod_spec", validating)
+    for _, body, validate in _bodies():
+        if validate:
+            _answer(registry, body, True, "Warn", True)
+    assert len(handed) == sum(answers) > 100  # every remembered spec's JSON was handed on
+    assert all(given == encoded for given, encoded in handed)
 
 
 def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,13 +248,83 @@ def test_a_spec_is_pruned_and_defaulted_once_for_its_pods(monkeypatch: pytest.Mo
     monkeypatch.setattr(defaulting, "default_pod_spec", defaulting_spec)
     for node in ("node-a", "node-b", "node-c"):
         registry.create(R.PODS, "default", _daemon_pod(node), Decoding(from_json=True))
+    # the spec once; then for each pod the prune of its top level and metadata, its affinity not walked: a
+    # DaemonSet's pin (sim.podspecs.pinned_node), which the prune would leave as it is
     assert walks == ["prune affinity,containers,dnsPolicy,restartPolicy,schedulerName,securityContext,"
-                     "terminationGracePeriodSeconds,tolerations", "default"] + ["prune affinity"] * 3
+                     "terminationGracePeriodSeconds,tolerations", "default"] + ["prune "] * 3
     pods = [entry.obj for entry in registry.store.iter(R.PODS)]
     assert sorted(pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
                   ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] for pod in pods) == ["node-a", "node-b",
                                                                                                "node-c"]
     assert len({msgspec.json.encode({**pod["spec"], "affinity": None}) for pod in pods}) == 1
+
+
+def _requirement(**changes: Any) -> dict[str, Any]:
+    return {**{"key": "metadata.name", "operator": "In", "values": ["n-1"]}, **changes}
+
+
+def _term_affinity(*terms: Any, **node_affinity: Any) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)},
+                             **node_affinity}}
+
+
+# Affinities of a DaemonSet's pod: pins, which neither the prune nor the validation walks, and all but pins
+AFFINITIES: dict[str, Any] = {
+    "a pin": _pinned("n-1"),
+    "a pin to an empty name": _pinned(""),
+    "a pin to an invalid name": _pinned("Node_1."),
+    "a pin to a name ending in a dash": _pinned("node-"),
+    "a pin to a long name": _pinned("a" * 254),
+    "a number": _term_affinity({"matchFields": [_requirement(values=[1])]}),
+    "null": _term_affinity({"matchFields": [_requirement(values=[None])]}),
+    "a boolean": _term_affinity({"matchFields": [_requirement(values=[True])]}),
+    "two values": _term_affinity({"matchFields": [_requirement(values=["n-1", "n-2"])]}),
+    "no value": _term_affinity({"matchFields": [_requirement(values=[])]}),
+    "values not a list": _term_affinity({"matchFields": [_requirement(values="n-1")]}),
+    "NotIn": _term_affinity({"matchFields": [_requirement(operator="NotIn")]}),
+    "another operator": _term_affinity({"matchFields": [_requirement(operator="in")]}),
+    "another key": _term_affinity({"matchFields": [_requirement(key="metadata.namespace")]}),
+    "an unknown field in the requirement": _term_affinity({"matchFields": [_requirement(colour=1)]}),
+    "an unknown field in the term": _pinned("n-1", odd=True),
+    "empty match expressions": _pinned("n-1", matchExpressions=[]),
+    "null match expressions": _pinned("n-1", matchExpressions=None),
+    "match expressions": _pinned("n-1", matchExpressions=[{"key": "k", "operator": "Exists"}]),
+    "two requirements": _term_affinity({"matchFields": [_requirement(), _requirement(values=["n-2"])]}),
+    "two terms": _term_affinity({"matchFields": [_requirement()]}, {"matchFields": [_requirement()]}),
+    "an empty preferred list": _term_affinity({"matchFields": [_requirement()]},
+                                              preferredDuringSchedulingIgnoredDuringExecution=[]),
+    "a preference": _term_affinity({"matchFields": [_requirement()]}, preferredDuringSchedulingIgnoredDuringExecution=[
+        {"weight": 0, "preference": {"matchFields": [_requirement()]}}]),
+    "an unknown field in the node affinity": _term_affinity({"matchFields": [_requirement()]}, extra=1),
+    "a pod affinity too": {**_pinned("n-1"), "podAffinity": {}},
+    "an unknown field in the affinity": {**_pinned("n-1"), "extra": []},
+    "terms not a list": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": {"0": {"matchFields": [_requirement()]}}}}},
+    "terms empty": _term_affinity(),
+    "match fields null": _term_affinity({"matchFields": None}),
+    "a requirement not an object": _term_affinity({"matchFields": [["n-1"]]}),
+}
+
+
+@pytest.mark.parametrize("mode", ["Warn", "Strict"])
+def test_a_daemonsets_pin_answers_as_walked(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The create of a pod pinned to its node (the reconciler's DaemonSet pods) answers as when its affinity is
+    walked by the prune and the validation: the stored JSON, or the error, and the warnings; and only the pins go
+    unwalked."""
+    pinned, walked = _registry(), _registry()
+    answers = []
+    real = podspecs.pinned_node
+    for n, (what, affinity) in enumerate(AFFINITIES.items()):
+        body = _daemon_pod("n-1")
+        body["metadata"]["name"] = f"p-{n}"
+        body["spec"]["affinity"] = affinity
+        monkeypatch.setattr(podspecs, "pinned_node", real)
+        answer = _answer(pinned, body, True, mode, True)
+        answers.append((what, real(msgspec.json.decode(msgspec.json.encode(affinity))) is not None))
+        monkeypatch.setattr(podspecs, "pinned_node", lambda affinity: None)
+        assert answer == _answer(walked, body, True, mode, True), what
+    assert _history(pinned) == _history(walked)
+    assert [what for what, is_pin in answers if is_pin] == [what for what in AFFINITIES if what.startswith("a pin")]
 
 
 def test_each_pod_gets_its_own_lists_and_objects() -> None:
